@@ -1,0 +1,82 @@
+# Third-party dependencies. None of them may become a NEEDED entry of libmemguard.so:
+# spdlog and fmt are used header-only, libunwind is linked as a PIC static archive, and the
+# CUDA toolkit contributes headers only.
+
+find_package(Threads REQUIRED)
+
+# --- CUDA headers (never linked) ---------------------------------------------------------------
+set(MEMGUARD_CUDA_INCLUDE_DIR "" CACHE PATH "Directory holding cuda_runtime_api.h")
+if(NOT MEMGUARD_CUDA_INCLUDE_DIR)
+  find_path(_mg_cuda_inc cuda_runtime_api.h
+    HINTS $ENV{CUDA_HOME}/include $ENV{CUDA_PATH}/include /usr/local/cuda/include /usr/include
+    NO_CACHE)
+  if(_mg_cuda_inc)
+    set(MEMGUARD_CUDA_INCLUDE_DIR "${_mg_cuda_inc}")
+  endif()
+endif()
+if(NOT MEMGUARD_CUDA_INCLUDE_DIR)
+  # The nvidia-cuda-runtime wheel from PyPI ships the headers (nvidia/cu13/include; older wheels
+  # nvidia/cuda_runtime/include).
+  execute_process(COMMAND python3 -c "import glob, os, sys\nfor p in sys.path:\n    for c in sorted(glob.glob(os.path.join(p, 'nvidia', '*', 'include', 'cuda_runtime_api.h'))):\n        print(os.path.dirname(c)); sys.exit(0)"
+    OUTPUT_VARIABLE _mg_pyinc OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(_mg_pyinc AND EXISTS "${_mg_pyinc}/cuda_runtime_api.h")
+    set(MEMGUARD_CUDA_INCLUDE_DIR "${_mg_pyinc}")
+  endif()
+endif()
+if(NOT MEMGUARD_CUDA_INCLUDE_DIR OR NOT EXISTS "${MEMGUARD_CUDA_INCLUDE_DIR}/cuda_runtime_api.h")
+  message(FATAL_ERROR "memguard: CUDA headers not found. Install the CUDA toolkit, or `pip install nvidia-cuda-runtime`, or pass -DMEMGUARD_CUDA_INCLUDE_DIR=<dir with cuda_runtime_api.h>.")
+endif()
+message(STATUS "memguard: CUDA headers in ${MEMGUARD_CUDA_INCLUDE_DIR}")
+add_library(memguard_cuda_headers INTERFACE)
+target_include_directories(memguard_cuda_headers SYSTEM INTERFACE ${MEMGUARD_CUDA_INCLUDE_DIR})
+
+# --- fmt and spdlog, header-only ---------------------------------------------------------------
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+add_library(memguard_logging_deps INTERFACE)
+if(TARGET spdlog::spdlog_header_only)
+  target_link_libraries(memguard_logging_deps INTERFACE spdlog::spdlog_header_only)
+else()
+  get_target_property(_mg_spdlog_inc spdlog::spdlog INTERFACE_INCLUDE_DIRECTORIES)
+  target_include_directories(memguard_logging_deps SYSTEM INTERFACE ${_mg_spdlog_inc})
+  target_compile_definitions(memguard_logging_deps INTERFACE SPDLOG_HEADER_ONLY)
+endif()
+if(TARGET fmt::fmt-header-only)
+  target_link_libraries(memguard_logging_deps INTERFACE fmt::fmt-header-only)
+else()
+  get_target_property(_mg_fmt_inc fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+  target_include_directories(memguard_logging_deps SYSTEM INTERFACE ${_mg_fmt_inc})
+  target_compile_definitions(memguard_logging_deps INTERFACE FMT_HEADER_ONLY)
+endif()
+# Debian builds spdlog against the external fmt.
+target_compile_definitions(memguard_logging_deps INTERFACE SPDLOG_FMT_EXTERNAL SPDLOG_NO_EXCEPTIONS)
+
+# --- libunwind, built PIC from the distribution's source (docs/unwinding.md) ---------------------
+add_library(memguard_unwinder INTERFACE)
+if(MEMGUARD_UNWINDER STREQUAL "libunwind")
+  set(MEMGUARD_LIBUNWIND_PREFIX "${PROJECT_SOURCE_DIR}/.deps/libunwind" CACHE PATH
+      "Prefix of a position-independent static libunwind (built by tools/build-libunwind.sh when missing)")
+  if(NOT EXISTS "${MEMGUARD_LIBUNWIND_PREFIX}/lib/libunwind.a")
+    message(STATUS "memguard: building a PIC libunwind into ${MEMGUARD_LIBUNWIND_PREFIX}")
+    execute_process(COMMAND ${PROJECT_SOURCE_DIR}/tools/build-libunwind.sh ${MEMGUARD_LIBUNWIND_PREFIX}
+      RESULT_VARIABLE _mg_lu_rc)
+    if(NOT _mg_lu_rc EQUAL 0)
+      message(FATAL_ERROR "memguard: could not build libunwind (see above). Either pass "
+        "-DMEMGUARD_LIBUNWIND_PREFIX=<prefix of a -fPIC static libunwind> or "
+        "-DMEMGUARD_UNWINDER=libgcc (about 20x slower stacks).")
+    endif()
+  endif()
+  target_include_directories(memguard_unwinder SYSTEM INTERFACE ${MEMGUARD_LIBUNWIND_PREFIX}/include)
+  target_link_libraries(memguard_unwinder INTERFACE
+    ${MEMGUARD_LIBUNWIND_PREFIX}/lib/libunwind.a)
+  target_compile_definitions(memguard_unwinder INTERFACE MEMGUARD_USE_LIBUNWIND=1 UNW_LOCAL_ONLY)
+elseif(MEMGUARD_UNWINDER STREQUAL "libgcc")
+  target_compile_definitions(memguard_unwinder INTERFACE MEMGUARD_USE_LIBUNWIND=0)
+else()
+  message(FATAL_ERROR "memguard: MEMGUARD_UNWINDER must be libunwind or libgcc")
+endif()
+
+# --- GoogleTest ----------------------------------------------------------------------------------
+if(MEMGUARD_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()

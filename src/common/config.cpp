@@ -1,0 +1,100 @@
+#include "common/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+namespace memguard {
+namespace {
+
+struct LevelName {
+    const char* name;
+    LogLevel level;
+};
+constexpr LevelName kLevels[] = {
+    {"trace", LogLevel::Trace}, {"debug", LogLevel::Debug}, {"info", LogLevel::Info},
+    {"warn", LogLevel::Warn},   {"warning", LogLevel::Warn}, {"error", LogLevel::Error},
+    {"critical", LogLevel::Critical}, {"off", LogLevel::Off},
+};
+
+std::string quoted(const char* v) { return std::string("'") + v + "'"; }
+
+void parse_enable(const char* v, Config& c, std::vector<std::string>& problems) {
+    if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) {
+        c.enabled = true;
+    } else if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off")) {
+        c.enabled = false;
+    } else {
+        problems.push_back("MEMGUARD_ENABLE=" + quoted(v) + " is not valid: expected 1 or 0 (also true/false, yes/no, on/off); keeping 1");
+    }
+}
+
+void parse_depth(const char* v, Config& c, std::vector<std::string>& problems) {
+    errno = 0;
+    char* end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n < 0 || n > Config::kMaxStackDepth) {
+        problems.push_back("MEMGUARD_STACK_DEPTH=" + quoted(v) + " is not valid: expected an integer from 0 to " +
+                           std::to_string(Config::kMaxStackDepth) + "; keeping " + std::to_string(c.stack_depth));
+        return;
+    }
+    c.stack_depth = static_cast<int>(n);
+}
+
+void parse_level(const char* v, Config& c, std::vector<std::string>& problems) {
+    for (const auto& l : kLevels) {
+        if (!strcasecmp(v, l.name)) {
+            c.log_level = l.level;
+            return;
+        }
+    }
+    problems.push_back("MEMGUARD_LOG_LEVEL=" + quoted(v) +
+                       " is not valid: expected trace, debug, info, warn, error, critical or off; keeping warn");
+}
+
+void parse_output(const char* v, Config& c, std::vector<std::string>& problems) {
+    if (*v == '\0') {
+        problems.push_back("MEMGUARD_OUTPUT is empty: expected a path template (%p pid, %h host, %r rank); keeping the default name");
+        return;
+    }
+    // Validate the template's escapes now, so that a typo is reported once at start-up.
+    for (const char* p = v; *p; ++p) {
+        if (*p != '%') continue;
+        char n = p[1];
+        if (n == 'p' || n == 'h' || n == 'r' || n == '%') {
+            ++p;
+            continue;
+        }
+        problems.push_back("MEMGUARD_OUTPUT=" + quoted(v) +
+                           " is not valid: '%' must be followed by p (pid), h (host), r (rank) or %; keeping the default name");
+        return;
+    }
+    c.output_template = v;
+}
+
+}  // namespace
+
+ConfigResult parse_config(const EnvLookup& getenv_fn) {
+    ConfigResult r;
+    if (const char* v = getenv_fn("MEMGUARD_LOG_LEVEL")) parse_level(v, r.config, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_ENABLE")) parse_enable(v, r.config, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_STACK_DEPTH")) parse_depth(v, r.config, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_OUTPUT")) parse_output(v, r.config, r.problems);
+    return r;
+}
+
+const char* log_level_name(LogLevel level) {
+    switch (level) {
+    case LogLevel::Trace: return "trace";
+    case LogLevel::Debug: return "debug";
+    case LogLevel::Info: return "info";
+    case LogLevel::Warn: return "warn";
+    case LogLevel::Error: return "error";
+    case LogLevel::Critical: return "critical";
+    case LogLevel::Off: return "off";
+    }
+    return "warn";
+}
+
+}  // namespace memguard

@@ -1,0 +1,64 @@
+#include "interpose/init.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <pthread.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "memguard/memguard.h"
+#include "track/recorder.h"
+
+namespace memguard::interpose {
+
+std::atomic<bool> g_initialized{false};
+
+namespace {
+void before_fork() { track::Recorder::instance().before_fork(); }
+void after_fork_parent() { track::Recorder::instance().after_fork_parent(); }
+void after_fork_child() { track::Recorder::instance().after_fork_child(); }
+}  // namespace
+
+void initialize_once() noexcept {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        ConfigResult parsed = parse_config([](const char* name) { return std::getenv(name); });
+        set_log_level(parsed.config.log_level);
+        for (const std::string& problem : parsed.problems) MG_LOG_WARN("{}", problem);
+        track::Recorder::instance().init(parsed.config);
+        if (parsed.config.enabled) pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+        g_initialized.store(true, std::memory_order_release);
+    });
+}
+
+}  // namespace memguard::interpose
+
+using memguard::track::Recorder;
+
+__attribute__((constructor)) static void memguard_library_init() { memguard::interpose::initialize_once(); }
+
+__attribute__((destructor)) static void memguard_library_fini() { Recorder::instance().shutdown(); }
+
+#define MG_EXPORT extern "C" __attribute__((visibility("default")))
+
+MG_EXPORT const char* memguard_version(void) { return MEMGUARD_VERSION_STRING; }
+
+MG_EXPORT int memguard_active(void) { return Recorder::instance().active() ? 1 : 0; }
+
+MG_EXPORT int memguard_flush(void) {
+    if (Recorder::instance().report_path().empty()) return -1;
+    Recorder::instance().flush();
+    return 0;
+}
+
+MG_EXPORT size_t memguard_report_path(char* buf, size_t len) {
+    std::string path = Recorder::instance().report_path();
+    if (path.empty()) return 0;
+    if (buf && len > 0) {
+        size_t n = path.size() < len - 1 ? path.size() : len - 1;
+        std::memcpy(buf, path.data(), n);
+        buf[n] = '\0';
+    }
+    return path.size();
+}

@@ -1,0 +1,51 @@
+// The live blocks of this process, keyed by address, with live-byte counters per device.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "track/events.h"
+
+namespace memguard::track {
+
+struct LiveBlock {
+    uint64_t size = 0;
+    uint32_t stack_id = 0;
+    Kind kind = Kind::Device;
+    int32_t device = 0;
+};
+
+class BlockTable {
+public:
+    static constexpr int kMaxDevices = 64;
+
+    /// Adds a block. An existing entry at the same address (memory freed by a path memguard does
+    /// not see, such as cudaDeviceReset) is replaced, no longer counted, and returned.
+    std::optional<LiveBlock> insert(uintptr_t addr, const LiveBlock& b);
+    /// Removes and returns the block at addr, if live.
+    std::optional<LiveBlock> remove(uintptr_t addr);
+
+    /// GPU bytes (device, async, managed kinds) live on `device` now.
+    uint64_t gpu_live_bytes(int device) const noexcept;
+
+    void clear();
+    void lock_all();
+    void unlock_all();
+
+private:
+    void account(const LiveBlock& b, bool add) noexcept;
+
+    static constexpr int kShards = 64;
+    struct alignas(64) Shard {
+        std::mutex mu;
+        std::unordered_map<uintptr_t, LiveBlock> blocks;
+    };
+    Shard shards_[kShards];
+    std::array<std::atomic<uint64_t>, kMaxDevices> gpu_live_{};
+};
+
+}  // namespace memguard::track

@@ -1,0 +1,58 @@
+// What the hooks report: allocation kinds and the CUDA functions, with their report names.
+#pragma once
+
+#include <cstdint>
+
+namespace memguard::track {
+
+enum class Kind : uint8_t { Device, Async, Managed, Pinned };
+
+inline const char* kind_name(Kind k) noexcept {
+    switch (k) {
+    case Kind::Device: return "device";
+    case Kind::Async: return "async";
+    case Kind::Managed: return "managed";
+    case Kind::Pinned: return "pinned";
+    }
+    return "device";
+}
+
+inline bool is_gpu(Kind k) noexcept { return k != Kind::Pinned; }
+
+/// CUDA functions whose calls are recorded. Names are the report's `api` field.
+enum class Api : uint8_t {
+    cudaMalloc,
+    cudaFree,
+    cudaMallocAsync,
+    cudaFreeAsync,
+    cudaMallocFromPoolAsync,
+    cudaMallocManaged,
+    cudaMallocPitch,
+    cudaMallocHost,
+    cudaHostAlloc,
+    cudaFreeHost,
+};
+
+inline const char* api_name(Api a) noexcept {
+    switch (a) {
+    case Api::cudaMalloc: return "cudaMalloc";
+    case Api::cudaFree: return "cudaFree";
+    case Api::cudaMallocAsync: return "cudaMallocAsync";
+    case Api::cudaFreeAsync: return "cudaFreeAsync";
+    case Api::cudaMallocFromPoolAsync: return "cudaMallocFromPoolAsync";
+    case Api::cudaMallocManaged: return "cudaMallocManaged";
+    case Api::cudaMallocPitch: return "cudaMallocPitch";
+    case Api::cudaMallocHost: return "cudaMallocHost";
+    case Api::cudaHostAlloc: return "cudaHostAlloc";
+    case Api::cudaFreeHost: return "cudaFreeHost";
+    }
+    return "unknown";
+}
+
+/// The stream a call names, if any.
+struct StreamArg {
+    bool present = false;
+    uintptr_t handle = 0;
+};
+
+}  // namespace memguard::track

@@ -1,0 +1,103 @@
+// The recorder: what the interposition hooks call. It owns the live-block table, the stack table,
+// the module map and the report writer, and turns each observed call into report records.
+//
+// Thread safety: every method may be called from any thread at any time after init(). The report
+// file is created on the first recorded allocation, so a process that never allocates CUDA memory
+// leaves no file.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/config.h"
+#include "track/block_table.h"
+#include "track/events.h"
+#include "track/modules.h"
+#include "track/stack_table.h"
+#include "track/writer.h"
+
+namespace memguard::track {
+
+class Recorder {
+public:
+    /// The process-wide recorder. Never destroyed: hooks may run during process teardown.
+    static Recorder& instance();
+
+    /// Applies the configuration; called once from the library constructor (or the first hook).
+    void init(const Config& config);
+
+    /// True while calls should be recorded (enabled, not failed, not finished).
+    bool active() const noexcept {
+        State s = state_.load(std::memory_order_acquire);
+        return s == State::Idle || s == State::Recording;
+    }
+
+    /// Captures the caller's native stack into ips (capacity kStackCapacity), with memguard's own
+    /// leading frames removed, cut to the configured depth. Returns the number of frames.
+    int capture_stack(uintptr_t* ips) const noexcept;
+    static constexpr int kStackCapacity = Config::kMaxStackDepth + 32;
+
+    void record_alloc(Api api, Kind kind, uintptr_t addr, uint64_t size, int device, StreamArg stream,
+                      const uintptr_t* ips, int n);
+    void record_alloc_failed(Api api, Kind kind, uint64_t size, int device, StreamArg stream, const uintptr_t* ips,
+                             int n, int error);
+    /// Records the free of addr, before the real call (so that a reuse of the address by another
+    /// thread is always written after it). Returns the block, or nothing when addr is not live.
+    std::optional<LiveBlock> record_free(Api api, uintptr_t addr, StreamArg stream);
+    /// The real free of a block returned by record_free failed: the block is live again.
+    void record_free_failed(uintptr_t addr, const LiveBlock& block, int error);
+
+    /// Writes buffered records now (memguard_flush).
+    void flush();
+    /// Process exit: end record, final write, no more recording.
+    void shutdown();
+
+    /// Path of this process's report, empty while none has been created.
+    std::string report_path();
+
+    // fork(2) handlers (pthread_atfork).
+    void before_fork();
+    void after_fork_parent();
+    void after_fork_child();
+
+    /// Nanoseconds since this run's clock origin.
+    static int64_t now() noexcept;
+
+private:
+    enum class State { Off, Idle, Recording, Failed, Finished };
+
+    Recorder();
+    bool ensure_started();
+    void write_header();
+    uint32_t intern(const uintptr_t* ips, int n);
+    static void on_new_stack(void* self, uint32_t id, const uintptr_t* ips, int n);
+
+    std::atomic<State> state_{State::Off};
+    Config config_;
+    std::mutex start_mu_;
+    StackTable stacks_;
+    BlockTable blocks_;
+    ModuleMap modules_;
+    ReportWriter writer_;
+    TextRange self_range_;
+};
+
+/// Marks the calling thread as inside a memguard hook; nested hooks (CUDA calls made while
+/// recording) pass straight through.
+class HookScope {
+public:
+    HookScope() noexcept : outermost_(depth_++ == 0) {}
+    ~HookScope() { --depth_; }
+    HookScope(const HookScope&) = delete;
+    HookScope& operator=(const HookScope&) = delete;
+    bool outermost() const noexcept { return outermost_; }
+
+private:
+    static thread_local int depth_;
+    bool outermost_;
+};
+
+}  // namespace memguard::track

@@ -1,0 +1,48 @@
+// Interns native stacks as small integer ids (1, 2, ...). Each distinct stack is stored once;
+// the first time a stack is seen the caller-supplied callback runs, under the shard lock, so a
+// record that uses the id can never precede the record that defines it.
+#pragma once
+
+#include <cstdint>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace memguard::track {
+
+class StackTable {
+public:
+    using OnNew = void (*)(void* ctx, uint32_t id, const uintptr_t* ips, int n);
+
+    /// Returns the id of the stack; calls on_new(ctx, id, ips, n) first if it is new.
+    uint32_t intern(const uintptr_t* ips, int n, OnNew on_new, void* ctx);
+
+    /// Number of distinct stacks.
+    uint32_t size() const { return next_id_.load(std::memory_order_relaxed) - 1; }
+
+    /// Drops everything (fork child). Only valid while no other thread uses the table.
+    void clear();
+
+    void lock_all();
+    void unlock_all();
+
+    static uint64_t hash(const uintptr_t* ips, int n) noexcept;
+
+private:
+    static constexpr int kShards = 64;
+    struct Entry {
+        uint32_t id;
+        uint32_t offset;  // into Shard::frames
+        uint32_t n;
+    };
+    struct alignas(64) Shard {
+        std::mutex mu;
+        std::unordered_multimap<uint64_t, Entry> by_hash;
+        std::vector<uintptr_t> frames;
+    };
+    Shard shards_[kShards];
+    std::atomic<uint32_t> next_id_{1};
+};
+
+}  // namespace memguard::track

@@ -1,0 +1,145 @@
+#include "track/writer.h"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <new>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "track/line.h"
+
+namespace memguard::track {
+
+bool ReportWriter::start(const std::string& path, std::string* error) {
+    std::string candidate = path;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        if (attempt > 0) candidate = path + "." + std::to_string(attempt);
+        fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+        if (fd >= 0 || errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        *error = "cannot create report file '" + candidate + "': " + std::strerror(errno);
+        return false;
+    }
+    fd_ = fd;
+    path_ = candidate;
+
+    // The writer thread must never receive the host's signals.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    thread_running_ = pthread_create(&thread_, nullptr, &ReportWriter::thread_main, this) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (!thread_running_) MG_LOG_WARN("cannot start the writer thread; the report is written at exit only");
+    return true;
+}
+
+void ReportWriter::append(std::string_view records) {
+    bool wake;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        size_t before = buffer_.size();
+        buffer_.append(records.data(), records.size());
+        wake = before < kWakeThreshold && buffer_.size() >= kWakeThreshold;
+    }
+    if (wake) cv_.notify_one();
+}
+
+void* ReportWriter::thread_main(void* self) {
+    pthread_setname_np(pthread_self(), "memguard-writer");
+    static_cast<ReportWriter*>(self)->run();
+    return nullptr;
+}
+
+void ReportWriter::run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+        cv_.wait_for(lock, std::chrono::milliseconds(kFlushIntervalMs));
+        if (stop_) break;
+        lock.unlock();
+        write_pending();
+        lock.lock();
+    }
+}
+
+bool ReportWriter::write_all(const char* data, size_t n) {
+    while (n > 0) {
+        ssize_t w = ::write(fd_, data, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        data += w;
+        n -= static_cast<size_t>(w);
+    }
+    return true;
+}
+
+void ReportWriter::write_pending(bool heartbeat) {
+    std::lock_guard<std::mutex> io(io_mu_);
+    std::string out;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (buffer_.empty()) return;
+        if (heartbeat) {
+            Line hb('H');
+            hb.sdec(clock_());
+            buffer_.append(hb.finish());
+        }
+        out.swap(buffer_);
+    }
+    if (fd_ < 0 || io_failed_) return;
+    if (!write_all(out.data(), out.size())) {
+        io_failed_ = true;
+        MG_LOG_WARN("writing the report '{}' failed ({}); recording continues but is no longer saved", path_,
+                    std::strerror(errno));
+    }
+}
+
+void ReportWriter::flush() { write_pending(); }
+
+void ReportWriter::finish() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    cv_.notify_one();
+    if (thread_running_) {
+        pthread_join(thread_, nullptr);
+        thread_running_ = false;
+    }
+    Line z('Z');
+    z.sdec(clock_());
+    append(z.finish());
+    write_pending(false);  // the end record is the file's last line
+}
+
+void ReportWriter::lock_for_fork() {
+    io_mu_.lock();
+    mu_.lock();
+}
+
+void ReportWriter::unlock_after_fork() {
+    mu_.unlock();
+    io_mu_.unlock();
+}
+
+void ReportWriter::reset_in_child() {
+    // The parent's writer thread may have been waiting on cv_; it does not exist in the child.
+    new (&cv_) std::condition_variable();
+    // The parent owns the file, the buffered records and the thread; the child keeps none.
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    io_failed_ = false;
+    path_.clear();
+    buffer_.clear();
+    buffer_.shrink_to_fit();
+    stop_ = false;
+    thread_running_ = false;
+}
+
+}  // namespace memguard::track

@@ -1,0 +1,68 @@
+// The report file and its writer thread. Hooks only append whole records to an in-memory buffer;
+// a background thread writes the buffer at least every kFlushInterval, with a heartbeat record,
+// so that a killed process leaves a file that is valid up to the last flush.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <pthread.h>
+#include <string>
+#include <string_view>
+
+namespace memguard::track {
+
+class ReportWriter {
+public:
+    using Clock = int64_t (*)();
+
+    explicit ReportWriter(Clock clock) : clock_(clock) {}
+
+    /// Creates the file exclusively (O_EXCL|O_NOFOLLOW, mode 0640; when `path` exists, tries
+    /// path.1 ... path.99) and starts the writer thread. On failure returns false and sets *error.
+    bool start(const std::string& path, std::string* error);
+
+    bool started() const { return fd_ >= 0; }
+    const std::string& path() const { return path_; }
+
+    /// Appends complete records (each ending in '\n'). Never blocks on I/O.
+    void append(std::string_view records);
+
+    /// Writes everything appended so far, with a heartbeat, from the calling thread.
+    void flush();
+
+    /// Appends the end record, writes everything and stops the writer thread.
+    void finish();
+
+    // fork(2) support: the prepare/parent pair brackets fork in the parent; in the child the
+    // writer forgets the parent's file, buffer and thread.
+    void lock_for_fork();
+    void unlock_after_fork();
+    /// In the child, after unlock_after_fork.
+    void reset_in_child();
+
+    static constexpr int64_t kFlushIntervalMs = 250;
+    static constexpr size_t kWakeThreshold = 1 << 20;
+
+private:
+    static void* thread_main(void* self);
+    void run();
+    /// Takes the buffer (adding a heartbeat when it holds records) under the lock, writes it
+    /// outside the lock. io_mu_ keeps file writes in order.
+    void write_pending(bool heartbeat = true);
+    bool write_all(const char* data, size_t n);
+
+    Clock clock_;
+    std::mutex mu_;  // guards buffer_, stop_
+    std::condition_variable cv_;
+    std::string buffer_;
+    bool stop_ = false;
+    std::mutex io_mu_;  // serializes write(2) calls on fd_
+    int fd_ = -1;
+    bool io_failed_ = false;
+    std::string path_;
+    pthread_t thread_{};
+    bool thread_running_ = false;
+};
+
+}  // namespace memguard::track

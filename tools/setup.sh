@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what building and testing memguard needs on Debian 12 or 13 (run as root or with sudo).
+# Idempotent: packages already present are left alone.
+#
+#   compilers and CMake; spdlog, fmt, GoogleTest (Debian packages); dpkg-dev and deb-src entries so
+#   that the build can fetch Debian's libunwind source (tools/build-libunwind.sh); CUDA headers
+#   from /usr/local/cuda when present, else the nvidia-cuda-runtime wheel from PyPI.
+set -euo pipefail
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+
+packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip"
+missing=""
+for p in $packages; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "setup: installing$missing"
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+# deb-src entries, so that tools/build-libunwind.sh can run `apt-get source libunwind`.
+if ! apt-get source --print-uris -qq libunwind >/dev/null 2>&1; then
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        grep -q '^Types: deb$' "$f" || continue
+        sed 's/^Types: deb$/Types: deb-src/' "$f" | $sudo tee "/etc/apt/sources.list.d/memguard-src-$(basename "$f")" >/dev/null
+    done
+    if [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list; then
+        sed -n 's/^deb /deb-src /p' /etc/apt/sources.list | $sudo tee /etc/apt/sources.list.d/memguard-src.list >/dev/null
+    fi
+    $sudo apt-get update -qq
+fi
+
+# CUDA headers (build time only; nothing links against CUDA).
+if [ ! -f /usr/local/cuda/include/cuda_runtime_api.h ] &&
+   ! python3 -c "import glob,os,sys; sys.exit(0 if any(glob.glob(os.path.join(p,'nvidia','*','include','cuda_runtime_api.h')) for p in sys.path) else 1)"; then
+    echo "setup: installing CUDA headers from the nvidia-cuda-runtime wheel"
+    python3 -m pip install -q 'nvidia-cuda-runtime>=13,<14' 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages 'nvidia-cuda-runtime>=13,<14'
+fi
+echo "setup: done"
