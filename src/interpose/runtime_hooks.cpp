@@ -2,21 +2,16 @@
 // caller's exact arguments and returns exactly its result; around the call it records the block.
 // Nothing here makes a CUDA call that is illegal during stream capture: the only extra call is
 // cudaGetDevice, which reads thread state.
-#include <cerrno>
-#include <cuda_runtime_api.h>
-
-#include "interpose/init.h"
-#include "interpose/real.h"
+#include "interpose/hook_support.h"
 #include "track/recorder.h"
 
-using memguard::interpose::RealFunction;
+using memguard::interpose::ErrnoKeeper;
+using memguard::interpose::stream_arg;
 using memguard::track::Api;
 using memguard::track::HookScope;
 using memguard::track::Kind;
 using memguard::track::Recorder;
 using memguard::track::StreamArg;
-
-#define MG_EXPORT extern "C" __attribute__((visibility("default")))
 
 // Per-thread-default-stream variants, declared by cuda_runtime_api.h only under
 // CUDA_API_PER_THREAD_DEFAULT_STREAM.
@@ -28,29 +23,13 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t 
 
 namespace {
 
-// Returned when no loaded library defines the real function (the caller reached our symbol
-// without a CUDA runtime in the process).
-constexpr cudaError_t kNoRuntime = cudaErrorSharedObjectSymbolNotFound;
-
-StreamArg stream_arg(cudaStream_t s) { return StreamArg{true, reinterpret_cast<uintptr_t>(s)}; }
-
 int current_device() {
-    static RealFunction<cudaError_t (*)(int*)> get_device("cudaGetDevice");
+    static memguard::interpose::RealFunction<cudaError_t (*)(int*)> get_device("cudaGetDevice");
     int device = 0;
     auto fn = get_device.get();
     if (!fn || fn(&device) != cudaSuccess) return 0;
     return device;
 }
-
-/// Keeps errno as the host left it.
-class ErrnoKeeper {
-public:
-    ErrnoKeeper() : saved_(errno) {}
-    ~ErrnoKeeper() { errno = saved_; }
-
-private:
-    int saved_;
-};
 
 struct AllocCall {
     Api api;
@@ -71,6 +50,10 @@ cudaError_t allocate(const AllocCall& what, void** out, Call&& call) {
     HookScope scope;
     Recorder& rec = Recorder::instance();
     if (!scope.outermost() || !rec.active()) return call();
+    if (memguard::track::is_potentially_unsafe(what.api)) {
+        ErrnoKeeper keep_errno;
+        rec.check_unsafe_call(what.api);
+    }
     cudaError_t err = call();
     ErrnoKeeper keep_errno;
     bool ok = err == cudaSuccess;
@@ -96,6 +79,7 @@ cudaError_t release(Api api, void* ptr, StreamArg stream, Call&& call) {
     if (!scope.outermost() || !rec.active() || ptr == nullptr) return call();
     auto block = [&] {
         ErrnoKeeper keep_errno;
+        if (memguard::track::is_potentially_unsafe(api)) rec.check_unsafe_call(api);
         return rec.record_free(api, reinterpret_cast<uintptr_t>(ptr), stream);
     }();
     cudaError_t err = call();
@@ -106,19 +90,7 @@ cudaError_t release(Api api, void* ptr, StreamArg stream, Call&& call) {
     return err;
 }
 
-template <typename Fn>
-Fn real_or_report(RealFunction<Fn>& real) {
-    Fn fn = real.get();
-    if (!fn) memguard::interpose::report_missing(real.name());
-    return fn;
-}
-
 }  // namespace
-
-#define MG_REAL(name, ...)                                          \
-    static RealFunction<cudaError_t (*)(__VA_ARGS__)> real(#name); \
-    auto fn = real_or_report(real);                                 \
-    if (!fn) return kNoRuntime
 
 MG_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
     MG_REAL(cudaMalloc, void**, size_t);

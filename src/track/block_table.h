@@ -17,6 +17,8 @@ struct LiveBlock {
     uint32_t stack_id = 0;
     Kind kind = Kind::Device;
     int32_t device = 0;
+    uint32_t capture_id = 0;  // the stream capture that owns the block (0: none)
+    int64_t t_alloc = 0;      // report time of the allocation
 };
 
 class BlockTable {
@@ -31,6 +33,15 @@ public:
 
     /// GPU bytes (device, async, managed kinds) live on `device` now.
     uint64_t gpu_live_bytes(int device) const noexcept;
+
+    /// Calls fn(addr, block) for every live block, one shard lock at a time.
+    template <typename Fn>
+    void for_each(Fn&& fn) {
+        for (auto& s : shards_) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            for (const auto& [addr, block] : s.blocks) fn(addr, block);
+        }
+    }
 
     void clear();
     void lock_all();

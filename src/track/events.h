@@ -49,6 +49,12 @@ inline const char* api_name(Api a) noexcept {
     return "unknown";
 }
 
+/// Calls that CUDA forbids while a stream capture makes "potentially unsafe" calls illegal
+/// (cudaStreamCaptureMode). Stream-ordered allocation is legal during capture.
+inline bool is_potentially_unsafe(Api a) noexcept {
+    return a != Api::cudaMallocAsync && a != Api::cudaFreeAsync && a != Api::cudaMallocFromPoolAsync;
+}
+
 /// The stream a call names, if any.
 struct StreamArg {
     bool present = false;

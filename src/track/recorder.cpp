@@ -1,6 +1,7 @@
 #include "track/recorder.h"
 
 #include <climits>
+#include <unordered_map>
 #include <cstdlib>
 #include <fcntl.h>
 #include <unistd.h>
@@ -136,7 +137,7 @@ void Recorder::write_header() {
         line.word(key).str(value);
         writer_.append(line.finish());
     };
-    info("format_minor", "0");
+    info("format_minor", "1");
     info("pid", std::to_string(getpid()));
     info("ppid", std::to_string(getppid()));
     info("exe", exe_path());
@@ -167,9 +168,10 @@ void Recorder::record_alloc(Api api, Kind kind, uintptr_t addr, uint64_t size, i
                             const uintptr_t* ips, int n) {
     if (!ensure_started()) return;
     uint32_t sid = intern(ips, n);
-    auto replaced = blocks_.insert(addr, LiveBlock{size, sid, kind, device});
     int64_t t = now();
     uint64_t tid = current_tid();
+    uint32_t owner = captures_.owner_for(stream.handle, stream.present, tid).id;
+    auto replaced = blocks_.insert(addr, LiveBlock{size, sid, kind, device, owner, t});
     if (replaced) {
         // The earlier block at this address was released by a path memguard does not see.
         Line f('F');
@@ -179,7 +181,7 @@ void Recorder::record_alloc(Api api, Kind kind, uintptr_t addr, uint64_t size, i
     Line line('A');
     line.sdec(t).dec(tid).hex(addr).dec(size).word(kind_name(kind)).word(api_name(api)).sdec(device);
     put_stream(line, stream);
-    line.dec(sid);
+    line.dec(sid).dec(owner);
     writer_.append(line.finish());
 }
 
@@ -198,10 +200,21 @@ std::optional<LiveBlock> Recorder::record_free(Api api, uintptr_t addr, StreamAr
     if (state_.load(std::memory_order_acquire) != State::Recording) return std::nullopt;
     auto b = blocks_.remove(addr);
     if (!b) return std::nullopt;
+    int64_t t = now();
+    uint64_t tid = current_tid();
     Line line('F');
-    line.sdec(now()).dec(current_tid()).hex(addr).dec(b->size).word(api_name(api));
+    line.sdec(t).dec(tid).hex(addr).dec(b->size).word(api_name(api));
     put_stream(line, stream);
     writer_.append(line.finish());
+    if (b->capture_id != 0) {
+        // Freeing a capture's block while a graph exec from it lives lets a later allocation (or
+        // capture) alias memory the graph still reads and writes on replay.
+        if (uintptr_t exec = graphs_.live_exec_of(b->capture_id)) {
+            Line w('W');
+            w.sdec(t).dec(tid).word("free_live_graph").hex(addr).dec(b->size).dec(b->capture_id).hex(exec);
+            writer_.append(w.finish());
+        }
+    }
     return b;
 }
 
@@ -211,6 +224,109 @@ void Recorder::record_free_failed(uintptr_t addr, const LiveBlock& block, int er
     Line line('R');
     line.sdec(now()).dec(current_tid()).hex(addr).sdec(error);
     writer_.append(line.finish());
+}
+
+void Recorder::record_capture_begin(uintptr_t stream, CaptureMode mode, uintptr_t target_graph) {
+    uint64_t tid = current_tid();
+    uint32_t id = captures_.begin(stream, mode, tid);
+    if (id == 0) {
+        MG_LOG_WARN("more than {} stream captures at once; capture on stream {:#x} is not tracked", CaptureView::kSlots,
+                    stream);
+        return;
+    }
+    if (!ensure_started()) return;
+    Line line('C');
+    line.sdec(now()).dec(tid).dec(id).hex(stream).word(capture_mode_name(mode));
+    if (target_graph) {
+        line.hex(target_graph);
+    } else {
+        line.word("-");
+    }
+    writer_.append(line.finish());
+    write_warmup_retention(id, "begin");
+}
+
+void Recorder::record_capture_end(uintptr_t stream, int error, uintptr_t graph) {
+    CaptureInfo c = captures_.end(stream);
+    if (c.id == 0) return;
+    if (graph) graphs_.captured(graph, c.id);
+    if (state_.load(std::memory_order_acquire) != State::Recording) return;
+    Line line('c');
+    line.sdec(now()).dec(current_tid()).dec(c.id).sdec(error);
+    if (graph) {
+        line.hex(graph);
+    } else {
+        line.word("-");
+    }
+    writer_.append(line.finish());
+    write_warmup_retention(c.id, "end");
+    last_capture_end_t_.store(now(), std::memory_order_relaxed);
+}
+
+void Recorder::write_warmup_retention(uint32_t capture_id, const char* phase) {
+    struct Site {
+        uint64_t blocks = 0, bytes = 0;
+    };
+    std::unordered_map<uint32_t, Site> sites;
+    int64_t since = last_capture_end_t_.load(std::memory_order_relaxed);
+    blocks_.for_each([&](uintptr_t, const LiveBlock& b) {
+        if (b.capture_id == 0 && is_gpu(b.kind) && b.t_alloc >= since) {
+            Site& s = sites[b.stack_id];
+            s.blocks += 1;
+            s.bytes += b.size;
+        }
+    });
+    int64_t t = now();
+    uint64_t tid = current_tid();
+    for (const auto& [stack_id, site] : sites) {
+        Line w('W');
+        w.sdec(t).dec(tid).word("warmup_retention").dec(capture_id).word(phase).sdec(since).dec(stack_id);
+        w.dec(site.blocks).dec(site.bytes);
+        writer_.append(w.finish());
+    }
+}
+
+void Recorder::record_instantiate(uintptr_t exec, uintptr_t graph) {
+    uint32_t capture = graphs_.instantiated(exec, graph);
+    if (state_.load(std::memory_order_acquire) != State::Recording) return;
+    Line line('G');
+    line.sdec(now()).dec(current_tid()).hex(exec).hex(graph).dec(capture);
+    writer_.append(line.finish());
+}
+
+void Recorder::record_launch(uintptr_t exec, uintptr_t stream) {
+    if (state_.load(std::memory_order_acquire) != State::Recording) return;
+    Line line('L');
+    line.sdec(now()).dec(current_tid()).hex(exec).hex(stream);
+    writer_.append(line.finish());
+}
+
+void Recorder::record_exec_destroy(uintptr_t exec) {
+    graphs_.exec_destroyed(exec);
+    if (state_.load(std::memory_order_acquire) != State::Recording) return;
+    Line line('D');
+    line.sdec(now()).dec(current_tid()).hex(exec);
+    writer_.append(line.finish());
+}
+
+void Recorder::record_graph_destroy(uintptr_t graph) {
+    graphs_.graph_destroyed(graph);
+    if (state_.load(std::memory_order_acquire) != State::Recording) return;
+    Line line('K');
+    line.sdec(now()).dec(current_tid()).hex(graph);
+    writer_.append(line.finish());
+}
+
+void Recorder::check_unsafe_call(Api api) {
+    if (captures_.active() == 0) return;
+    uint64_t tid = current_tid();
+    CaptureMode mode = thread_capture_mode();
+    CaptureInfo c = captures_.prohibiting(tid, mode);
+    if (c.id == 0 || !ensure_started()) return;
+    Line w('W');
+    w.sdec(now()).dec(tid).word("unsafe_call").word(api_name(api)).dec(c.id).word(capture_mode_name(c.mode));
+    w.word(capture_mode_name(mode));
+    writer_.append(w.finish());
 }
 
 void Recorder::flush() {
@@ -228,17 +344,20 @@ std::string Recorder::report_path() {
     return state_.load(std::memory_order_acquire) == State::Recording ? writer_.path() : std::string();
 }
 
-// Lock order everywhere: start_mu_ -> stack shards -> module map -> block shards -> writer.
+// Lock order everywhere: start_mu_ -> stack shards -> module map -> block shards -> graph registry
+// -> writer.
 void Recorder::before_fork() {
     start_mu_.lock();
     stacks_.lock_all();
     modules_.mutex().lock();
     blocks_.lock_all();
+    graphs_.mutex().lock();
     writer_.lock_for_fork();
 }
 
 void Recorder::after_fork_parent() {
     writer_.unlock_after_fork();
+    graphs_.mutex().unlock();
     blocks_.unlock_all();
     modules_.mutex().unlock();
     stacks_.unlock_all();
@@ -255,6 +374,9 @@ void Recorder::after_fork_child() {
     blocks_.clear();
     stacks_.clear();
     modules_.clear();
+    captures_.clear();
+    graphs_.clear();
+    last_capture_end_t_.store(0, std::memory_order_relaxed);
     State s = state_.load(std::memory_order_acquire);
     if (s == State::Recording || s == State::Failed) state_.store(State::Idle, std::memory_order_release);
 }

@@ -14,6 +14,7 @@
 
 #include "common/config.h"
 #include "track/block_table.h"
+#include "track/capture.h"
 #include "track/events.h"
 #include "track/modules.h"
 #include "track/stack_table.h"
@@ -50,6 +51,22 @@ public:
     /// The real free of a block returned by record_free failed: the block is live again.
     void record_free_failed(uintptr_t addr, const LiveBlock& block, int error);
 
+    // --- stream capture and CUDA graphs (docs/report-format.md, minor 1) -------------------
+    /// A capture began on `stream` (target_graph: cudaStreamBeginCaptureToGraph's graph, or 0).
+    void record_capture_begin(uintptr_t stream, CaptureMode mode, uintptr_t target_graph);
+    /// The capture on `stream` ended with `error`; `graph` is the captured graph (0 on failure).
+    void record_capture_end(uintptr_t stream, int error, uintptr_t graph);
+    void record_instantiate(uintptr_t exec, uintptr_t graph);
+    void record_launch(uintptr_t exec, uintptr_t stream);
+    void record_exec_destroy(uintptr_t exec);
+    void record_graph_destroy(uintptr_t graph);
+    /// Before a potentially unsafe call (cudaMalloc, cudaFree, ...): reports it when a capture in
+    /// progress makes it illegal under CUDA's capture-mode rules. The call itself is unchanged.
+    void check_unsafe_call(Api api);
+
+    /// The captures in progress; lock-free reads (for the Python hook and the allocator).
+    const CaptureView& captures() const noexcept { return captures_; }
+
     /// Writes buffered records now (memguard_flush).
     void flush();
     /// Process exit: end record, final write, no more recording.
@@ -73,6 +90,9 @@ private:
     bool ensure_started();
     void write_header();
     uint32_t intern(const uintptr_t* ips, int n);
+    /// Warm-up retention: blocks allocated since the last capture ended that are still live and
+    /// not owned by a capture, one W record per allocation site.
+    void write_warmup_retention(uint32_t capture_id, const char* phase);
     static void on_new_stack(void* self, uint32_t id, const uintptr_t* ips, int n);
 
     std::atomic<State> state_{State::Off};
@@ -83,6 +103,9 @@ private:
     ModuleMap modules_;
     ReportWriter writer_;
     TextRange self_range_;
+    CaptureView captures_;
+    GraphRegistry graphs_;
+    std::atomic<int64_t> last_capture_end_t_{0};
 };
 
 /// Marks the calling thread as inside a memguard hook; nested hooks (CUDA calls made while

@@ -1,0 +1,112 @@
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "track/capture.h"
+
+using memguard::track::CaptureInfo;
+using memguard::track::CaptureMode;
+using memguard::track::CaptureView;
+using memguard::track::GraphRegistry;
+
+TEST(CaptureView, BeginEndAndOwnership) {
+    CaptureView v;
+    EXPECT_EQ(v.active(), 0);
+    uint32_t a = v.begin(0x10, CaptureMode::Global, 100);
+    uint32_t b = v.begin(0x20, CaptureMode::Relaxed, 200);
+    EXPECT_NE(a, 0u);
+    EXPECT_NE(b, 0u);
+    EXPECT_NE(a, b);
+    EXPECT_EQ(v.active(), 2);
+    // By stream first, whatever the thread.
+    EXPECT_EQ(v.owner_for(0x20, true, 100).id, b);
+    // No stream: the capture the allocating thread began.
+    EXPECT_EQ(v.owner_for(0, false, 100).id, a);
+    EXPECT_EQ(v.owner_for(0, false, 200).id, b);
+    // Another thread, no capture of its own: not owned.
+    EXPECT_EQ(v.owner_for(0, false, 300).id, 0u);
+    CaptureInfo ended = v.end(0x10);
+    EXPECT_EQ(ended.id, a);
+    EXPECT_EQ(ended.tid, 100u);
+    EXPECT_EQ(ended.mode, CaptureMode::Global);
+    EXPECT_EQ(v.end(0x10).id, 0u);
+    EXPECT_EQ(v.active(), 1);
+    EXPECT_EQ(v.owner_for(0, false, 100).id, 0u);
+}
+
+TEST(CaptureView, MostRecentCaptureOfTheThreadOwns) {
+    CaptureView v;
+    uint32_t first = v.begin(0x10, CaptureMode::Global, 7);
+    uint32_t second = v.begin(0x20, CaptureMode::Global, 7);
+    EXPECT_EQ(v.owner_for(0, false, 7).id, second);
+    v.end(0x20);
+    EXPECT_EQ(v.owner_for(0, false, 7).id, first);
+}
+
+TEST(CaptureView, UnsafeCallRulesFollowCuda) {
+    CaptureView v;
+    EXPECT_EQ(v.prohibiting(1, CaptureMode::Global).id, 0u);  // nothing capturing
+    uint32_t global = v.begin(0x10, CaptureMode::Global, 1);
+    // The capturing thread itself, unless relaxed.
+    EXPECT_EQ(v.prohibiting(1, CaptureMode::Global).id, global);
+    EXPECT_EQ(v.prohibiting(1, CaptureMode::ThreadLocal).id, global);
+    EXPECT_EQ(v.prohibiting(1, CaptureMode::Relaxed).id, 0u);
+    // Other threads: a global-mode capture forbids them in global mode only.
+    EXPECT_EQ(v.prohibiting(2, CaptureMode::Global).id, global);
+    EXPECT_EQ(v.prohibiting(2, CaptureMode::ThreadLocal).id, 0u);
+    EXPECT_EQ(v.prohibiting(2, CaptureMode::Relaxed).id, 0u);
+    v.end(0x10);
+    uint32_t local = v.begin(0x20, CaptureMode::ThreadLocal, 1);
+    EXPECT_EQ(v.prohibiting(1, CaptureMode::Global).id, local);
+    EXPECT_EQ(v.prohibiting(2, CaptureMode::Global).id, 0u);  // thread-local captures ignore others
+    v.end(0x20);
+    v.begin(0x30, CaptureMode::Relaxed, 1);
+    EXPECT_EQ(v.prohibiting(1, CaptureMode::Global).id, 0u);  // a relaxed capture forbids nothing
+    EXPECT_EQ(v.prohibiting(2, CaptureMode::Global).id, 0u);
+}
+
+TEST(CaptureView, SlotsAreReusedAndIdsStayUnique) {
+    CaptureView v;
+    std::vector<uint32_t> ids;
+    for (int i = 0; i < 3 * CaptureView::kSlots; ++i) {
+        ids.push_back(v.begin(0x100 + static_cast<uintptr_t>(i), CaptureMode::Global, 1));
+        EXPECT_EQ(v.end(0x100 + static_cast<uintptr_t>(i)).id, ids.back());
+    }
+    for (size_t i = 1; i < ids.size(); ++i) EXPECT_GT(ids[i], ids[i - 1]);
+    EXPECT_EQ(v.active(), 0);
+}
+
+TEST(CaptureView, ConcurrentCapturesOnManyThreads) {
+    CaptureView v;
+    std::vector<std::thread> threads;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < 8; ++t) {
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 2000; ++i) {
+                uintptr_t stream = 0x1000u * static_cast<uintptr_t>(t + 1) + static_cast<uintptr_t>(i % 4);
+                uint32_t id = v.begin(stream, CaptureMode::ThreadLocal, static_cast<uint64_t>(t + 1));
+                if (id == 0 || v.owner_for(stream, true, 99).id != id || v.end(stream).id != id) failures++;
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(v.active(), 0);
+}
+
+TEST(GraphRegistry, FollowsGraphsAndExecsToTheirCapture) {
+    GraphRegistry r;
+    r.captured(0xa, 5);
+    EXPECT_EQ(r.instantiated(0xe1, 0xa), 5u);
+    EXPECT_EQ(r.instantiated(0xe2, 0xa), 5u);
+    EXPECT_EQ(r.instantiated(0xe3, 0xb), 0u);  // a graph memguard did not see captured
+    EXPECT_NE(r.live_exec_of(5), 0u);
+    r.graph_destroyed(0xa);  // execs outlive their graph
+    EXPECT_NE(r.live_exec_of(5), 0u);
+    EXPECT_EQ(r.exec_destroyed(0xe1), 5u);
+    EXPECT_EQ(r.live_exec_of(5), 0xe2u);
+    EXPECT_EQ(r.exec_destroyed(0xe2), 5u);
+    EXPECT_EQ(r.live_exec_of(5), 0u);
+    EXPECT_EQ(r.exec_destroyed(0xe2), 0u);
+}
