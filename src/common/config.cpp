@@ -20,13 +20,15 @@ constexpr LevelName kLevels[] = {
 
 std::string quoted(const char* v) { return std::string("'") + v + "'"; }
 
-void parse_enable(const char* v, Config& c, std::vector<std::string>& problems) {
+void parse_switch(const char* name, const char* v, bool& value, std::vector<std::string>& problems) {
     if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) {
-        c.enabled = true;
+        value = true;
     } else if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off")) {
-        c.enabled = false;
+        value = false;
     } else {
-        problems.push_back("MEMGUARD_ENABLE=" + quoted(v) + " is not valid: expected 1 or 0 (also true/false, yes/no, on/off); keeping 1");
+        problems.push_back(std::string(name) + "=" + quoted(v) +
+                           " is not valid: expected 1 or 0 (also true/false, yes/no, on/off); keeping " +
+                           (value ? "1" : "0"));
     }
 }
 
@@ -78,7 +80,13 @@ void parse_output(const char* v, Config& c, std::vector<std::string>& problems) 
 ConfigResult parse_config(const EnvLookup& getenv_fn) {
     ConfigResult r;
     if (const char* v = getenv_fn("MEMGUARD_LOG_LEVEL")) parse_level(v, r.config, r.problems);
-    if (const char* v = getenv_fn("MEMGUARD_ENABLE")) parse_enable(v, r.config, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_ENABLE")) parse_switch("MEMGUARD_ENABLE", v, r.config.enabled, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_COLLECT_COMPILE_GARBAGE")) {
+        parse_switch("MEMGUARD_COLLECT_COMPILE_GARBAGE", v, r.config.collect_compile_garbage, r.problems);
+    }
+    if (const char* v = getenv_fn("MEMGUARD_PYTHON_STACKS")) {
+        parse_switch("MEMGUARD_PYTHON_STACKS", v, r.config.python_stacks, r.problems);
+    }
     if (const char* v = getenv_fn("MEMGUARD_STACK_DEPTH")) parse_depth(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_OUTPUT")) parse_output(v, r.config, r.problems);
     return r;

@@ -15,6 +15,8 @@ struct Config {
     std::string output_template;    // MEMGUARD_OUTPUT; empty means the default name
     int stack_depth = 64;           // MEMGUARD_STACK_DEPTH, 0..kMaxStackDepth (0: no stacks)
     LogLevel log_level = LogLevel::Warn;  // MEMGUARD_LOG_LEVEL
+    bool collect_compile_garbage = true;  // MEMGUARD_COLLECT_COMPILE_GARBAGE
+    bool python_stacks = true;            // MEMGUARD_PYTHON_STACKS
 
     static constexpr int kMaxStackDepth = 256;
 };

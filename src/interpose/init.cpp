@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "memguard/memguard.h"
+#include "python/hook.h"
 #include "track/recorder.h"
 
 namespace memguard::interpose {
@@ -27,7 +28,10 @@ void initialize_once() noexcept {
         set_log_level(parsed.config.log_level);
         for (const std::string& problem : parsed.problems) MG_LOG_WARN("{}", problem);
         track::Recorder::instance().init(parsed.config);
-        if (parsed.config.enabled) pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+        if (parsed.config.enabled) {
+            pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+            python::install({parsed.config.collect_compile_garbage, parsed.config.python_stacks});
+        }
         g_initialized.store(true, std::memory_order_release);
     });
 }

@@ -124,6 +124,15 @@ bool Recorder::ensure_started() {
     }
     write_header();
     modules_.refresh(writer_);
+    if (!deferred_.empty()) {
+        writer_.append(deferred_);
+        deferred_.clear();
+        deferred_.shrink_to_fit();
+    }
+    if (deferred_dropped_ > 0) {
+        MG_LOG_WARN("{} records made before the report was created did not fit in memory and were dropped",
+                    deferred_dropped_);
+    }
     MG_LOG_INFO("writing report {}", writer_.path());
     state_.store(State::Recording, std::memory_order_release);
     return true;
@@ -137,7 +146,7 @@ void Recorder::write_header() {
         line.word(key).str(value);
         writer_.append(line.finish());
     };
-    info("format_minor", "1");
+    info("format_minor", "2");
     info("pid", std::to_string(getpid()));
     info("ppid", std::to_string(getppid()));
     info("exe", exe_path());
@@ -167,6 +176,8 @@ uint32_t Recorder::intern(const uintptr_t* ips, int n) {
 void Recorder::record_alloc(Api api, Kind kind, uintptr_t addr, uint64_t size, int device, StreamArg stream,
                             const uintptr_t* ips, int n) {
     if (!ensure_started()) return;
+    if (is_gpu(kind)) gpu_seen_.store(true, std::memory_order_relaxed);
+    uint32_t py = python_stack();
     uint32_t sid = intern(ips, n);
     int64_t t = now();
     uint64_t tid = current_tid();
@@ -181,18 +192,19 @@ void Recorder::record_alloc(Api api, Kind kind, uintptr_t addr, uint64_t size, i
     Line line('A');
     line.sdec(t).dec(tid).hex(addr).dec(size).word(kind_name(kind)).word(api_name(api)).sdec(device);
     put_stream(line, stream);
-    line.dec(sid).dec(owner);
+    line.dec(sid).dec(owner).dec(py);
     writer_.append(line.finish());
 }
 
 void Recorder::record_alloc_failed(Api api, Kind kind, uint64_t size, int device, StreamArg stream,
                                    const uintptr_t* ips, int n, int error) {
     if (!ensure_started()) return;
+    uint32_t py = python_stack();
     uint32_t sid = intern(ips, n);
     Line line('E');
     line.sdec(now()).dec(current_tid()).dec(size).word(kind_name(kind)).word(api_name(api)).sdec(device);
     put_stream(line, stream);
-    line.dec(sid).sdec(error).dec(blocks_.gpu_live_bytes(device));
+    line.dec(sid).sdec(error).dec(blocks_.gpu_live_bytes(device)).dec(py);
     writer_.append(line.finish());
 }
 
@@ -329,6 +341,59 @@ void Recorder::check_unsafe_call(Api api) {
     writer_.append(w.finish());
 }
 
+void Recorder::append_or_defer(std::string_view record) {
+    if (state_.load(std::memory_order_acquire) == State::Recording) {
+        writer_.append(record);
+        return;
+    }
+    std::lock_guard<std::mutex> lock(start_mu_);
+    if (state_.load(std::memory_order_acquire) == State::Recording) {
+        writer_.append(record);
+    } else if (state_.load(std::memory_order_acquire) == State::Idle) {
+        if (deferred_.size() + record.size() <= kDeferredLimit) {
+            deferred_.append(record);
+        } else {
+            ++deferred_dropped_;
+        }
+    }
+}
+
+void Recorder::record_compile(std::string_view compile_id) {
+    if (!active()) return;
+    Line line('X');
+    line.sdec(now()).dec(current_tid()).str(compile_id);
+    append_or_defer(line.finish());
+}
+
+void Recorder::record_collection(const Collection& c) {
+    if (!active()) return;
+    bool own = std::string_view(c.trigger) == "memguard";
+    if (own && !ensure_started()) return;
+    Line line('Y');
+    line.sdec(now()).dec(current_tid()).word(c.trigger).sdec(c.generation).sdec(c.duration_ns);
+    line.sdec(c.collected).sdec(c.uncollectable);
+    if (c.cuda_bytes_freed >= 0) {
+        line.sdec(c.cuda_bytes_freed);
+    } else {
+        line.word("-");
+    }
+    if (c.compile_ids.empty()) {
+        line.word("-");
+    } else {
+        line.str(c.compile_ids);
+    }
+    if (c.mark_age_ns >= 0) {
+        line.sdec(c.mark_age_ns);
+    } else {
+        line.word("-");
+    }
+    append_or_defer(line.finish());
+}
+
+void Recorder::append_records(std::string_view records) {
+    if (state_.load(std::memory_order_acquire) == State::Recording) writer_.append(records);
+}
+
 void Recorder::flush() {
     if (state_.load(std::memory_order_acquire) == State::Recording) writer_.flush();
 }
@@ -377,6 +442,10 @@ void Recorder::after_fork_child() {
     captures_.clear();
     graphs_.clear();
     last_capture_end_t_.store(0, std::memory_order_relaxed);
+    deferred_.clear();
+    deferred_dropped_ = 0;
+    gpu_seen_.store(false, std::memory_order_relaxed);
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
     State s = state_.load(std::memory_order_acquire);
     if (s == State::Recording || s == State::Failed) state_.store(State::Idle, std::memory_order_release);
 }

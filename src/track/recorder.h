@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/config.h"
 #include "track/block_table.h"
@@ -64,6 +65,40 @@ public:
     /// progress makes it illegal under CUDA's capture-mode rules. The call itself is unchanged.
     void check_unsafe_call(Api api);
 
+    // --- Python (docs/report-format.md, minor 2) ---------------------------------------------
+    /// Called on the hook path, before any memguard lock is taken, when an allocation is recorded:
+    /// returns the interned Python stack id of the calling thread (0 when it does not hold the
+    /// GIL). Its p/P records must already be appended when it returns.
+    using PythonStackFn = uint32_t (*)();
+    void set_python_stack_provider(PythonStackFn fn) noexcept { python_stack_.store(fn, std::memory_order_release); }
+
+    /// A dynamo compile finished on this thread.
+    void record_compile(std::string_view compile_id);
+
+    struct Collection {
+        const char* trigger;      // "automatic", "explicit" or "memguard"
+        int generation;
+        int64_t duration_ns;
+        int64_t collected, uncollectable;
+        int64_t cuda_bytes_freed;  // < 0: unknown
+        std::string compile_ids;   // memguard's collections: comma-separated; else empty
+        int64_t mark_age_ns;       // memguard's collections: time since the first mark; else < 0
+    };
+    /// A garbage collection ended. memguard's own collections create the report file; other
+    /// records of a process that has not allocated CUDA memory wait in memory until it does.
+    void record_collection(const Collection& c);
+
+    /// Appends complete records built by the Python layer (p/P) to a started report.
+    void append_records(std::string_view records);
+    bool recording() const noexcept { return state_.load(std::memory_order_acquire) == State::Recording; }
+
+    /// Changes whenever this process starts over with a new report (in a fork child): ids interned
+    /// for the old report must not be reused.
+    uint32_t report_epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
+
+    /// True once any GPU block was allocated in this process (CUDA is initialized).
+    bool gpu_seen() const noexcept { return gpu_seen_.load(std::memory_order_relaxed); }
+
     /// The captures in progress; lock-free reads (for the Python hook and the allocator).
     const CaptureView& captures() const noexcept { return captures_; }
 
@@ -106,6 +141,19 @@ private:
     CaptureView captures_;
     GraphRegistry graphs_;
     std::atomic<int64_t> last_capture_end_t_{0};
+    std::atomic<PythonStackFn> python_stack_{nullptr};
+    std::atomic<bool> gpu_seen_{false};
+    std::atomic<uint32_t> epoch_{0};
+    /// Records made before the report exists (a collection before the first CUDA allocation),
+    /// written after the header when it is created. Bounded; guarded by start_mu_.
+    std::string deferred_;
+    uint64_t deferred_dropped_ = 0;
+    static constexpr size_t kDeferredLimit = 1 << 20;
+    void append_or_defer(std::string_view record);
+    uint32_t python_stack() const noexcept {
+        PythonStackFn fn = python_stack_.load(std::memory_order_acquire);
+        return fn ? fn() : 0;
+    }
 };
 
 /// Marks the calling thread as inside a memguard hook; nested hooks (CUDA calls made while

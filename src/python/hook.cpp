@@ -1,0 +1,403 @@
+#include "python/hook.h"
+
+#include <cstring>
+#include <string>
+
+#include "common/log.h"
+#include "python/capi.h"
+#include "python/state.h"
+#include "track/clock.h"
+#include "track/recorder.h"
+
+namespace memguard::python {
+
+std::atomic<Phase> g_phase{Phase::NotPython};
+
+namespace {
+
+using track::Recorder;
+
+HookSettings g_settings;
+
+// Python objects memguard holds for the life of the process (strong references, never released:
+// they are only touched with the GIL held and while the interpreter runs). Guarded by the GIL.
+struct Objects {
+    PyObject* gc_collect = nullptr;             // the original gc.collect
+    PyObject* sys_getprofile = nullptr;
+    PyObject* compile_context_try_get = nullptr;  // torch._guards.CompileContext.try_get
+    PyObject* get_eval_frame_callback = nullptr;  // torch._C._dynamo.eval_frame.get_eval_frame_callback
+    PyObject* end_callback = nullptr;            // ours, registered with dynamo
+    PyObject* cuda_allocated = nullptr;          // torch.cuda.memory_allocated
+    bool dynamo_registered = false;
+};
+Objects g_obj;
+
+// --- per-thread compile marks -----------------------------------------------------------------
+struct Mark {
+    bool pending = false;
+    bool profiling = false;  // our profile function is installed on this thread
+    int64_t first_t = 0;
+    std::string compile_ids;
+};
+thread_local Mark t_mark;
+
+enum class Trigger { Automatic, Explicit, Memguard };
+thread_local Trigger t_trigger = Trigger::Automatic;
+
+const char* trigger_name(Trigger t) {
+    switch (t) {
+    case Trigger::Automatic: return "automatic";
+    case Trigger::Explicit: return "explicit";
+    case Trigger::Memguard: return "memguard";
+    }
+    return "automatic";
+}
+
+PyObject* new_none() {
+    capi()->Py_IncRef(capi()->none);
+    return capi()->none;
+}
+
+PyObject* make_function(PyMethodDef* def, PyObject* self) { return capi()->PyCFunction_NewEx(def, self, nullptr); }
+
+PyObject* module_attr(const char* module, const char* attr) {
+    const CApi* a = capi();
+    Ref name(a->PyUnicode_FromString(module));
+    Ref mod(name ? a->PyImport_GetModule(name.get()) : nullptr);
+    if (!mod) return nullptr;
+    return a->PyObject_GetAttrString(mod.get(), attr);
+}
+
+bool finalizing() {
+    const CApi* a = capi();
+    return g_phase.load(std::memory_order_acquire) != Phase::Running || a->Py_IsFinalizing();
+}
+
+// --- the collection and its accounting -----------------------------------------------------------
+
+struct GcWindow {  // the collection in progress (collections never nest; GIL held)
+    int64_t t0 = 0;
+    int64_t cuda_before = -1;
+    Trigger trigger = Trigger::Automatic;
+    int generation = 0;
+    int64_t mark_age_ns = -1;  // memguard's collections: time from the first mark to the start
+};
+GcWindow g_gc;
+
+/// PyTorch's allocated-bytes counter for the current device, or -1 when CUDA is not in use by
+/// the native allocator. Never initializes CUDA: only read once memguard saw a GPU allocation.
+int64_t cuda_allocated_bytes() {
+    if (!Recorder::instance().gpu_seen()) return -1;
+    const CApi* a = capi();
+    if (!g_obj.cuda_allocated) {
+        g_obj.cuda_allocated = module_attr("torch.cuda", "memory_allocated");
+        if (!g_obj.cuda_allocated) {
+            a->PyErr_Clear();
+            return -1;
+        }
+    }
+    Ref v(a->PyObject_CallObject(g_obj.cuda_allocated, nullptr));
+    if (!v) {
+        a->PyErr_Clear();
+        return -1;
+    }
+    long long bytes = a->PyLong_AsLongLong(v.get());
+    if (bytes < 0 && a->PyErr_Occurred()) {
+        a->PyErr_Clear();
+        return -1;
+    }
+    return bytes;
+}
+
+long long dict_int(PyObject* dict, const char* key) {
+    PyObject* v = capi()->PyDict_GetItemString(dict, key);  // borrowed
+    return v ? capi()->PyLong_AsLongLong(v) : 0;
+}
+
+/// gc.callbacks entry: callback(phase, info).
+PyObject* gc_callback(PyObject*, PyObject* args) {
+    const CApi* a = capi();
+    if (finalizing() || a->PyTuple_Size(args) != 2) return new_none();
+    ErrorGuard keep_error;
+    const char* phase = a->PyUnicode_AsUTF8(a->PyTuple_GetItem(args, 0));
+    PyObject* info = a->PyTuple_GetItem(args, 1);
+    if (!phase || !info) return new_none();
+    if (std::strcmp(phase, "start") == 0) {
+        g_gc.t0 = track::monotonic_ns();
+        g_gc.trigger = t_trigger;
+        g_gc.generation = static_cast<int>(dict_int(info, "generation"));
+        g_gc.cuda_before = cuda_allocated_bytes();
+        g_gc.mark_age_ns = t_trigger == Trigger::Memguard ? g_gc.t0 - t_mark.first_t : -1;
+        return new_none();
+    }
+    Recorder::Collection c;
+    c.trigger = trigger_name(g_gc.trigger);
+    c.generation = g_gc.generation;
+    c.duration_ns = track::monotonic_ns() - g_gc.t0;
+    c.collected = dict_int(info, "collected");
+    c.uncollectable = dict_int(info, "uncollectable");
+    int64_t after = g_gc.cuda_before >= 0 ? cuda_allocated_bytes() : -1;
+    c.cuda_bytes_freed = after >= 0 ? g_gc.cuda_before - after : -1;
+    c.mark_age_ns = g_gc.mark_age_ns;
+    if (g_gc.trigger == Trigger::Memguard) c.compile_ids = t_mark.compile_ids;
+    Recorder::instance().record_collection(c);
+    if (g_gc.trigger == Trigger::Memguard) {
+        MG_LOG_DEBUG("collected compile garbage of {} on thread {}: {} objects, {} CUDA bytes freed, {:.3f} ms, "
+                     "{:.3f} s after the compile",
+                     c.compile_ids, track::current_tid(), c.collected, c.cuda_bytes_freed, c.duration_ns / 1e6,
+                     c.mark_age_ns / 1e9);
+    }
+    return new_none();
+}
+PyMethodDef g_gc_callback_def{"memguard_gc_callback", gc_callback, METH_VARARGS, nullptr};
+
+/// Replaces gc.collect: the same call, marked as an explicit collection for the accounting.
+PyObject* gc_collect_wrapper(PyObject* original, PyObject* args, PyObject* kwargs) {
+    Trigger saved = t_trigger;
+    if (t_trigger == Trigger::Automatic) t_trigger = Trigger::Explicit;
+    PyObject* r = capi()->PyObject_Call(original, args, kwargs);
+    t_trigger = saved;
+    return r;
+}
+PyMethodDef g_gc_collect_def{"collect", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(gc_collect_wrapper)),
+                             METH_VARARGS | METH_KEYWORDS,
+                             "collect([generation]) -> n\n\nRun the garbage collector (wrapped by memguard for "
+                             "accounting; behaves as gc.collect)."};
+
+// --- safe points -------------------------------------------------------------------------------
+
+/// Calls a cached zero-argument callable and tells whether it returned something other than
+/// None/False. Errors count as "not set".
+bool returns_set(PyObject* fn) {
+    if (!fn) return false;
+    const CApi* a = capi();
+    Ref v(a->PyObject_CallObject(fn, nullptr));
+    if (!v) {
+        a->PyErr_Clear();
+        return false;
+    }
+    return v.get() != a->none && v.get() != a->false_;
+}
+
+void remove_profile() {
+    capi()->PyEval_SetProfile(nullptr, nullptr);
+    t_mark.profiling = false;
+}
+
+void collect_now() {
+    const CApi* a = capi();
+    t_trigger = Trigger::Memguard;
+    Ref r(a->PyObject_CallObject(g_obj.gc_collect, nullptr));
+    if (!r) a->PyErr_Clear();
+    t_trigger = Trigger::Automatic;
+    t_mark = Mark{false, t_mark.profiling, 0, {}};
+}
+
+/// Profile function, installed on a thread only while it has a pending mark.
+int profile_fn(PyObject*, PyFrameObject*, int what, PyObject* arg) {
+    if (what != PyTrace_RETURN) return 0;
+    if (!t_mark.pending || finalizing() || !g_settings.collect_compile_garbage) {
+        remove_profile();
+        return 0;
+    }
+    if (arg == nullptr) return 0;  // an exception is propagating: the mark waits for a normal return
+    if (Recorder::instance().captures().active() > 0) return 0;  // collect once no stream captures
+    ErrorGuard keep_error;
+    if (returns_set(g_obj.compile_context_try_get)) return 0;  // dynamo is compiling on this thread
+    if (returns_set(g_obj.get_eval_frame_callback)) return 0;  // still inside a torch.compile region
+    collect_now();
+    remove_profile();
+    return 0;
+}
+
+// --- dynamo ----------------------------------------------------------------------------------------
+
+std::string compile_id_of(PyObject* args) {
+    const CApi* a = capi();
+    if (a->PyTuple_Size(args) < 1) return "?";
+    Ref id(a->PyObject_GetAttrString(a->PyTuple_GetItem(args, 0), "compile_id"));
+    if (!id) {
+        a->PyErr_Clear();
+        return "?";
+    }
+    Ref str(a->PyObject_Str(id.get()));
+    const char* s = str ? a->PyUnicode_AsUTF8(str.get()) : nullptr;
+    return s ? s : "?";
+}
+
+/// dynamo's end-of-compile callback. It runs under dynamo's non-reentrant callback lock, so it
+/// only marks the thread (and installs the profile function that waits for the safe point).
+PyObject* end_callback(PyObject*, PyObject* args) {
+    const CApi* a = capi();
+    if (finalizing()) return new_none();
+    ErrorGuard keep_error;
+    std::string id = compile_id_of(args);  // torch >= 2.8 passes CallbackArgs; older, nothing
+    Recorder::instance().record_compile(id);
+    if (!t_mark.pending) t_mark.first_t = track::monotonic_ns();
+    t_mark.pending = true;
+    if (t_mark.compile_ids.size() < 4096) {
+        if (!t_mark.compile_ids.empty()) t_mark.compile_ids.push_back(',');
+        t_mark.compile_ids += id;
+    }
+    if (g_settings.collect_compile_garbage && !t_mark.profiling) {
+        Ref current(a->PyObject_CallObject(g_obj.sys_getprofile, nullptr));
+        if (current && current.get() == a->none) {
+            a->PyEval_SetProfile(profile_fn, nullptr);
+            t_mark.profiling = true;
+        } else {
+            a->PyErr_Clear();
+            static bool warned = false;
+            if (!warned) {
+                warned = true;
+                MG_LOG_INFO("a profiler is active on this thread; compile garbage is left to the automatic "
+                            "collector while it runs");
+            }
+        }
+    }
+    return new_none();
+}
+PyMethodDef g_end_callback_def{"memguard_compile_end", end_callback, METH_VARARGS, nullptr};
+
+void register_end_callback(PyObject* handler) {
+    const CApi* a = capi();
+    Ref reg(a->PyObject_GetAttrString(handler, "register_end_callback"));
+    Ref args(a->PyTuple_New(1));
+    if (!reg || !args) return;
+    a->Py_IncRef(g_obj.end_callback);
+    a->PyTuple_SetItem(args.get(), 0, g_obj.end_callback);  // steals the reference
+    Ref r(a->PyObject_CallObject(reg.get(), args.get()));
+    if (!r) a->PyErr_Clear();
+}
+
+/// Replaces callback_handler.clear (torch._dynamo.reset() calls it): clears, then registers
+/// memguard's callback again. `self` is (original clear, handler).
+PyObject* clear_wrapper(PyObject* self, PyObject* args) {
+    const CApi* a = capi();
+    PyObject* original = a->PyTuple_GetItem(self, 0);
+    PyObject* handler = a->PyTuple_GetItem(self, 1);
+    PyObject* r = a->PyObject_CallObject(original, args);
+    if (r && !finalizing()) {
+        ErrorGuard keep_error;
+        register_end_callback(handler);
+    }
+    return r;
+}
+PyMethodDef g_clear_def{"clear", clear_wrapper, METH_VARARGS, "callback_handler.clear, wrapped by memguard"};
+
+void try_register_dynamo() {
+    const CApi* a = capi();
+    Ref handler(module_attr("torch._dynamo.callback", "callback_handler"));
+    if (!handler) {
+        a->PyErr_Clear();
+        return;
+    }
+    g_obj.compile_context_try_get = nullptr;
+    {
+        Ref ctx(module_attr("torch._guards", "CompileContext"));
+        if (ctx) g_obj.compile_context_try_get = a->PyObject_GetAttrString(ctx.get(), "try_get");
+        a->PyErr_Clear();
+    }
+    g_obj.get_eval_frame_callback = module_attr("torch._C._dynamo.eval_frame", "get_eval_frame_callback");
+    a->PyErr_Clear();
+    g_obj.end_callback = make_function(&g_end_callback_def, nullptr);
+    Ref original_clear(a->PyObject_GetAttrString(handler.get(), "clear"));
+    Ref pair(a->PyTuple_New(2));
+    if (!g_obj.end_callback || !original_clear || !pair) {
+        a->PyErr_Clear();
+        return;
+    }
+    a->PyTuple_SetItem(pair.get(), 0, original_clear.release());
+    a->Py_IncRef(handler.get());
+    a->PyTuple_SetItem(pair.get(), 1, handler.get());
+    Ref wrapped(make_function(&g_clear_def, pair.get()));
+    if (!wrapped || a->PyObject_SetAttrString(handler.get(), "clear", wrapped.get()) != 0) {
+        a->PyErr_Clear();
+        return;
+    }
+    register_end_callback(handler.get());
+    g_obj.dynamo_registered = true;
+    MG_LOG_DEBUG("registered with torch._dynamo's compile callbacks");
+}
+
+// --- start-up and the audit hook -----------------------------------------------------------------
+
+PyObject* atexit_callback(PyObject*, PyObject*) {
+    g_phase.store(Phase::Finalizing, std::memory_order_release);
+    return new_none();
+}
+PyMethodDef g_atexit_def{"memguard_atexit", atexit_callback, METH_NOARGS, nullptr};
+
+void startup() {
+    const CApi* a = capi();
+    Ref gc(a->PyImport_ImportModule("gc"));
+    Ref sys(a->PyImport_ImportModule("sys"));
+    Ref atexit(a->PyImport_ImportModule("atexit"));
+    if (!gc || !sys || !atexit) {
+        a->PyErr_Clear();
+        MG_LOG_WARN("cannot set up the Python hook (gc/sys/atexit unavailable); compile garbage is not collected");
+        return;
+    }
+    g_obj.sys_getprofile = a->PyObject_GetAttrString(sys.get(), "getprofile");
+    g_obj.gc_collect = a->PyObject_GetAttrString(gc.get(), "collect");
+    Ref callbacks(a->PyObject_GetAttrString(gc.get(), "callbacks"));
+    Ref cb(make_function(&g_gc_callback_def, nullptr));
+    Ref wrapper(make_function(&g_gc_collect_def, g_obj.gc_collect));
+    Ref at(make_function(&g_atexit_def, nullptr));
+    Ref reg(a->PyObject_GetAttrString(atexit.get(), "register"));
+    if (!g_obj.sys_getprofile || !g_obj.gc_collect || !callbacks || !cb || !wrapper || !at || !reg) {
+        a->PyErr_Clear();
+        MG_LOG_WARN("cannot set up the Python hook; compile garbage is not collected");
+        return;
+    }
+    a->PyList_Append(callbacks.get(), cb.get());
+    a->PyObject_SetAttrString(gc.get(), "collect", wrapper.get());
+    Ref args(a->PyTuple_New(1));
+    a->Py_IncRef(at.get());
+    a->PyTuple_SetItem(args.get(), 0, at.get());
+    Ref r(a->PyObject_CallObject(reg.get(), args.get()));
+    a->PyErr_Clear();
+    if (g_settings.python_stacks) Recorder::instance().set_python_stack_provider(&capture_python_stack);
+    MG_LOG_DEBUG("Python hook active (CPython 3.{})", a->minor);
+}
+
+int audit_hook(const char* event, PyObject*, void*) {
+    Phase phase = g_phase.load(std::memory_order_acquire);
+    if (phase == Phase::Finalizing || phase == Phase::NotPython) return 0;
+    const CApi* a = capi();
+    if (phase == Phase::WaitingForInit) {
+        if (!a->Py_IsInitialized()) return 0;
+        g_phase.store(Phase::Running, std::memory_order_release);
+        ErrorGuard keep_error;
+        startup();
+    }
+    if (event[0] == 'i' && !g_obj.dynamo_registered && std::strcmp(event, "import") == 0) {
+        ErrorGuard keep_error;
+        try_register_dynamo();
+    } else if (event[0] == 'c' && std::strcmp(event, "cpython._PySys_ClearAuditHooks") == 0) {
+        g_phase.store(Phase::Finalizing, std::memory_order_release);
+    }
+    return 0;
+}
+
+}  // namespace
+
+void install(const HookSettings& settings) {
+    const CApi* a = capi();
+    if (!a->Py_IsInitialized) return;  // not a Python process
+    if (!a->complete()) {
+        MG_LOG_INFO("unsupported Python ({}); the Python hook stays off", a->Py_GetVersion ? a->Py_GetVersion() : "?");
+        return;
+    }
+    if (a->Py_IsInitialized()) {
+        MG_LOG_INFO("Python was initialized before memguard loaded; the Python hook needs LD_PRELOAD and stays off");
+        return;
+    }
+    g_settings = settings;
+    g_phase.store(Phase::WaitingForInit, std::memory_order_release);
+    if (a->PySys_AddAuditHook(audit_hook, nullptr) != 0) {
+        g_phase.store(Phase::NotPython, std::memory_order_release);
+        MG_LOG_WARN("cannot add the Python audit hook; compile garbage is not collected");
+    }
+}
+
+}  // namespace memguard::python

@@ -1,0 +1,36 @@
+// The embedded CPython hook (issue: release compile garbage).
+//
+// Activation: the library constructor calls install(). When the process is a CPython 3.10-3.14
+// interpreter that has not initialized yet, an audit hook is added (PySys_AddAuditHook is legal
+// before Py_Initialize). The hook does nothing until the interpreter is initialized; on the first
+// audited event after that it sets up, on the "import" events after that it registers dynamo's
+// end-of-compile callback once torch._dynamo.callback is loaded, and it stops for good when
+// finalization begins. In a process that is not Python nothing happens.
+//
+// Policy: a dynamo compile marks its own thread (the callback only marks). While a mark is pending
+// on a thread, a C profile function on that thread waits for the first safe point: a normal
+// return with the thread outside any torch.compile region, not compiling, and no stream capturing
+// anywhere in the process. There one full gc.collect() runs and the mark clears. With no mark
+// pending no profile function is installed.
+//
+// Accounting: a gc.callbacks entry turns every collection (automatic, explicit, memguard's) into
+// a report record, with the CUDA bytes it freed read from PyTorch's allocated-bytes counter.
+#pragma once
+
+#include <cstdint>
+
+namespace memguard::python {
+
+struct HookSettings {
+    bool collect_compile_garbage = true;  // MEMGUARD_COLLECT_COMPILE_GARBAGE
+    bool python_stacks = true;            // Python frames on allocation records
+};
+
+/// Called once from the library constructor.
+void install(const HookSettings& settings);
+
+/// The recorder's Python stack provider: the calling thread's Python stack, interned (0 when
+/// the thread does not hold the GIL or the interpreter is not running).
+uint32_t capture_python_stack();
+
+}  // namespace memguard::python
