@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <new>
 #include <unistd.h>
 
@@ -20,6 +21,13 @@ bool ReportWriter::start(const std::string& path, std::string* error) {
         if (attempt > 0) candidate = path + "." + std::to_string(attempt);
         fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
         if (fd >= 0 || errno != EEXIST) break;
+        // A symbolic link where the report should go is what an attack in a shared directory
+        // looks like: refuse, and say so, rather than quietly writing next to it.
+        struct stat st;
+        if (lstat(candidate.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+            *error = "refusing to create report file '" + candidate + "': a symbolic link is in the way";
+            return false;
+        }
     }
     if (fd < 0) {
         *error = "cannot create report file '" + candidate + "': " + std::strerror(errno);

@@ -1,0 +1,145 @@
+// The memguard executable end to end, on reports written at run time (the golden tests cover the
+// checked-in ones): symbolized frames of a real module, --help, --version and exit codes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "loaded_module.h"
+#include "report/subprocess.h"
+#include "symtest_lib.h"
+#include "test_util.h"
+
+namespace memguard::report {
+namespace {
+
+using test::contains;
+
+struct Result {
+    int rc = -1;
+    std::string out;
+};
+
+/// Runs the CLI through the shell with `args` (already quoted as needed) after the shell words in
+/// `prefix` (variable assignments, or "cd DIR &&"); stderr joins stdout.
+Result run_cli(const std::string& args, const std::string& prefix = "") {
+    std::string cmd = prefix + " '" + std::string(MEMGUARD_CLI_PATH) + "' " + args + " 2>&1";
+    Result r;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (p == nullptr) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    int status = pclose(p);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+std::string symtest_report(test::TempDir& dir) {
+    void* ip = memguard_symtest::known_function(7);
+    auto m = test::module_of(ip);
+    if (!m) throw std::runtime_error("module not found");
+    char s[64];
+    std::snprintf(s, sizeof s, "S 1 %llx\n", static_cast<unsigned long long>(reinterpret_cast<uint64_t>(ip)));
+    return dir.write("sym.mgr", test::kHeader + "I pid 1\n" + m->m_record(0) + s +
+                                    "A 1 1 7f00 4096 device cudaMalloc 0 - 1\nZ 2\n");
+}
+
+TEST(Cli, TopShowsSymbolizedFramesOfARealModule) {
+    test::TempDir dir;
+    std::string path = symtest_report(dir);
+    Result text = run_cli("top '" + path + "'");
+    ASSERT_EQ(text.rc, 0) << text.out;
+    std::string expected = "#0  memguard_symtest::known_function(int)";
+    EXPECT_TRUE(contains(text.out, expected)) << text.out;
+    EXPECT_TRUE(contains(text.out, "(libmemguard_symtest.so)")) << text.out;
+    if (!find_program("addr2line").empty()) {
+        std::string line = "symtest_lib.cpp:" + std::to_string(memguard_symtest::known_call_line()) + " (";
+        EXPECT_TRUE(contains(text.out, line)) << text.out;
+    }
+    Result json = run_cli("top --json '" + path + "'");
+    ASSERT_EQ(json.rc, 0) << json.out;
+    EXPECT_TRUE(contains(json.out, "\"function\": \"memguard_symtest::known_function(int)\"")) << json.out;
+    EXPECT_TRUE(contains(json.out, "\"total_bytes\": 4096")) << json.out;
+}
+
+TEST(Cli, EmptyMemguardAddr2lineDisablesFileAndLine) {
+    test::TempDir dir;
+    std::string path = symtest_report(dir);
+    Result r = run_cli("top --json '" + path + "'", "MEMGUARD_ADDR2LINE=");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "\"function\": \"memguard_symtest::known_function(int)\""));
+    EXPECT_TRUE(contains(r.out, "\"file\": null"));
+}
+
+TEST(Cli, HelpAndVersion) {
+    for (const char* args : {"--help", "help", "-h"}) {
+        Result r = run_cli(args);
+        EXPECT_EQ(r.rc, 0) << args;
+        EXPECT_TRUE(contains(r.out, "memguard summary FILE [--json]")) << args;
+        EXPECT_TRUE(contains(r.out, "memguard top FILE")) << args;
+    }
+    Result top = run_cli("help top");
+    EXPECT_EQ(top.rc, 0);
+    EXPECT_TRUE(contains(top.out, "--frames K"));
+    Result top2 = run_cli("top --help");
+    EXPECT_EQ(top2.out, top.out);
+    Result v = run_cli("--version");
+    EXPECT_EQ(v.rc, 0);
+    EXPECT_EQ(v.out, std::string("memguard ") + MEMGUARD_VERSION_STRING + " (reads report format 1)\n");
+}
+
+TEST(Cli, UsageErrorsExitWithTwoAndAHint) {
+    for (const char* args : {"", "frob", "summary", "top x.mgr --at", "top x.mgr -n x", "top x.mgr --kind cpu",
+                             "summary x.mgr --json=1", "summary a.mgr b.mgr", "help nothing", "--version x",
+                             "top x.mgr --frames -1", "--bogus"}) {
+        Result r = run_cli(args);
+        EXPECT_EQ(r.rc, 2) << args;
+        EXPECT_EQ(r.out.rfind("memguard: error: ", 0), 0u) << args << ": " << r.out;
+        EXPECT_TRUE(contains(r.out, "\nusage: memguard ")) << args << ": " << r.out;
+        EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << args << ": " << r.out;
+    }
+}
+
+TEST(Cli, OptionFormsAndDoubleDash) {
+    test::TempDir dir;
+    dir.write("-odd name.mgr", test::kHeader + "A 1 1 7f00 10 device m 0 - 0\nZ 1000000000\n");
+    Result r = run_cli("top --at=exit --kind=gpu --frames=0 -n 1 -- '-odd name.mgr'", "cd '" + dir.path() + "' &&");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "Live GPU memory at exit (t=1.000 s): 10 B in 1 block from 1 site")) << r.out;
+}
+
+TEST(Cli, GarbageFilesNeverCrashTheCli) {
+    test::TempDir dir;
+    std::string inputs[] = {std::string("\0\0\0", 3), "MEMGUARD-REPORT 1\n\xff\xfe\n", "MEMGUARD-REPORT 1\nA\n",
+                            "MEMGUARD-REPORT 1\nS 1 " + std::string(5000, 'f') + "\n"};
+    for (const std::string& in : inputs) {
+        std::string path = dir.write("g.mgr", in);
+        for (const char* cmd : {"summary", "top", "top --json", "summary --json"}) {
+            Result r = run_cli(std::string(cmd) + " '" + path + "'");
+            EXPECT_TRUE(r.rc == 0 || r.rc == 2) << cmd << ": " << r.out;
+            if (r.rc == 2) {
+                EXPECT_EQ(r.out.rfind("memguard: error: ", 0), 0u) << r.out;
+            }
+        }
+    }
+}
+
+TEST(Cli, WarningsGoToStderrAndKeepExitZero) {
+    test::TempDir dir;
+    std::string path = dir.write("inc.mgr", test::kHeader + "A 1 1 7f00 10 device m 0 - 0\nH 2000000000\n");
+    std::string cmd = "'" + std::string(MEMGUARD_CLI_PATH) + "' summary '" + path + "' 2>/dev/null";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[4096];
+    std::string out(buf, fread(buf, 1, sizeof buf, p));
+    int status = pclose(p);
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_FALSE(contains(out, "warning"));
+    Result both = run_cli("summary '" + path + "'");
+    EXPECT_EQ(both.out.rfind("memguard: warning: " + path + ": no end record", 0), 0u) << both.out;
+}
+
+}  // namespace
+}  // namespace memguard::report

@@ -1,0 +1,79 @@
+// Helpers shared by the report tests.
+#pragma once
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "report/report.h"
+
+namespace memguard::report::test {
+
+inline const std::string kHeader = "MEMGUARD-REPORT 1\n";
+
+/// Parses a report made of the header and `body`.
+inline Report parse(const std::string& body) { return parse_report(kHeader + body, "t.mgr"); }
+
+/// The ReportError message for `content`, or "<no error>".
+inline std::string error_of(const std::string& content) {
+    try {
+        parse_report(content, "t.mgr");
+    } catch (const ReportError& e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+    return haystack.find(needle) != std::string::npos;
+}
+
+inline std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+/// A fresh directory under $TMPDIR, removed with its files (not subdirectories) on destruction.
+class TempDir {
+public:
+    TempDir() {
+        const char* tmp = std::getenv("TMPDIR");
+        std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/memguard-test.XXXXXX";
+        if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+        path_ = templ;
+    }
+    ~TempDir() {
+        if (DIR* d = opendir(path_.c_str())) {
+            while (dirent* e = readdir(d)) {
+                std::string name = e->d_name;
+                if (name != "." && name != "..") unlink((path_ + "/" + name).c_str());
+            }
+            closedir(d);
+        }
+        rmdir(path_.c_str());
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+
+    const std::string& path() const { return path_; }
+    /// Writes `content` to a file in the directory and returns its path.
+    std::string write(const std::string& name, const std::string& content) const {
+        std::string p = path_ + "/" + name;
+        std::ofstream out(p, std::ios::binary);
+        out << content;
+        return p;
+    }
+
+private:
+    std::string path_;
+};
+
+}  // namespace memguard::report::test

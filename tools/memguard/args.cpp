@@ -1,0 +1,153 @@
+#include <cstdlib>
+#include <optional>
+
+#include "cli.h"
+#include "common/text.h"
+#include "report/units.h"
+
+namespace memguard::cli {
+
+namespace {
+
+/// Walks the arguments of one command, splitting "--opt=value" into option and value.
+class ArgCursor {
+public:
+    ArgCursor(const std::vector<std::string>& argv, size_t start, std::string command)
+        : argv_(argv), pos_(start), command_(std::move(command)) {}
+
+    bool done() const { return pos_ >= argv_.size() && !inline_value_; }
+    /// The next argument; sets `is_option` for "-x" / "--xyz" (not "-" alone, nor after "--").
+    std::string next(bool& is_option) {
+        std::string a = argv_[pos_++];
+        is_option = !options_ended_ && a.size() > 1 && a[0] == '-';
+        if (is_option && a == "--") options_ended_ = true;
+        size_t eq = a.find('=');
+        if (is_option && a.rfind("--", 0) == 0 && eq != std::string::npos) {
+            inline_value_ = a.substr(eq + 1);
+            a.erase(eq);
+        }
+        return a;
+    }
+    std::string value(const std::string& option) {
+        if (inline_value_) {
+            std::string v = *inline_value_;
+            inline_value_.reset();
+            return v;
+        }
+        if (pos_ >= argv_.size()) throw UsageError("option '" + option + "' needs a value", command_);
+        return argv_[pos_++];
+    }
+    void no_value(const std::string& option) {
+        if (inline_value_) throw UsageError("option '" + option + "' takes no value", command_);
+    }
+
+private:
+    const std::vector<std::string>& argv_;
+    size_t pos_;
+    std::string command_;
+    bool options_ended_ = false;
+    std::optional<std::string> inline_value_;
+};
+
+size_t count_value(const std::string& option, const std::string& v, size_t min, const std::string& command) {
+    auto n = text::parse_dec(v);
+    if (!n || *n < min || *n > 1000000000) {
+        throw UsageError("bad value '" + v + "' for " + option + ": expected a whole number >= " + std::to_string(min),
+                         command);
+    }
+    return static_cast<size_t>(*n);
+}
+
+void parse_at(const std::string& v, Args& args) {
+    int64_t ns = 0;
+    if (v == "peak") {
+        args.at = {report::TimePoint::Peak, 0};
+    } else if (v == "exit") {
+        args.at = {report::TimePoint::Exit, 0};
+    } else if (report::parse_seconds(v, ns)) {
+        args.at = {report::TimePoint::Time, ns};
+    } else {
+        throw UsageError("bad value '" + v + "' for --at: expected peak, exit or a time in seconds", "top");
+    }
+    args.at_name = args.at.type == report::TimePoint::Time ? "time" : v;
+}
+
+report::KindFilter parse_kind(const std::string& v) {
+    if (v == "gpu") return report::KindFilter::Gpu;
+    if (v == "pinned") return report::KindFilter::Pinned;
+    if (v == "all") return report::KindFilter::All;
+    throw UsageError("bad value '" + v + "' for --kind: expected gpu, pinned or all", "top");
+}
+
+/// Handles one option of `top`; returns false when it is not one of them.
+bool top_option(const std::string& opt, ArgCursor& cur, Args& args) {
+    if (opt == "--at") {
+        parse_at(cur.value(opt), args);
+    } else if (opt == "-n" || opt == "--top") {
+        args.top_n = count_value(opt, cur.value(opt), 1, "top");
+    } else if (opt == "--frames") {
+        args.frames = count_value(opt, cur.value(opt), 0, "top");
+    } else if (opt == "--kind") {
+        args.kind = parse_kind(cur.value(opt));
+    } else {
+        return false;
+    }
+    return true;
+}
+
+void parse_command(const std::vector<std::string>& argv, Args& args, const std::string& command) {
+    ArgCursor cur(argv, 1, command);
+    std::vector<std::string> positional;
+    while (!cur.done()) {
+        bool is_option = false;
+        std::string a = cur.next(is_option);
+        if (!is_option) {
+            positional.push_back(a);
+        } else if (a == "--") {
+            continue;
+        } else if (a == "-h" || a == "--help") {
+            args.command = Args::Help;
+            args.help_topic = command;
+            return;
+        } else if (a == "--json") {
+            cur.no_value(a);
+            args.json = true;
+        } else if (command != "top" || !top_option(a, cur, args)) {
+            throw UsageError("unknown option '" + a + "' for '" + command + "'", command);
+        }
+    }
+    if (positional.empty()) throw UsageError("'" + command + "' needs a report FILE", command);
+    if (positional.size() > 1) throw UsageError("unexpected argument '" + positional[1] + "'", command);
+    args.file = positional[0];
+}
+
+}  // namespace
+
+Args parse_args(const std::vector<std::string>& argv) {
+    Args args;
+    if (argv.empty()) throw UsageError("no command given", "");
+    const std::string& cmd = argv[0];
+    if (cmd == "-h" || cmd == "--help") return args;
+    if (cmd == "help") {
+        if (argv.size() > 2) throw UsageError("unexpected argument '" + argv[2] + "'", "");
+        args.help_topic = argv.size() == 2 ? argv[1] : "";
+        if (!args.help_topic.empty() && args.help_topic != "summary" && args.help_topic != "top") {
+            throw UsageError("no help for unknown command '" + args.help_topic + "'", "");
+        }
+        return args;
+    }
+    if (cmd == "-V" || cmd == "--version") {
+        if (argv.size() > 1) throw UsageError("unexpected argument '" + argv[1] + "'", "");
+        args.command = Args::Version;
+        return args;
+    }
+    if (cmd == "summary" || cmd == "top") {
+        args.command = cmd == "summary" ? Args::Summary : Args::Top;
+        parse_command(argv, args, cmd);
+        return args;
+    }
+    if (cmd.size() > 1 && cmd[0] == '-') throw UsageError("unknown option '" + cmd + "'", "");
+    throw UsageError("unknown command '" + cmd + "'", "");
+}
+
+}  // namespace memguard::cli

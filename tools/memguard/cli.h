@@ -1,0 +1,51 @@
+// The memguard command line: argument parsing and the commands. Exit codes: 0 success, 2 bad arguments
+// or an unreadable report, 1 an internal error.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "report/analysis.h"
+
+namespace memguard::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitInternal = 1;
+constexpr int kExitUsage = 2;
+
+/// A bad command line; what() names the problem, `command` selects the usage hint.
+class UsageError : public std::runtime_error {
+public:
+    UsageError(const std::string& what, std::string command) : std::runtime_error(what), command(std::move(command)) {}
+    std::string command;
+};
+
+struct Args {
+    enum Command { Help, Version, Summary, Top } command = Help;
+    std::string help_topic;  // for Help: "", "summary" or "top"
+    std::string file;
+    bool json = false;
+    // top
+    report::TimePoint at;
+    std::string at_name = "peak";  // "peak", "exit" or "time"
+    size_t top_n = 10;
+    size_t frames = 6;
+    report::KindFilter kind = report::KindFilter::Gpu;
+};
+
+/// Parses argv[1..]. Throws UsageError.
+Args parse_args(const std::vector<std::string>& argv);
+
+/// The one-line synopsis of a command ("" for the general one), and the full help texts.
+std::string synopsis(const std::string& command);
+std::string help_text(const std::string& topic);
+
+int run_summary(const Args& args);
+int run_top(const Args& args);
+
+/// Prints "memguard: warning: <w>" on stderr for each remark.
+void print_warnings(const std::vector<std::string>& warnings);
+
+}  // namespace memguard::cli

@@ -1,0 +1,196 @@
+// memguard summary FILE [--json]
+#include <cstdio>
+#include <iostream>
+
+#include "cli.h"
+#include "common/text.h"
+#include "report/json.h"
+#include "report/units.h"
+
+namespace memguard::cli {
+
+namespace {
+
+using report::human_bytes;
+using report::seconds_exact;
+using report::seconds_fixed3;
+
+/// An I record's value, or nothing when absent or "-".
+std::optional<std::string> info(const report::Report& r, const std::string& key) {
+    auto it = r.info.find(key);
+    if (it == r.info.end() || it->second == "-" || it->second.empty()) return std::nullopt;
+    return it->second;
+}
+
+std::optional<int64_t> info_int(const report::Report& r, const std::string& key) {
+    auto v = info(r, key);
+    return v ? text::parse_sdec(*v) : std::nullopt;
+}
+
+std::string plural(uint64_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string bytes_exact(uint64_t n) { return human_bytes(n) + (n >= 1024 ? " (" + std::to_string(n) + " B)" : ""); }
+
+std::string live_text(uint64_t bytes, uint64_t blocks) {
+    return human_bytes(bytes) + " in " + plural(blocks, "block", "blocks");
+}
+
+std::string peak_text(uint64_t bytes, const std::optional<int64_t>& t) {
+    return t ? human_bytes(bytes) + " at t=" + seconds_fixed3(*t) + " s" : std::string("0 B");
+}
+
+void line(const char* label, const std::string& value) { std::printf("%-14s%s\n", label, value.c_str()); }
+
+std::string process_text(const report::Report& r) {
+    std::string out = info(r, "exe").value_or("(unknown executable)");
+    std::vector<std::string> parts;
+    if (auto pid = info(r, "pid")) parts.push_back("pid " + *pid);
+    if (auto host = info(r, "host")) parts.push_back("host " + *host);
+    if (auto rank = info(r, "rank")) parts.push_back("rank " + *rank);
+    for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? " (" : ", ") + parts[i];
+    return parts.empty() ? out : out + ")";
+}
+
+void print_kinds(const report::Summary& s) {
+    std::printf("\nBy kind    %11s %12s %12s  %s\n", "allocations", "allocated", "peak", "live at exit");
+    for (size_t k = 0; k < report::kKindCount; ++k) {
+        const report::KindStats& ks = s.by_kind[k];
+        if (ks.allocations == 0) continue;
+        std::string live = live_text(ks.live_bytes_at_exit, ks.live_blocks_at_exit);
+        std::printf("  %-8s %11llu %12s %12s  %s\n", report::kind_name(static_cast<report::Kind>(k)),
+                    static_cast<unsigned long long>(ks.allocations), human_bytes(ks.bytes_allocated).c_str(),
+                    human_bytes(ks.peak_bytes).c_str(), live.c_str());
+    }
+}
+
+void print_devices(const report::Summary& s) {
+    if (s.by_device.empty()) return;
+    std::printf("\nBy device (GPU kinds)\n");
+    for (const auto& [dev, d] : s.by_device) {
+        std::string text = plural(d.allocations, "allocation", "allocations") + ", peak " +
+                           peak_text(d.peak_bytes, d.peak_t) + ", live at exit " +
+                           live_text(d.live_bytes_at_exit, d.live_blocks_at_exit);
+        if (d.failed_allocations != 0) {
+            text += ", " + plural(d.failed_allocations, "failed allocation", "failed allocations") + " (" +
+                    std::to_string(d.oom_events) + " OOM)";
+        }
+        std::printf("  cuda:%-4d %s\n", dev, text.c_str());
+    }
+}
+
+std::string format_text(const report::Report& r) {
+    auto minor = info_int(r, "format_minor");
+    return std::to_string(r.version) + (minor && *minor >= 0 ? "." + std::to_string(*minor) : "");
+}
+
+void print_text(const report::Report& r, const report::Summary& s) {
+    line("Report", r.path + " (format " + format_text(r) + ", " +
+                       (s.complete ? "complete" : "INCOMPLETE: no end record") + ")");
+    line("Process", process_text(r));
+    if (auto cmd = info(r, "cmdline")) line("Command line", *cmd);
+    line("Duration", seconds_fixed3(s.duration_ns) + " s" + (s.complete ? "" : " (up to the last record)"));
+    std::string allocs = std::to_string(s.allocations) + " (" + std::to_string(s.frees) + " freed";
+    if (s.failed_frees != 0) allocs += ", " + plural(s.failed_frees, "failed free", "failed frees");
+    line("Allocations", allocs + ")");
+    line("Failed allocs",
+         std::to_string(s.failed_allocations) + " (" + std::to_string(s.oom_events) + " out of memory)");
+    line("Peak GPU", s.peak_t ? bytes_exact(s.peak_bytes) + " at t=" + seconds_fixed3(*s.peak_t) + " s" : "0 B");
+    line("Live at exit", bytes_exact(s.live_bytes_at_exit) + " in " + plural(s.live_blocks_at_exit, "block", "blocks"));
+    if (s.allocations != 0) print_kinds(s);
+    print_devices(s);
+}
+
+void json_peak(report::JsonWriter& j, uint64_t bytes, const std::optional<int64_t>& t) {
+    j.key("peak_bytes").value(bytes);
+    j.key("peak_time_s");
+    if (t) {
+        j.number(seconds_exact(*t));
+    } else {
+        j.null();
+    }
+}
+
+void json_kinds(report::JsonWriter& j, const report::Summary& s) {
+    j.key("by_kind").begin_object();
+    for (size_t k = 0; k < report::kKindCount; ++k) {
+        const report::KindStats& ks = s.by_kind[k];
+        j.key(report::kind_name(static_cast<report::Kind>(k))).begin_object();
+        j.key("allocations").value(ks.allocations);
+        j.key("frees").value(ks.frees);
+        j.key("bytes_allocated").value(ks.bytes_allocated);
+        json_peak(j, ks.peak_bytes, ks.peak_t);
+        j.key("live_bytes_at_exit").value(ks.live_bytes_at_exit);
+        j.key("live_blocks_at_exit").value(ks.live_blocks_at_exit);
+        j.end_object();
+    }
+    j.end_object();
+}
+
+void json_devices(report::JsonWriter& j, const report::Summary& s) {
+    j.key("by_device").begin_object();
+    for (const auto& [dev, d] : s.by_device) {
+        j.key(std::to_string(dev)).begin_object();
+        j.key("allocations").value(d.allocations);
+        j.key("bytes_allocated").value(d.bytes_allocated);
+        j.key("failed_allocations").value(d.failed_allocations);
+        j.key("oom_events").value(d.oom_events);
+        json_peak(j, d.peak_bytes, d.peak_t);
+        j.key("live_bytes_at_exit").value(d.live_bytes_at_exit);
+        j.key("live_blocks_at_exit").value(d.live_blocks_at_exit);
+        j.end_object();
+    }
+    j.end_object();
+}
+
+void json_process(report::JsonWriter& j, const report::Report& r) {
+    j.key("exe").value_or_null(info(r, "exe"));
+    j.key("pid").value_or_null(info_int(r, "pid"));
+    j.key("host").value_or_null(info(r, "host"));
+    j.key("rank").value_or_null(info_int(r, "rank"));
+    j.key("cmdline").value_or_null(info(r, "cmdline"));
+}
+
+void print_json(const report::Report& r, const report::Summary& s) {
+    report::JsonWriter j;
+    j.begin_object();
+    j.key("file").value(r.path);
+    j.key("format_version").value(r.version);
+    j.key("format_minor").value_or_null(info_int(r, "format_minor"));
+    j.key("complete").value(s.complete);
+    json_process(j, r);
+    j.key("duration_s").number(seconds_exact(s.duration_ns));
+    j.key("allocations").value(s.allocations);
+    j.key("frees").value(s.frees);
+    j.key("failed_frees").value(s.failed_frees);
+    j.key("failed_allocations").value(s.failed_allocations);
+    j.key("oom_events").value(s.oom_events);
+    json_peak(j, s.peak_bytes, s.peak_t);
+    j.key("live_bytes_at_exit").value(s.live_bytes_at_exit);
+    j.key("live_blocks_at_exit").value(s.live_blocks_at_exit);
+    json_kinds(j, s);
+    json_devices(j, s);
+    j.key("warnings").begin_array();
+    for (const std::string& w : r.warnings) j.value(w);
+    j.end_array();
+    j.end_object();
+    std::cout << j.str();
+}
+
+}  // namespace
+
+int run_summary(const Args& args) {
+    report::Report r = report::load_report(args.file);
+    print_warnings(r.warnings);
+    report::Summary s = report::summarize(r);
+    std::cout.flush();
+    if (args.json) {
+        print_json(r, s);
+    } else {
+        print_text(r, s);
+    }
+    return kExitOk;
+}
+
+}  // namespace memguard::cli

@@ -1,0 +1,62 @@
+// memguard: the command line reader of memguard reports.
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include "cli.h"
+#include "report/report.h"
+
+#ifndef MEMGUARD_VERSION
+#define MEMGUARD_VERSION "unknown"
+#endif
+
+namespace memguard::cli {
+
+void print_warnings(const std::vector<std::string>& warnings) {
+    for (const std::string& w : warnings) std::cerr << "memguard: warning: " << w << "\n";
+}
+
+namespace {
+
+int dispatch(const Args& args) {
+    switch (args.command) {
+    case Args::Help: std::cout << help_text(args.help_topic); return kExitOk;
+    case Args::Version:
+        std::cout << "memguard " << MEMGUARD_VERSION << " (reads report format " << report::kFormatVersion << ")\n";
+        return kExitOk;
+    case Args::Summary: return run_summary(args);
+    case Args::Top: return run_top(args);
+    }
+    return kExitInternal;
+}
+
+int finish_output(int rc) {
+    std::cout.flush();
+    if (!std::cout.good() || std::fflush(stdout) != 0) {
+        std::cerr << "memguard: error: cannot write the output\n";
+        return rc == kExitOk ? kExitInternal : rc;
+    }
+    return rc;
+}
+
+}  // namespace
+
+int main_impl(int argc, char** argv) {
+    std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+    try {
+        return finish_output(dispatch(parse_args(args)));
+    } catch (const UsageError& e) {
+        std::cerr << "memguard: error: " << e.what() << "\nusage: " << synopsis(e.command) << "\n";
+        return kExitUsage;
+    } catch (const report::ReportError& e) {
+        std::cerr << "memguard: error: " << e.what() << "\n";
+        return kExitUsage;
+    } catch (const std::exception& e) {
+        std::cerr << "memguard: internal error: " << e.what() << "\n";
+        return kExitInternal;
+    }
+}
+
+}  // namespace memguard::cli
+
+int main(int argc, char** argv) { return memguard::cli::main_impl(argc, argv); }
