@@ -25,6 +25,7 @@ constexpr int METH_KEYWORDS = 0x2;
 constexpr int METH_NOARGS = 0x4;
 
 using Py_tracefunc = int (*)(PyObject* obj, PyFrameObject* frame, int what, PyObject* arg);
+constexpr int PyTrace_CALL = 0;
 constexpr int PyTrace_RETURN = 3;
 using Py_AuditHookFunction = int (*)(const char* event, PyObject* args, void* user_data);
 

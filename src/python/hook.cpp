@@ -1,7 +1,9 @@
 #include "python/hook.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/log.h"
 #include "python/capi.h"
@@ -38,6 +40,12 @@ struct Mark {
     bool profiling = false;  // our profile function is installed on this thread
     int64_t first_t = 0;
     std::string compile_ids;
+    // Where the compiling call returns: the depth of the frame that called the compiled frame
+    // (below dynamo's convert_frame machinery), or -1 when none is on the stack (a lazy backward
+    // compile on the autograd thread). `depth` follows the thread's frame depth through the
+    // profile function's call and return events.
+    int boundary = -1;
+    int depth = 0;
 };
 thread_local Mark t_mark;
 
@@ -190,16 +198,43 @@ void collect_now() {
     Ref r(a->PyObject_CallObject(g_obj.gc_collect, nullptr));
     if (!r) a->PyErr_Clear();
     t_trigger = Trigger::Automatic;
-    t_mark = Mark{false, t_mark.profiling, 0, {}};
+    Mark cleared;
+    cleared.profiling = t_mark.profiling;
+    t_mark = cleared;
+}
+
+bool is_convert_frame(PyFrameObject* f) {
+    const CApi* a = capi();
+    Ref code(reinterpret_cast<PyObject*>(a->PyFrame_GetCode(f)));
+    Ref name(code ? a->PyObject_GetAttrString(code.get(), "co_filename") : nullptr);
+    const char* s = name ? a->PyUnicode_AsUTF8(name.get()) : nullptr;
+    if (!s) {
+        a->PyErr_Clear();
+        return false;
+    }
+    size_t n = std::strlen(s);
+    static constexpr char kTail[] = "_dynamo/convert_frame.py";
+    return n >= sizeof(kTail) - 1 && std::strcmp(s + n - (sizeof(kTail) - 1), kTail) == 0;
 }
 
 /// Profile function, installed on a thread only while it has a pending mark.
 int profile_fn(PyObject*, PyFrameObject*, int what, PyObject* arg) {
+    if (what == PyTrace_CALL) {
+        ++t_mark.depth;
+        return 0;
+    }
     if (what != PyTrace_RETURN) return 0;
+    // The returning frame is at t_mark.depth. Everything deeper than the boundary (the frame that
+    // called the compiled frame) is the compiled call itself or dynamo's machinery around it, whose
+    // helper frames return with no torch.compile region set; the compiled call has surely returned
+    // once the boundary frame or a shallower one returns.
+    bool returned_to_caller = t_mark.boundary < 0 || t_mark.depth <= t_mark.boundary;
+    --t_mark.depth;
     if (!t_mark.pending || finalizing() || !g_settings.collect_compile_garbage) {
         remove_profile();
         return 0;
     }
+    if (!returned_to_caller) return 0;
     if (arg == nullptr) return 0;  // an exception is propagating: the mark waits for a normal return
     if (Recorder::instance().captures().active() > 0) return 0;  // collect once no stream captures
     ErrorGuard keep_error;
@@ -225,6 +260,34 @@ std::string compile_id_of(PyObject* args) {
     return s ? s : "?";
 }
 
+/// Sets the mark's depth to the current frame depth and its boundary to the depth of the frame
+/// that called the frame being compiled: the frame just below the deepest convert_frame.py frame
+/// (dynamo's frame callback), if any.
+void locate_compiling_call() {
+    const CApi* a = capi();
+    std::vector<bool> convert;  // top first
+    PyFrameObject* f = a->PyEval_GetFrame();
+    if (f) a->Py_IncRef(reinterpret_cast<PyObject*>(f));
+    while (f) {
+        convert.push_back(is_convert_frame(f));
+        PyFrameObject* back = a->PyFrame_GetBack(f);
+        a->Py_DecRef(reinterpret_cast<PyObject*>(f));
+        f = back;
+    }
+    int depth = static_cast<int>(convert.size());  // the top frame's depth (bottom frame: 1)
+    int boundary = -1;
+    for (int i = depth - 1; i >= 0; --i) {  // from the bottom up: the deepest convert_frame frame
+        if (convert[static_cast<size_t>(i)]) {
+            boundary = depth - i - 1;  // its caller's depth
+            break;
+        }
+    }
+    t_mark.depth = depth;
+    // Compiles that share one collection wait for the outermost compiling call.
+    int old = t_mark.pending ? t_mark.boundary : -1;
+    t_mark.boundary = old < 0 ? boundary : (boundary < 0 ? old : std::min(old, boundary));
+}
+
 /// dynamo's end-of-compile callback. It runs under dynamo's non-reentrant callback lock, so it
 /// only marks the thread (and installs the profile function that waits for the safe point).
 PyObject* end_callback(PyObject*, PyObject* args) {
@@ -233,6 +296,9 @@ PyObject* end_callback(PyObject*, PyObject* args) {
     ErrorGuard keep_error;
     std::string id = compile_id_of(args);  // torch >= 2.8 passes CallbackArgs; older, nothing
     Recorder::instance().record_compile(id);
+    locate_compiling_call();
+    MG_LOG_DEBUG("compile {} ended on thread {}: frame depth {}, compiling call returns below depth {}", id,
+                 track::current_tid(), t_mark.depth, t_mark.boundary);
     if (!t_mark.pending) t_mark.first_t = track::monotonic_ns();
     t_mark.pending = true;
     if (t_mark.compile_ids.size() < 4096) {

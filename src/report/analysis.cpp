@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "report/captures.h"
+#include "report/collections.h"
+
 namespace memguard::report {
 
 namespace {
@@ -95,6 +98,28 @@ size_t events_until(const Report& r, int64_t t) {
     return n;
 }
 
+void count_captures(const Report& r, Summary& s) {
+    s.captures = r.captures.size();
+    for (const Capture& c : r.captures) s.graphs_alive_at_exit += c.graph && !c.t_graph_destroy ? 1 : 0;
+    s.execs = r.execs.size();
+    for (const GraphExec& e : r.execs) {
+        s.execs_alive_at_exit += e.t_destroy ? 0 : 1;
+        s.launches += e.launches;
+    }
+    s.unsafe_calls = r.hazards.unsafe_calls.size();
+    s.frees_while_graph_alive = r.hazards.frees_while_graph_alive.size();
+    s.warmup_retention = retention_boundaries(r).size();
+}
+
+void count_collections(const Report& r, Summary& s) {
+    auto totals = collection_totals(r);
+    for (size_t i = 0; i < kTriggerCount; ++i) {
+        s.collections[i] = totals[i].count;
+        s.cuda_bytes_freed[i] = totals[i].cuda_bytes_freed;
+    }
+    s.compiles = r.compiles.size();
+}
+
 }  // namespace
 
 Summary summarize(const Report& r) {
@@ -104,6 +129,8 @@ Summary summarize(const Report& r) {
     count_blocks(r, s);
     count_failures(r, s);
     replay_levels(r, s);
+    count_captures(r, s);
+    count_collections(r, s);
     return s;
 }
 
@@ -141,12 +168,13 @@ bool kind_matches(Kind k, KindFilter filter) {
 
 SiteTable group_by_site(const Report& r, const LiveSet& live, KindFilter filter) {
     SiteTable table;
-    std::unordered_map<uint32_t, size_t> index;
+    std::unordered_map<uint64_t, size_t> index;  // (stack id, Python stack id) -> site
     for (size_t b : live.blocks) {
         const Block& block = r.blocks[b];
         if (!kind_matches(block.kind, filter)) continue;
-        auto [it, inserted] = index.emplace(block.stack_id, table.sites.size());
-        if (inserted) table.sites.push_back(Site{block.stack_id});
+        uint64_t key = (uint64_t{block.stack_id} << 32) | block.python_stack_id;
+        auto [it, inserted] = index.emplace(key, table.sites.size());
+        if (inserted) table.sites.push_back(Site{block.stack_id, block.python_stack_id});
         Site& site = table.sites[it->second];
         site.bytes += block.size;
         ++site.blocks;
@@ -156,9 +184,25 @@ SiteTable group_by_site(const Report& r, const LiveSet& live, KindFilter filter)
     std::sort(table.sites.begin(), table.sites.end(), [](const Site& a, const Site& b) {
         if (a.bytes != b.bytes) return a.bytes > b.bytes;
         if (a.blocks != b.blocks) return a.blocks > b.blocks;
-        return a.stack_id < b.stack_id;
+        if (a.stack_id != b.stack_id) return a.stack_id < b.stack_id;
+        return a.python_stack_id < b.python_stack_id;
     });
     return table;
+}
+
+std::vector<Pool> group_by_pool(const Report& r, const LiveSet& live, KindFilter filter) {
+    std::map<uint32_t, LiveSet> by_owner;  // ordered: 0 (ordinary) first, then capture ids
+    for (size_t b : live.blocks) {
+        const Block& block = r.blocks[b];
+        if (!kind_matches(block.kind, filter)) continue;
+        LiveSet& set = by_owner[block.capture_id];
+        set.t = live.t;
+        set.events_applied = live.events_applied;
+        set.blocks.push_back(b);
+    }
+    std::vector<Pool> pools;
+    for (const auto& [capture_id, set] : by_owner) pools.push_back(Pool{capture_id, group_by_site(r, set, filter)});
+    return pools;
 }
 
 }  // namespace memguard::report

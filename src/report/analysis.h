@@ -55,6 +55,21 @@ struct Summary {
     std::map<int, DeviceStats> by_device;  // GPU kinds, by device number
     int64_t duration_ns = 0;               // Report::end_t
     bool complete = false;
+
+    // minor 1
+    uint64_t captures = 0;              // C records
+    uint64_t graphs_alive_at_exit = 0;  // captured graphs (c records with a graph) without a K
+    uint64_t execs = 0;                 // G records
+    uint64_t execs_alive_at_exit = 0;   // G records without a D
+    uint64_t launches = 0;              // L records that named a live exec
+    uint64_t unsafe_calls = 0;
+    uint64_t frees_while_graph_alive = 0;
+    uint64_t warmup_retention = 0;      // capture boundaries (capture, phase) with retained memory
+    uint64_t hazards() const { return unsafe_calls + frees_while_graph_alive + warmup_retention; }
+    // minor 2
+    std::array<uint64_t, kTriggerCount> collections{};       // by GcTrigger
+    std::array<int64_t, kTriggerCount> cuda_bytes_freed{};   // by GcTrigger: sum of the known values
+    uint64_t compiles = 0;
 };
 
 Summary summarize(const Report& r);
@@ -76,8 +91,10 @@ LiveSet live_at(const Report& r, const TimePoint& at);
 enum class KindFilter { Gpu, Pinned, All };
 bool kind_matches(Kind k, KindFilter filter);
 
+/// An allocation site: the native stack and the Python stack (minor 2; 0 when none) of the allocation.
 struct Site {
     uint32_t stack_id = 0;
+    uint32_t python_stack_id = 0;
     uint64_t bytes = 0;
     uint64_t blocks = 0;
 };
@@ -85,10 +102,20 @@ struct Site {
 struct SiteTable {
     uint64_t total_bytes = 0;
     uint64_t total_blocks = 0;
-    std::vector<Site> sites;  // by bytes, then blocks, descending; then by stack id
+    std::vector<Site> sites;  // by bytes, then blocks, descending; then by stack id, then Python stack id
 };
 
-/// Live blocks of the selected kinds grouped by allocation site (stack id).
+/// Live blocks of the selected kinds grouped by allocation site (native stack id, Python stack id).
 SiteTable group_by_site(const Report& r, const LiveSet& live, KindFilter filter);
+
+/// The live blocks of one owner: ordinary memory, or the private pool of one stream capture.
+struct Pool {
+    uint32_t capture_id = 0;  // 0: ordinary memory (blocks owned by no capture)
+    SiteTable table;
+};
+
+/// Live blocks of the selected kinds split by owner (Block::capture_id), each grouped by site:
+/// ordinary memory first, then the capture pools by capture id. Only owners with live blocks.
+std::vector<Pool> group_by_pool(const Report& r, const LiveSet& live, KindFilter filter);
 
 }  // namespace memguard::report

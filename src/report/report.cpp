@@ -26,6 +26,35 @@ const char* kind_name(Kind k) {
 
 bool is_gpu(Kind k) { return k == Kind::Device || k == Kind::Async || k == Kind::Managed; }
 
+const char* capture_mode_name(CaptureMode m) {
+    switch (m) {
+    case CaptureMode::Global: return "global";
+    case CaptureMode::ThreadLocal: return "thread_local";
+    case CaptureMode::Relaxed: return "relaxed";
+    }
+    return "unknown";
+}
+
+const char* capture_phase_name(CapturePhase p) { return p == CapturePhase::Begin ? "begin" : "end"; }
+
+const char* trigger_name(GcTrigger t) {
+    switch (t) {
+    case GcTrigger::Automatic: return "automatic";
+    case GcTrigger::Explicit: return "explicit";
+    case GcTrigger::Memguard: return "memguard";
+    }
+    return "unknown";
+}
+
+const Capture* Report::find_capture(uint32_t id) const {
+    // Ids rise from 1 in file order, so the capture is usually at index id - 1.
+    if (id != 0 && id <= captures.size() && captures[id - 1].id == id) return &captures[id - 1];
+    for (const Capture& c : captures) {
+        if (c.id == id) return &c;
+    }
+    return nullptr;
+}
+
 namespace {
 
 constexpr std::string_view kMagic = "MEMGUARD-REPORT";
@@ -89,6 +118,19 @@ private:
     void failure();
     void heartbeat();
     void end();
+    // minor 1
+    void capture_begin();
+    void capture_end();
+    void instantiate();
+    void launch();
+    void exec_destroy();
+    void graph_destroy();
+    void hazard();
+    // minor 2
+    void python_frame();
+    void python_stack();
+    void compile();
+    void collection();
 
     void need_fields(size_t n) const;
     uint64_t hex_field(size_t i, const char* what) const;
@@ -99,7 +141,16 @@ private:
     std::optional<uint64_t> stream_field(size_t i) const;
     std::string string_field(size_t i, const char* what) const;
     Kind kind_field(size_t i) const;
+    int64_t sdec_field(size_t i, const char* what) const;
+    std::optional<int64_t> optional_sdec_field(size_t i, const char* what) const;
+    std::optional<uint64_t> optional_hex_field(size_t i, const char* what) const;
+    CaptureMode mode_field(size_t i, const char* what) const;
+    uint32_t capture_id_field(size_t i);
     void check_stack_ref(uint32_t stack_id, const char* record);
+    void check_capture_ref(uint32_t capture_id, const char* record);
+    void check_python_stack_ref(uint32_t python_stack_id, const char* record);
+    /// The most recent G of `exec` when it is still alive; warns and returns nothing otherwise.
+    std::optional<size_t> live_exec(uint64_t exec, const char* record);
     void add_event(Event::Type type, size_t block, int64_t t);
     void warn_frames_outside_modules();
 
@@ -113,6 +164,10 @@ private:
     bool any_t_ = false;
     std::optional<int64_t> heartbeat_t_;
     std::optional<int64_t> end_t_;
+    int minor_ = 0;                                      // I format_minor so far
+    std::unordered_map<uint32_t, size_t> captures_;      // capture id -> index
+    std::unordered_map<uint64_t, size_t> execs_;         // exec handle -> its most recent G
+    std::unordered_map<uint64_t, size_t> live_graphs_;   // captured graph handle -> capture, until K
 };
 
 void Parser::fail(const std::string& what) const {
@@ -180,6 +235,28 @@ void Parser::record() {
     case 'Z': end(); break;
     default: break;
     }
+    // The records of a later minor are known only in files that declare it (I format_minor).
+    if (minor_ >= 1) {
+        switch (type[0]) {
+        case 'C': capture_begin(); break;
+        case 'c': capture_end(); break;
+        case 'G': instantiate(); break;
+        case 'L': launch(); break;
+        case 'D': exec_destroy(); break;
+        case 'K': graph_destroy(); break;
+        case 'W': hazard(); break;
+        default: break;
+        }
+    }
+    if (minor_ >= 2) {
+        switch (type[0]) {
+        case 'p': python_frame(); break;
+        case 'P': python_stack(); break;
+        case 'X': compile(); break;
+        case 'Y': collection(); break;
+        default: break;
+        }
+    }
 }
 
 void Parser::need_fields(size_t n) const {
@@ -240,10 +317,47 @@ Kind Parser::kind_field(size_t i) const {
     malformed("unknown kind " + quoted(k));
 }
 
+int64_t Parser::sdec_field(size_t i, const char* what) const {
+    auto v = text::parse_sdec(f_[i]);
+    if (!v) bad_field(i, what);
+    return *v;
+}
+
+std::optional<int64_t> Parser::optional_sdec_field(size_t i, const char* what) const {
+    if (f_[i] == "-") return std::nullopt;
+    return sdec_field(i, what);
+}
+
+std::optional<uint64_t> Parser::optional_hex_field(size_t i, const char* what) const {
+    if (f_[i] == "-") return std::nullopt;
+    return hex_field(i, what);
+}
+
+CaptureMode Parser::mode_field(size_t i, const char* what) const {
+    std::string_view m = f_[i];
+    if (m == "global") return CaptureMode::Global;
+    if (m == "thread_local") return CaptureMode::ThreadLocal;
+    if (m == "relaxed") return CaptureMode::Relaxed;
+    malformed(std::string("unknown ") + what + " " + quoted(m));
+}
+
+uint32_t Parser::capture_id_field(size_t i) {
+    uint32_t id = id_field(i, "capture id");
+    if (id == 0) malformed("capture id 0 is reserved for \"no capture\"");
+    return id;
+}
+
 void Parser::info() {
     need_fields(3);
     std::string key = string_field(1, "key");
-    report_.info[key] = string_field(2, "value");
+    std::string value = string_field(2, "value");
+    if (key == "format_minor") {
+        auto minor = text::parse_dec(value);
+        if (!minor || *minor > 1000000) bad_field(2, "format_minor");
+        minor_ = static_cast<int>(*minor);
+        report_.format_minor = minor_;
+    }
+    report_.info[key] = std::move(value);
 }
 
 void Parser::module() {
@@ -294,10 +408,24 @@ void Parser::check_stack_ref(uint32_t stack_id, const char* record) {
     }
 }
 
+void Parser::check_capture_ref(uint32_t capture_id, const char* record) {
+    if (capture_id != 0 && captures_.count(capture_id) == 0) {
+        warn("unknown-capture", std::string(record) + " record names capture " + std::to_string(capture_id) +
+                                    ", which no earlier C record began");
+    }
+}
+
+void Parser::check_python_stack_ref(uint32_t python_stack_id, const char* record) {
+    if (python_stack_id != 0 && report_.python_stacks.count(python_stack_id) == 0) {
+        warn("unknown-python-stack", std::string(record) + " record uses Python stack " +
+                                         std::to_string(python_stack_id) + ", which no earlier P record defines");
+    }
+}
+
 void Parser::add_event(Event::Type type, size_t block, int64_t t) { report_.events.push_back(Event{type, block, t}); }
 
 void Parser::alloc() {
-    need_fields(10);
+    need_fields(10 + (minor_ >= 1 ? 1 : 0) + (minor_ >= 2 ? 1 : 0));
     Block b;
     b.t_alloc = time_field(1);
     b.tid = dec_field(2, "tid");
@@ -308,7 +436,11 @@ void Parser::alloc() {
     b.device = int_field(7, "device");
     b.stream = stream_field(8);
     b.stack_id = id_field(9, "stack id");
+    if (minor_ >= 1) b.capture_id = id_field(10, "capture id");
+    if (minor_ >= 2) b.python_stack_id = id_field(11, "Python stack id");
     check_stack_ref(b.stack_id, "A");
+    check_capture_ref(b.capture_id, "A");
+    check_python_stack_ref(b.python_stack_id, "A");
     size_t index = report_.blocks.size();
     auto old = live_.find(b.addr);
     if (old != live_.end()) {
@@ -366,7 +498,7 @@ void Parser::restore() {
 }
 
 void Parser::failure() {
-    need_fields(11);
+    need_fields(11 + (minor_ >= 2 ? 1 : 0));
     FailedAlloc e;
     e.t = time_field(1);
     e.tid = dec_field(2, "tid");
@@ -378,7 +510,9 @@ void Parser::failure() {
     e.stack_id = id_field(8, "stack id");
     e.error = int_field(9, "error");
     e.live_bytes = dec_field(10, "live bytes");
+    if (minor_ >= 2) e.python_stack_id = id_field(11, "Python stack id");
     check_stack_ref(e.stack_id, "E");
+    check_python_stack_ref(e.python_stack_id, "E");
     report_.failures.push_back(std::move(e));
 }
 
@@ -392,6 +526,273 @@ void Parser::end() {
     int64_t t = time_field(1);
     if (!end_t_) end_t_ = t;
     report_.complete = true;
+}
+
+// --- minor 1 ------------------------------------------------------------------------------------
+
+void Parser::capture_begin() {
+    need_fields(7);
+    Capture c;
+    c.t_begin = time_field(1);
+    c.tid = dec_field(2, "tid");
+    c.id = capture_id_field(3);
+    c.stream = hex_field(4, "stream");
+    c.mode = mode_field(5, "capture mode");
+    c.target_graph = optional_hex_field(6, "graph");
+    if (captures_.count(c.id) != 0) {
+        warn("dup-capture", "capture " + std::to_string(c.id) + " begun twice; the second C record is ignored");
+        return;
+    }
+    captures_[c.id] = report_.captures.size();
+    report_.captures.push_back(c);
+}
+
+void Parser::capture_end() {
+    need_fields(6);
+    int64_t t = time_field(1);
+    uint64_t tid = dec_field(2, "tid");
+    uint32_t id = capture_id_field(3);
+    int error = int_field(4, "error");
+    std::optional<uint64_t> graph = optional_hex_field(5, "graph");
+    auto it = captures_.find(id);
+    if (it == captures_.end()) {
+        check_capture_ref(id, "c");
+        return;
+    }
+    Capture& c = report_.captures[it->second];
+    if (c.t_end) {
+        warn("capture-ended-twice", "capture " + std::to_string(id) + " ended twice; the second c record is ignored");
+        return;
+    }
+    c.t_end = t;
+    c.end_tid = tid;
+    c.end_error = error;
+    c.graph = graph;
+    if (graph) live_graphs_[*graph] = it->second;
+}
+
+void Parser::instantiate() {
+    need_fields(6);
+    GraphExec g;
+    g.t_instantiate = time_field(1);
+    g.tid = dec_field(2, "tid");
+    g.exec = hex_field(3, "exec");
+    g.graph = hex_field(4, "graph");
+    g.capture_id = id_field(5, "capture id");
+    check_capture_ref(g.capture_id, "G");
+    auto old = execs_.find(g.exec);
+    if (old != execs_.end() && !report_.execs[old->second].t_destroy) {
+        warn("double-instantiate", "graph exec " + hex(g.exec) + " instantiated while already alive; the earlier "
+                                   "exec is taken as destroyed (a destroy was not recorded)");
+        report_.execs[old->second].t_destroy = g.t_instantiate;
+    }
+    execs_[g.exec] = report_.execs.size();
+    report_.execs.push_back(g);
+}
+
+std::optional<size_t> Parser::live_exec(uint64_t exec, const char* record) {
+    auto it = execs_.find(exec);
+    if (it == execs_.end()) {
+        warn("unknown-exec", std::string(record) + " record names graph exec " + hex(exec) +
+                                 ", which no earlier G record instantiated; ignored");
+        return std::nullopt;
+    }
+    if (report_.execs[it->second].t_destroy) {
+        warn("destroyed-exec", std::string(record) + " record names graph exec " + hex(exec) +
+                                   ", which was destroyed (D) and not instantiated again; ignored");
+        return std::nullopt;
+    }
+    return it->second;
+}
+
+void Parser::launch() {
+    need_fields(5);
+    time_field(1);
+    dec_field(2, "tid");
+    uint64_t exec = hex_field(3, "exec");
+    hex_field(4, "stream");
+    if (auto i = live_exec(exec, "L")) ++report_.execs[*i].launches;
+}
+
+void Parser::exec_destroy() {
+    need_fields(4);
+    int64_t t = time_field(1);
+    dec_field(2, "tid");
+    uint64_t exec = hex_field(3, "exec");
+    if (auto i = live_exec(exec, "D")) report_.execs[*i].t_destroy = t;
+}
+
+void Parser::graph_destroy() {
+    need_fields(4);
+    GraphDestroy k;
+    k.t = time_field(1);
+    k.tid = dec_field(2, "tid");
+    k.graph = hex_field(3, "graph");
+    // Graphs memguard did not see a capture end in (built node by node) are destroyed too: no warning.
+    auto it = live_graphs_.find(k.graph);
+    if (it != live_graphs_.end()) {
+        Capture& c = report_.captures[it->second];
+        c.t_graph_destroy = k.t;
+        k.capture_id = c.id;
+        live_graphs_.erase(it);
+    }
+    report_.graph_destroys.push_back(k);
+}
+
+void Parser::hazard() {
+    need_fields(4);
+    int64_t t = time_field(1);
+    uint64_t tid = dec_field(2, "tid");
+    std::string_view kind = f_[3];
+    if (kind == "unsafe_call") {
+        need_fields(8);
+        UnsafeCall u;
+        u.t = t;
+        u.tid = tid;
+        u.api = string_field(4, "api");
+        u.capture_id = capture_id_field(5);
+        u.capture_mode = mode_field(6, "capture mode");
+        u.thread_mode = mode_field(7, "thread mode");
+        check_capture_ref(u.capture_id, "W unsafe_call");
+        report_.hazards.unsafe_calls.push_back(std::move(u));
+    } else if (kind == "free_live_graph") {
+        need_fields(8);
+        FreeWhileGraphAlive h;
+        h.t = t;
+        h.tid = tid;
+        h.addr = hex_field(4, "address");
+        h.size = dec_field(5, "size");
+        h.capture_id = capture_id_field(6);
+        h.exec = hex_field(7, "exec");
+        check_capture_ref(h.capture_id, "W free_live_graph");
+        // The library writes the hazard right after the F of the block; a hazard before the F (the
+        // block still live) is understood too. A candidate of the named capture wins.
+        std::optional<size_t> candidates[2];
+        if (auto it = freed_.find(h.addr); it != freed_.end()) candidates[0] = it->second;
+        if (auto it = live_.find(h.addr); it != live_.end()) candidates[1] = it->second;
+        for (const auto& c : candidates) {
+            if (c && !h.block && report_.blocks[*c].capture_id == h.capture_id) h.block = c;
+        }
+        for (const auto& c : candidates) {
+            if (c && !h.block) h.block = c;
+        }
+        if (!h.block) {
+            warn("hazard-free-unknown", "free_live_graph hazard at " + hex(h.addr) +
+                                            ", which is neither live nor freed; its allocation site is unknown");
+        }
+        auto exec = execs_.find(h.exec);
+        if (exec != execs_.end()) {
+            h.exec_index = exec->second;
+        } else {
+            warn("unknown-exec", "W free_live_graph record names graph exec " + hex(h.exec) +
+                                     ", which no earlier G record instantiated");
+        }
+        report_.hazards.frees_while_graph_alive.push_back(h);
+    } else if (kind == "warmup_retention") {
+        need_fields(10);
+        WarmupRetention w;
+        w.t = t;
+        w.tid = tid;
+        w.capture_id = capture_id_field(4);
+        if (f_[5] == "begin") {
+            w.phase = CapturePhase::Begin;
+        } else if (f_[5] == "end") {
+            w.phase = CapturePhase::End;
+        } else {
+            malformed("unknown phase " + quoted(f_[5]));
+        }
+        w.since = sdec_field(6, "since");
+        w.stack_id = id_field(7, "stack id");
+        w.blocks = dec_field(8, "blocks");
+        w.bytes = dec_field(9, "bytes");
+        check_capture_ref(w.capture_id, "W warmup_retention");
+        check_stack_ref(w.stack_id, "W warmup_retention");
+        report_.hazards.warmup_retention.push_back(w);
+    }
+    // Other kinds are later additions: ignored, like unknown record types.
+}
+
+// --- minor 2 ------------------------------------------------------------------------------------
+
+void Parser::python_frame() {
+    need_fields(5);
+    PythonFrame p;
+    p.id = id_field(1, "frame id");
+    if (p.id == 0) malformed("Python frame id 0 is not allowed (ids start at 1)");
+    p.line = int_field(2, "line");
+    p.function = string_field(3, "function");
+    p.filename = string_field(4, "filename");
+    if (report_.python_frames.count(p.id) != 0) {
+        warn("dup-python-frame",
+             "Python frame " + std::to_string(p.id) + " defined twice; the second p record is ignored");
+        return;
+    }
+    report_.python_frames.emplace(p.id, std::move(p));
+}
+
+void Parser::python_stack() {
+    need_fields(2);
+    PythonStack s;
+    s.id = id_field(1, "Python stack id");
+    if (s.id == 0) malformed("Python stack id 0 is reserved for \"no stack\"");
+    s.frames.reserve(f_.size() - 2);
+    for (size_t i = 2; i < f_.size(); ++i) {
+        uint32_t frame = id_field(i, "frame id");
+        if (report_.python_frames.count(frame) == 0) {
+            warn("unknown-python-frame", "P record uses Python frame " + std::to_string(frame) +
+                                             ", which no earlier p record defines");
+        }
+        s.frames.push_back(frame);
+    }
+    if (report_.python_stacks.count(s.id) != 0) {
+        warn("dup-python-stack",
+             "Python stack " + std::to_string(s.id) + " defined twice; the second P record is ignored");
+        return;
+    }
+    report_.python_stacks.emplace(s.id, std::move(s));
+}
+
+void Parser::compile() {
+    need_fields(4);
+    Compile x;
+    x.t = time_field(1);
+    x.tid = dec_field(2, "tid");
+    x.id = string_field(3, "compile id");
+    report_.compiles.push_back(std::move(x));
+}
+
+void Parser::collection() {
+    need_fields(11);
+    Collection y;
+    y.t = time_field(1);
+    y.tid = dec_field(2, "tid");
+    std::string_view trigger = f_[3];
+    if (trigger == "automatic") {
+        y.trigger = GcTrigger::Automatic;
+    } else if (trigger == "explicit") {
+        y.trigger = GcTrigger::Explicit;
+    } else if (trigger == "memguard") {
+        y.trigger = GcTrigger::Memguard;
+    } else {
+        malformed("unknown trigger " + quoted(trigger));
+    }
+    y.generation = int_field(4, "generation");
+    y.duration_ns = sdec_field(5, "duration");
+    y.collected = sdec_field(6, "collected");
+    y.uncollectable = sdec_field(7, "uncollectable");
+    y.cuda_bytes_freed = optional_sdec_field(8, "CUDA bytes freed");
+    if (f_[9] != "-") {
+        std::string ids = string_field(9, "compile ids");
+        size_t start = 0;
+        while (true) {
+            size_t comma = ids.find(',', start);
+            y.compile_ids.push_back(ids.substr(start, comma - start));
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+    }
+    y.mark_age_ns = optional_sdec_field(10, "mark age");
+    report_.collections.push_back(std::move(y));
 }
 
 void Parser::warn_frames_outside_modules() {

@@ -49,6 +49,8 @@ struct Block {
     int64_t t_alloc = 0;
     std::optional<int64_t> t_free;  // empty while live
     std::string free_api;
+    uint32_t capture_id = 0;       // the capture owning the block (minor 1); 0: none (ordinary memory)
+    uint32_t python_stack_id = 0;  // the allocating thread's Python stack (minor 2); 0: none
 };
 
 struct FailedAlloc {
@@ -61,7 +63,131 @@ struct FailedAlloc {
     uint32_t stack_id = 0;
     int error = 0;
     uint64_t live_bytes = 0;
+    uint32_t python_stack_id = 0;  // minor 2; 0: none
     bool is_oom() const { return error == 2; }
+};
+
+// --- minor 1: stream capture, CUDA graphs, hazards ---------------------------------------------
+
+/// CUDA's stream capture (interaction) modes.
+enum class CaptureMode { Global, ThreadLocal, Relaxed };
+const char* capture_mode_name(CaptureMode m);
+
+/// One stream capture: its C record and, once it ended, its c record.
+struct Capture {
+    uint32_t id = 0;
+    uint64_t stream = 0;
+    CaptureMode mode = CaptureMode::Global;
+    uint64_t tid = 0;                       // the thread that began it
+    int64_t t_begin = 0;
+    std::optional<uint64_t> target_graph;   // the graph of cudaStreamBeginCaptureToGraph
+    std::optional<int64_t> t_end;           // empty: still capturing when the report ends
+    uint64_t end_tid = 0;
+    int end_error = 0;                      // what cudaStreamEndCapture returned (0 success)
+    std::optional<uint64_t> graph;          // the captured graph; empty when none (failed or not ended)
+    std::optional<int64_t> t_graph_destroy; // the K record of that graph; empty while it lives
+};
+
+/// One graph exec: its G record, its launches (L) and its destruction (D). Exec handles can be
+/// reused after a D: L and D records refer to the most recent G with their handle.
+struct GraphExec {
+    uint64_t exec = 0;
+    uint64_t graph = 0;
+    uint32_t capture_id = 0;  // the capture its graph came from; 0 when memguard saw none
+    uint64_t tid = 0;
+    int64_t t_instantiate = 0;
+    std::optional<int64_t> t_destroy;  // empty while alive
+    uint64_t launches = 0;
+};
+
+/// A K record. Graph handles can be reused too: a K refers to the most recent captured graph
+/// with its handle that is still alive.
+struct GraphDestroy {
+    int64_t t = 0;
+    uint64_t tid = 0;
+    uint64_t graph = 0;
+    uint32_t capture_id = 0;  // 0: not a graph memguard saw a capture end in
+};
+
+/// W unsafe_call: a potentially unsafe call made while capture-mode rules forbid it.
+struct UnsafeCall {
+    int64_t t = 0;
+    uint64_t tid = 0;
+    std::string api;
+    uint32_t capture_id = 0;
+    CaptureMode capture_mode = CaptureMode::Global;
+    CaptureMode thread_mode = CaptureMode::Global;
+};
+
+/// W free_live_graph: a capture's block freed while an exec from that capture's graph lives.
+struct FreeWhileGraphAlive {
+    int64_t t = 0;
+    uint64_t tid = 0;
+    uint64_t addr = 0, size = 0;
+    uint32_t capture_id = 0;
+    uint64_t exec = 0;
+    std::optional<size_t> block;  // index into Report::blocks of the block that F just freed
+    std::optional<size_t> exec_index;  // index into Report::execs (the most recent G of `exec`)
+};
+
+enum class CapturePhase { Begin, End };
+const char* capture_phase_name(CapturePhase p);
+
+/// W warmup_retention: one site's blocks, allocated since `since` and owned by no capture,
+/// still live at a capture boundary.
+struct WarmupRetention {
+    int64_t t = 0;
+    uint64_t tid = 0;
+    uint32_t capture_id = 0;
+    CapturePhase phase = CapturePhase::Begin;
+    int64_t since = 0;
+    uint32_t stack_id = 0;
+    uint64_t blocks = 0, bytes = 0;
+};
+
+struct Hazards {
+    std::vector<UnsafeCall> unsafe_calls;
+    std::vector<FreeWhileGraphAlive> frees_while_graph_alive;
+    std::vector<WarmupRetention> warmup_retention;  // one per W record (per site), in file order
+};
+
+// --- minor 2: Python ----------------------------------------------------------------------------
+
+struct PythonFrame {
+    uint32_t id = 0;
+    int line = 0;  // as recorded; <= 0 when Python did not know it
+    std::string function;
+    std::string filename;
+};
+
+struct PythonStack {
+    uint32_t id = 0;
+    std::vector<uint32_t> frames;  // frame ids, innermost first
+};
+
+/// X: a torch.compile (dynamo) compile finished.
+struct Compile {
+    int64_t t = 0;
+    uint64_t tid = 0;
+    std::string id;  // dynamo's compile id ("0/1"), or "?"
+};
+
+enum class GcTrigger { Automatic, Explicit, Memguard };
+constexpr size_t kTriggerCount = 3;
+const char* trigger_name(GcTrigger t);
+
+/// Y: a garbage collection ended at `t`.
+struct Collection {
+    int64_t t = 0;
+    uint64_t tid = 0;
+    GcTrigger trigger = GcTrigger::Automatic;
+    int generation = 0;
+    int64_t duration_ns = 0;
+    int64_t collected = 0;
+    int64_t uncollectable = 0;
+    std::optional<int64_t> cuda_bytes_freed;  // empty when CUDA was not in use; may be negative
+    std::vector<std::string> compile_ids;     // memguard collections: the compiles that marked the thread
+    std::optional<int64_t> mark_age_ns;       // memguard collections: first mark to the collection's start
 };
 
 /// One change of the live set, in file order.
@@ -83,6 +209,24 @@ struct Report {
     bool complete = false;     // an end record (Z) was read
     int64_t end_t = 0;         // time of Z, else of the last record or heartbeat
     std::vector<std::string> warnings;  // non-fatal remarks (e.g. "no end record: process killed?")
+
+    /// `I format_minor` (0 when absent). It decides which records and trailing fields the reader
+    /// knows: the additions of a later minor are read only from a file that declares it, so a
+    /// file of minor 0 reads A's capture and Python stack ids as 0 and ignores C, ..., Y records.
+    int format_minor = 0;
+    // minor 1
+    std::vector<Capture> captures;  // in order of C records
+    std::vector<GraphExec> execs;   // in order of G records
+    std::vector<GraphDestroy> graph_destroys;
+    Hazards hazards;
+    // minor 2
+    std::unordered_map<uint32_t, PythonFrame> python_frames;
+    std::unordered_map<uint32_t, PythonStack> python_stacks;
+    std::vector<Compile> compiles;
+    std::vector<Collection> collections;
+
+    /// The capture with id `id`, or null.
+    const Capture* find_capture(uint32_t id) const;
 };
 
 /// Reads a whole report. Throws ReportError.

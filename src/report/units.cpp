@@ -21,6 +21,21 @@ std::string human_bytes(uint64_t bytes) {
     return buf;
 }
 
+std::string human_bytes_signed(int64_t bytes) {
+    if (bytes >= 0) return human_bytes(static_cast<uint64_t>(bytes));
+    return "-" + human_bytes(uint64_t{0} - static_cast<uint64_t>(bytes));
+}
+
+std::string milliseconds_fixed3(int64_t ns) {
+    bool neg = ns < 0;
+    uint64_t mag = neg ? uint64_t{0} - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+    uint64_t us = mag / 1000 + (mag % 1000 >= 500 ? 1 : 0);
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%s%llu.%03llu", neg && us != 0 ? "-" : "",
+                  static_cast<unsigned long long>(us / 1000), static_cast<unsigned long long>(us % 1000));
+    return buf;
+}
+
 std::string seconds_fixed3(int64_t ns) {
     bool neg = ns < 0;
     uint64_t mag = neg ? uint64_t{0} - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);

@@ -9,6 +9,12 @@ namespace memguard::report {
 /// "512 B", "1.50 KiB", "3.00 MiB", "2.25 GiB" (binary units, two decimals; GiB is the largest unit).
 std::string human_bytes(uint64_t bytes);
 
+/// A signed size: human_bytes with a leading '-' for negative values.
+std::string human_bytes_signed(int64_t bytes);
+
+/// Nanoseconds as milliseconds with three decimals, rounded to nearest: 12345678 -> "12.346".
+std::string milliseconds_fixed3(int64_t ns);
+
 /// Nanoseconds as seconds with three decimals, rounded to nearest: 1234567890 -> "1.235".
 std::string seconds_fixed3(int64_t ns);
 

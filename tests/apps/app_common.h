@@ -48,6 +48,11 @@ inline void init_log() { std::setvbuf(stdout, nullptr, _IOLBF, 0); }
     std::exit(k_app_check_failed);
 }
 
+/// Exits when `got` is not `want`, without logging (for hot loops).
+inline void check(const char* label, cudaError_t got, cudaError_t want) {
+    if (got != want) die(label, got, want);
+}
+
 /// Logs `result <label> <error>` and exits when `got` is not `want`.
 inline void expect(const char* label, cudaError_t got, cudaError_t want) {
     {

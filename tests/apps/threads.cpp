@@ -23,21 +23,21 @@ bool is_async(int iteration) { return iteration % k_thread_async_every == 0; }
 APP_FN void* thread_alloc(size_t size, bool async) {
     void* ptr = nullptr;
     if (async) {
-        app::expect("cudaMallocAsync", cudaMallocAsync(&ptr, size, cudaStreamPerThread), cudaSuccess);
+        app::check("cudaMallocAsync", cudaMallocAsync(&ptr, size, cudaStreamPerThread), cudaSuccess);
     } else {
-        app::expect("cudaMalloc", cudaMalloc(&ptr, size), cudaSuccess);
+        app::check("cudaMalloc", cudaMalloc(&ptr, size), cudaSuccess);
     }
     return ptr;
 }
 
 APP_FN void* thread_leak(size_t size) {
     void* ptr = nullptr;
-    app::expect("cudaMalloc", cudaMalloc(&ptr, size), cudaSuccess);
+    app::check("cudaMalloc", cudaMalloc(&ptr, size), cudaSuccess);
     return ptr;
 }
 
 APP_FN void thread_main(int index, int device_count) {
-    app::expect("cudaSetDevice", cudaSetDevice(index % device_count), cudaSuccess);
+    app::check("cudaSetDevice", cudaSetDevice(index % device_count), cudaSuccess);
     // Start together so that the threads really overlap.
     g_ready.fetch_add(1);
     while (g_ready.load() < k_thread_count) std::this_thread::yield();
@@ -46,9 +46,9 @@ APP_FN void thread_main(int index, int device_count) {
         void* ptr = thread_alloc(thread_block_size(index, i), is_async(i));
         static_cast<unsigned char*>(ptr)[0] = static_cast<unsigned char>(i);
         if (is_async(i)) {
-            app::expect("cudaFreeAsync", cudaFreeAsync(ptr, cudaStreamPerThread), cudaSuccess);
+            app::check("cudaFreeAsync", cudaFreeAsync(ptr, cudaStreamPerThread), cudaSuccess);
         } else {
-            app::expect("cudaFree", cudaFree(ptr), cudaSuccess);
+            app::check("cudaFree", cudaFree(ptr), cudaSuccess);
         }
     }
     thread_leak(thread_leak_size(index));
@@ -57,7 +57,7 @@ APP_FN void thread_main(int index, int device_count) {
 int main() {
     app::init_log();
     int device_count = 0;
-    app::expect("cudaGetDeviceCount", cudaGetDeviceCount(&device_count), cudaSuccess);
+    app::check("cudaGetDeviceCount", cudaGetDeviceCount(&device_count), cudaSuccess);
     std::vector<std::thread> threads;
     for (int t = 0; t < k_thread_count; ++t) threads.emplace_back(thread_main, t, device_count);
     for (std::thread& thread : threads) thread.join();

@@ -5,6 +5,8 @@
 
 #include <elf.h>
 
+#include <algorithm>
+
 #include <cstdio>
 #include <set>
 

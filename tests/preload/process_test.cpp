@@ -5,6 +5,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <thread>
 

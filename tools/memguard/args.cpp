@@ -89,10 +89,36 @@ bool top_option(const std::string& opt, ArgCursor& cur, Args& args) {
         args.frames = count_value(opt, cur.value(opt), 0, "top");
     } else if (opt == "--kind") {
         args.kind = parse_kind(cur.value(opt));
+    } else if (opt == "--pool") {
+        cur.no_value(opt);
+        args.pool = true;
     } else {
         return false;
     }
     return true;
+}
+
+/// Handles one option of a command other than `top`; returns false when it is not one of them.
+bool other_option(const std::string& command, const std::string& opt, ArgCursor& cur, Args& args) {
+    if (command == "hazards" && opt == "--frames") {
+        args.frames = count_value(opt, cur.value(opt), 0, command);
+    } else if (command == "cycles" && opt == "--all") {
+        cur.no_value(opt);
+        args.all = true;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/// The command named `name`, or Help when there is none.
+Args::Command command_named(const std::string& name) {
+    if (name == "summary") return Args::Summary;
+    if (name == "top") return Args::Top;
+    if (name == "graphs") return Args::Graphs;
+    if (name == "hazards") return Args::Hazards;
+    if (name == "cycles") return Args::Cycles;
+    return Args::Help;
 }
 
 void parse_command(const std::vector<std::string>& argv, Args& args, const std::string& command) {
@@ -112,7 +138,7 @@ void parse_command(const std::vector<std::string>& argv, Args& args, const std::
         } else if (a == "--json") {
             cur.no_value(a);
             args.json = true;
-        } else if (command != "top" || !top_option(a, cur, args)) {
+        } else if (command == "top" ? !top_option(a, cur, args) : !other_option(command, a, cur, args)) {
             throw UsageError("unknown option '" + a + "' for '" + command + "'", command);
         }
     }
@@ -131,7 +157,7 @@ Args parse_args(const std::vector<std::string>& argv) {
     if (cmd == "help") {
         if (argv.size() > 2) throw UsageError("unexpected argument '" + argv[2] + "'", "");
         args.help_topic = argv.size() == 2 ? argv[1] : "";
-        if (!args.help_topic.empty() && args.help_topic != "summary" && args.help_topic != "top") {
+        if (!args.help_topic.empty() && command_named(args.help_topic) == Args::Help) {
             throw UsageError("no help for unknown command '" + args.help_topic + "'", "");
         }
         return args;
@@ -141,8 +167,8 @@ Args parse_args(const std::vector<std::string>& argv) {
         args.command = Args::Version;
         return args;
     }
-    if (cmd == "summary" || cmd == "top") {
-        args.command = cmd == "summary" ? Args::Summary : Args::Top;
+    if (command_named(cmd) != Args::Help) {
+        args.command = command_named(cmd);
         parse_command(argv, args, cmd);
         return args;
     }

@@ -23,16 +23,19 @@ public:
 };
 
 struct Args {
-    enum Command { Help, Version, Summary, Top } command = Help;
-    std::string help_topic;  // for Help: "", "summary" or "top"
+    enum Command { Help, Version, Summary, Top, Graphs, Hazards, Cycles } command = Help;
+    std::string help_topic;  // for Help: "" or a command name
     std::string file;
     bool json = false;
     // top
     report::TimePoint at;
     std::string at_name = "peak";  // "peak", "exit" or "time"
     size_t top_n = 10;
-    size_t frames = 6;
+    size_t frames = 6;  // top and hazards
     report::KindFilter kind = report::KindFilter::Gpu;
+    bool pool = false;  // top: split by owner (ordinary memory, capture pools)
+    // cycles
+    bool all = false;  // list every automatic collection
 };
 
 /// Parses argv[1..]. Throws UsageError.
@@ -44,6 +47,9 @@ std::string help_text(const std::string& topic);
 
 int run_summary(const Args& args);
 int run_top(const Args& args);
+int run_graphs(const Args& args);
+int run_hazards(const Args& args);
+int run_cycles(const Args& args);
 
 /// Prints "memguard: warning: <w>" on stderr for each remark.
 void print_warnings(const std::vector<std::string>& warnings);

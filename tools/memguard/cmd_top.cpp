@@ -1,12 +1,11 @@
-// memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|all] [-n N] [--frames K] [--json]
+// memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|all] [-n N] [--frames K] [--pool] [--json]
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 
 #include "cli.h"
 #include "report/json.h"
-#include "report/symbolizer.h"
 #include "report/units.h"
+#include "sites.h"
 
 namespace memguard::cli {
 
@@ -14,68 +13,43 @@ namespace {
 
 using report::human_bytes;
 
+/// The sites shown of one table, and their frames (handles into the SiteSymbolizer).
+struct Shown {
+    const report::SiteTable* table = nullptr;
+    std::vector<const report::Site*> sites;
+    std::vector<size_t> frames;
+};
+
 /// Everything `top` prints: the moment, the sites shown and their frames.
 struct TopView {
     report::LiveSet live;
     report::SiteTable table;
     bool has_peak = true;  // false when --at peak and GPU memory was never live
-    std::vector<const report::Site*> shown;
-    std::vector<std::vector<report::Frame>> frames;  // per shown site
+    Shown all;
+    std::vector<report::Pool> pools;  // --pool only
+    std::vector<Shown> pool_shown;
 };
 
-const report::Stack* find_stack(const report::Report& r, uint32_t id) {
-    auto it = r.stacks.find(id);
-    return it == r.stacks.end() ? nullptr : &it->second;
+Shown pick(const report::SiteTable& table, size_t top_n, SiteSymbolizer& sym) {
+    Shown s;
+    s.table = &table;
+    for (size_t i = 0; i < table.sites.size() && i < top_n; ++i) {
+        s.sites.push_back(&table.sites[i]);
+        s.frames.push_back(sym.add(table.sites[i].stack_id, table.sites[i].python_stack_id));
+    }
+    return s;
 }
 
-report::SymbolizerOptions symbolizer_options() {
-    report::SymbolizerOptions o;
-    if (const char* a2l = std::getenv("MEMGUARD_ADDR2LINE")) o.addr2line = a2l;
-    return o;
-}
-
-TopView build_view(const report::Report& r, const Args& args) {
-    TopView v;
+/// Fills the view in place (it points into itself); `sym` must outlive it.
+void build_view(const report::Report& r, const Args& args, SiteSymbolizer& sym, TopView& v) {
     v.live = report::live_at(r, args.at);
     v.has_peak = args.at.type != report::TimePoint::Peak || report::summarize(r).peak_t.has_value();
     v.table = report::group_by_site(r, v.live, args.kind);
-    std::vector<const report::Stack*> stacks;
-    for (size_t i = 0; i < v.table.sites.size() && i < args.top_n; ++i) {
-        v.shown.push_back(&v.table.sites[i]);
-        if (const report::Stack* s = find_stack(r, v.table.sites[i].stack_id)) stacks.push_back(s);
-    }
-    report::Symbolizer sym(r, symbolizer_options());
-    sym.prepare(stacks, args.frames);
-    for (const report::Site* site : v.shown) {
-        const report::Stack* s = find_stack(r, site->stack_id);
-        v.frames.push_back(s ? sym.frames(*s, args.frames) : std::vector<report::Frame>{});
-    }
-    print_warnings(sym.take_warnings());
-    return v;
-}
-
-std::string basename(const std::string& path) {
-    size_t slash = path.rfind('/');
-    return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-std::string hex(uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-    return buf;
-}
-
-std::string location(const std::string& function, const std::string& file, int line) {
-    std::string out = function.empty() ? "??" : function;
-    if (!file.empty()) out += " at " + file + (line > 0 ? ":" + std::to_string(line) : "");
-    return out;
-}
-
-std::string frame_text(const report::Frame& f) {
-    if (f.module == nullptr) return hex(f.ip);
-    std::string module = basename(f.module->path);
-    if (f.function.empty()) return module + "+" + hex(f.offset);
-    return location(f.function, f.file, f.line) + " (" + module + ")";
+    if (args.pool) v.pools = report::group_by_pool(r, v.live, args.kind);
+    // The text of --pool shows only the pools; the JSON has the overall sites too.
+    if (!args.pool || args.json) v.all = pick(v.table, args.top_n, sym);
+    for (const report::Pool& p : v.pools) v.pool_shown.push_back(pick(p.table, args.top_n, sym));
+    sym.resolve();
 }
 
 std::string what_text(report::KindFilter kind) {
@@ -99,91 +73,65 @@ std::string when_text(const Args& args, const TopView& v) {
     return t;
 }
 
-std::string plural(uint64_t n, const char* one, const char* many) {
-    return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
-void print_site_frames(const report::Report& r, const report::Site& site, const std::vector<report::Frame>& frames) {
-    const report::Stack* s = find_stack(r, site.stack_id);
-    if (site.stack_id == 0) std::printf("      (no stack recorded)\n");
-    if (site.stack_id != 0 && s == nullptr) std::printf("      (stack %u is not in the report)\n", site.stack_id);
-    if (s != nullptr && s->ips.empty()) std::printf("      (empty stack)\n");
-    for (size_t i = 0; i < frames.size(); ++i) {
-        std::printf("      #%-2zu %s\n", i, frame_text(frames[i]).c_str());
-        for (const report::SourceLocation& loc : frames[i].inlined_by) {
-            std::printf("          inlined into %s\n", location(loc.function, loc.file, loc.line).c_str());
-        }
-    }
-    if (s != nullptr && s->ips.size() > frames.size()) {
-        std::printf("      ... %s\n", plural(s->ips.size() - frames.size(), "more frame", "more frames").c_str());
-    }
-}
-
-void print_rest(const TopView& v) {
+void print_rest(const Shown& s) {
     uint64_t bytes = 0, blocks = 0;
-    for (size_t i = v.shown.size(); i < v.table.sites.size(); ++i) {
-        bytes += v.table.sites[i].bytes;
-        blocks += v.table.sites[i].blocks;
+    for (size_t i = s.sites.size(); i < s.table->sites.size(); ++i) {
+        bytes += s.table->sites[i].bytes;
+        blocks += s.table->sites[i].blocks;
     }
-    size_t rest = v.table.sites.size() - v.shown.size();
+    size_t rest = s.table->sites.size() - s.sites.size();
     if (rest == 0) return;
     std::printf("\n%s: %s (%s) in %s\n", plural(rest, "more site", "more sites").c_str(), human_bytes(bytes).c_str(),
-                report::percent(bytes, v.table.total_bytes).c_str(), plural(blocks, "block", "blocks").c_str());
+                report::percent(bytes, s.table->total_bytes).c_str(), plural(blocks, "block", "blocks").c_str());
 }
 
-void print_text(const report::Report& r, const Args& args, const TopView& v) {
+void print_sites(const report::Report& r, const Shown& s, const SiteSymbolizer& sym) {
+    for (size_t i = 0; i < s.sites.size(); ++i) {
+        const report::Site& site = *s.sites[i];
+        std::printf("\n#%-3zu %10s %7s  %s  %s\n", i + 1, human_bytes(site.bytes).c_str(),
+                    report::percent(site.bytes, s.table->total_bytes).c_str(),
+                    plural(site.blocks, "block", "blocks").c_str(),
+                    site_ids_text(site.stack_id, site.python_stack_id).c_str());
+        print_site_frames(sym.get(s.frames[i]), r);
+    }
+    print_rest(s);
+}
+
+std::string pool_title(const report::Report& r, uint32_t capture_id) {
+    if (capture_id == 0) return "Ordinary memory (owned by no capture)";
+    std::string out = "Capture " + std::to_string(capture_id) + " pool";
+    const report::Capture* c = r.find_capture(capture_id);
+    if (c == nullptr) return out + " (no C record)";
+    return out + " (stream " + hex(c->stream) + ", " + report::capture_mode_name(c->mode) + " mode, thread " +
+           std::to_string(c->tid) + ")";
+}
+
+void print_pools(const report::Report& r, const TopView& v, const SiteSymbolizer& sym) {
+    for (size_t p = 0; p < v.pools.size(); ++p) {
+        const report::SiteTable& t = v.pools[p].table;
+        std::printf("\n== %s: %s (%s) in %s from %s\n", pool_title(r, v.pools[p].capture_id).c_str(),
+                    human_bytes(t.total_bytes).c_str(), report::percent(t.total_bytes, v.table.total_bytes).c_str(),
+                    plural(t.total_blocks, "block", "blocks").c_str(), plural(t.sites.size(), "site", "sites").c_str());
+        print_sites(r, v.pool_shown[p], sym);
+    }
+}
+
+void print_text(const report::Report& r, const Args& args, const TopView& v, const SiteSymbolizer& sym) {
     std::printf("%s %s: ", what_text(args.kind).c_str(), when_text(args, v).c_str());
     if (v.table.total_blocks == 0) {
         std::printf("nothing live\n");
         return;
     }
-    std::printf("%s in %s from %s\n", human_bytes(v.table.total_bytes).c_str(),
+    std::printf("%s in %s from %s", human_bytes(v.table.total_bytes).c_str(),
                 plural(v.table.total_blocks, "block", "blocks").c_str(),
                 plural(v.table.sites.size(), "site", "sites").c_str());
-    for (size_t i = 0; i < v.shown.size(); ++i) {
-        const report::Site& site = *v.shown[i];
-        std::printf("\n#%-3zu %10s %7s  %s  (stack %u)\n", i + 1, human_bytes(site.bytes).c_str(),
-                    report::percent(site.bytes, v.table.total_bytes).c_str(),
-                    plural(site.blocks, "block", "blocks").c_str(), site.stack_id);
-        print_site_frames(r, site, v.frames[i]);
+    if (!args.pool) {
+        std::printf("\n");
+        print_sites(r, v.all, sym);
+        return;
     }
-    print_rest(v);
-}
-
-void json_string_or_null(report::JsonWriter& j, const char* key, const std::string& s) {
-    j.key(key);
-    if (s.empty()) {
-        j.null();
-    } else {
-        j.value(s);
-    }
-}
-
-void json_location(report::JsonWriter& j, const std::string& function, const std::string& file, int line) {
-    json_string_or_null(j, "function", function);
-    json_string_or_null(j, "file", file);
-    j.key("line");
-    if (line > 0) {
-        j.value(line);
-    } else {
-        j.null();
-    }
-}
-
-void json_frame(report::JsonWriter& j, const report::Frame& f) {
-    j.begin_object();
-    j.key("ip").value(hex(f.ip));
-    json_string_or_null(j, "module", f.module ? f.module->path : "");
-    json_string_or_null(j, "offset", f.module ? hex(f.offset) : "");
-    json_location(j, f.function, f.file, f.line);
-    j.key("inlined_by").begin_array();
-    for (const report::SourceLocation& loc : f.inlined_by) {
-        j.begin_object();
-        json_location(j, loc.function, loc.file, loc.line);
-        j.end_object();
-    }
-    j.end_array();
-    j.end_object();
+    std::printf(", in %s\n", plural(v.pools.size(), "pool", "pools").c_str());
+    print_pools(r, v, sym);
 }
 
 std::string share(uint64_t part, uint64_t total) {
@@ -192,27 +140,49 @@ std::string share(uint64_t part, uint64_t total) {
     return buf;
 }
 
-void json_site(report::JsonWriter& j, const report::Report& r, const TopView& v, size_t i) {
-    const report::Site& site = *v.shown[i];
-    const report::Stack* s = find_stack(r, site.stack_id);
-    j.begin_object();
-    j.key("stack_id").value(site.stack_id);
-    j.key("bytes").value(site.bytes);
-    j.key("blocks").value(site.blocks);
-    j.key("share").number(share(site.bytes, v.table.total_bytes));
-    j.key("stack_known").value(s != nullptr);
-    j.key("frames_total").value(static_cast<uint64_t>(s ? s->ips.size() : 0));
-    j.key("frames").begin_array();
-    for (const report::Frame& f : v.frames[i]) json_frame(j, f);
+void json_sites(report::JsonWriter& j, const report::Report& r, const Shown& s, const SiteSymbolizer& sym) {
+    j.key("sites").begin_array();
+    for (size_t i = 0; i < s.sites.size(); ++i) {
+        const report::Site& site = *s.sites[i];
+        j.begin_object();
+        j.key("stack_id").value(site.stack_id);
+        j.key("python_stack_id").value(site.python_stack_id);
+        j.key("bytes").value(site.bytes);
+        j.key("blocks").value(site.blocks);
+        j.key("share").number(share(site.bytes, s.table->total_bytes));
+        json_site_frames(j, sym.get(s.frames[i]), r);
+        j.end_object();
+    }
     j.end_array();
-    j.end_object();
+}
+
+void json_pools(report::JsonWriter& j, const report::Report& r, const TopView& v, const SiteSymbolizer& sym) {
+    j.key("pools").begin_array();
+    for (size_t p = 0; p < v.pools.size(); ++p) {
+        const report::Pool& pool = v.pools[p];
+        j.begin_object();
+        j.key("pool").value(pool.capture_id == 0 ? "ordinary" : "capture");
+        j.key("capture_id");
+        if (pool.capture_id == 0) {
+            j.null();
+        } else {
+            j.value(pool.capture_id);
+        }
+        j.key("bytes").value(pool.table.total_bytes);
+        j.key("blocks").value(pool.table.total_blocks);
+        j.key("share").number(share(pool.table.total_bytes, v.table.total_bytes));
+        j.key("site_count").value(static_cast<uint64_t>(pool.table.sites.size()));
+        json_sites(j, r, v.pool_shown[p], sym);
+        j.end_object();
+    }
+    j.end_array();
 }
 
 const char* kind_filter_name(report::KindFilter k) {
     return k == report::KindFilter::Gpu ? "gpu" : k == report::KindFilter::Pinned ? "pinned" : "all";
 }
 
-void print_json(const report::Report& r, const Args& args, const TopView& v) {
+void print_json(const report::Report& r, const Args& args, const TopView& v, const SiteSymbolizer& sym) {
     report::JsonWriter j;
     j.begin_object();
     j.key("file").value(r.path);
@@ -228,9 +198,8 @@ void print_json(const report::Report& r, const Args& args, const TopView& v) {
     j.key("total_bytes").value(v.table.total_bytes);
     j.key("total_blocks").value(v.table.total_blocks);
     j.key("site_count").value(static_cast<uint64_t>(v.table.sites.size()));
-    j.key("sites").begin_array();
-    for (size_t i = 0; i < v.shown.size(); ++i) json_site(j, r, v, i);
-    j.end_array();
+    json_sites(j, r, v.all, sym);
+    if (args.pool) json_pools(j, r, v, sym);
     j.end_object();
     std::cout << j.str();
 }
@@ -240,12 +209,14 @@ void print_json(const report::Report& r, const Args& args, const TopView& v) {
 int run_top(const Args& args) {
     report::Report r = report::load_report(args.file);
     print_warnings(r.warnings);
-    TopView v = build_view(r, args);
+    SiteSymbolizer sym(r, args.frames);
+    TopView v;
+    build_view(r, args, sym, v);
     std::cout.flush();
     if (args.json) {
-        print_json(r, args, v);
+        print_json(r, args, v, sym);
     } else {
-        print_text(r, args, v);
+        print_text(r, args, v, sym);
     }
     return kExitOk;
 }

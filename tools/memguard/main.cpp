@@ -26,6 +26,9 @@ int dispatch(const Args& args) {
         return kExitOk;
     case Args::Summary: return run_summary(args);
     case Args::Top: return run_top(args);
+    case Args::Graphs: return run_graphs(args);
+    case Args::Hazards: return run_hazards(args);
+    case Args::Cycles: return run_cycles(args);
     }
     return kExitInternal;
 }

@@ -1,0 +1,58 @@
+// Allocation sites as the CLI shows them: a native stack (symbolized offline) and, when the block
+// was allocated with the GIL held, a Python stack. Shared by `top` and `hazards`.
+//
+// Frames: the Python frames come first (innermost first, "function at file:line"), then the native
+// frames (innermost first). `--frames K` limits each kind separately: up to K Python frames and up
+// to K native frames per site.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "report/json.h"
+#include "report/report.h"
+#include "report/symbolizer.h"
+
+namespace memguard::cli {
+
+struct SiteFrames {
+    uint32_t stack_id = 0;
+    uint32_t python_stack_id = 0;
+    const report::Stack* stack = nullptr;               // null: id 0 or not in the report
+    const report::PythonStack* python_stack = nullptr;  // null: id 0 or not in the report
+    std::vector<report::Frame> native;                  // the first K native frames
+    std::vector<uint32_t> python;                       // the first K Python frame ids
+};
+
+/// Symbolizes many sites at once (one addr2line run per module). Symbolizer remarks go to stderr.
+class SiteSymbolizer {
+public:
+    SiteSymbolizer(const report::Report& r, size_t max_frames) : report_(r), max_frames_(max_frames) {}
+
+    /// Registers a site; returns its handle for get().
+    size_t add(uint32_t stack_id, uint32_t python_stack_id);
+    /// Symbolizes every registered site. Call once, after the last add().
+    void resolve();
+    const SiteFrames& get(size_t handle) const { return sites_[handle]; }
+
+private:
+    const report::Report& report_;
+    size_t max_frames_;
+    std::vector<SiteFrames> sites_;
+};
+
+std::string hex(uint64_t v);  // "0x7f00"
+std::string plural(uint64_t n, const char* one, const char* many);
+
+/// "(stack 3)" or "(stack 3, Python stack 2)".
+std::string site_ids_text(uint32_t stack_id, uint32_t python_stack_id);
+
+/// Prints the frame lines of a site (6 spaces of indentation), Python first.
+void print_site_frames(const SiteFrames& s, const report::Report& r);
+
+/// Writes the members "stack_known", "frames_total", "python_frames_total" and "frames" of a site
+/// object; each frame has "kind": "python" or "native".
+void json_site_frames(report::JsonWriter& j, const SiteFrames& s, const report::Report& r);
+
+}  // namespace memguard::cli
