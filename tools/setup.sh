@@ -4,7 +4,8 @@
 #
 #   compilers and CMake; spdlog, fmt, GoogleTest (Debian packages); dpkg-dev and deb-src entries so
 #   that the build can fetch Debian's libunwind source (tools/build-libunwind.sh); CUDA headers
-#   from /usr/local/cuda when present, else the nvidia-cuda-runtime wheel from PyPI.
+#   from /usr/local/cuda when present, else the nvidia-cuda-runtime wheel from PyPI; PyTorch's CPU
+#   build for the Python tests.
 set -euo pipefail
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
@@ -40,5 +41,11 @@ if [ ! -f /usr/local/cuda/include/cuda_runtime_api.h ] &&
     echo "setup: installing CUDA headers from the nvidia-cuda-runtime wheel"
     python3 -m pip install -q 'nvidia-cuda-runtime>=13,<14' 2>/dev/null ||
         python3 -m pip install -q --break-system-packages 'nvidia-cuda-runtime>=13,<14'
+fi
+# PyTorch (CPU build) for the Python tests of the compile-garbage hook.
+if ! python3 -c "import torch" 2>/dev/null; then
+    echo "setup: installing torch==2.13.0 (CPU)"
+    python3 -m pip install -q torch==2.13.0 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages torch==2.13.0
 fi
 echo "setup: done"

@@ -148,6 +148,162 @@ def top_names_torch(ctx):
     assert python_facing, "no site has a symbolized libtorch_python.so frame"
 
 
+# ------------------------------------------------------------------ issue 3: capture-pool ownership
+def records(path, kinds):
+    """Raw records of the given types (list of field lists), in file order."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            if fields and fields[0] in kinds:
+                out.append(fields)
+    return out
+
+
+def graphs_run(ctx, tag, preload, extra_env=None):
+    def go():
+        result = ctx.out / f"graphs_{tag}.json"
+        env = {"MEMGUARD_OUTPUT": str(ctx.out / f"graphs_{tag}.%p.mgr")}
+        env.update(extra_env or {})
+        p = ctx.run([ctx.python, str(HERE / "workloads" / "graphs.py"), str(result)], env=env, preload=preload)
+        data = json.loads(result.read_text())
+        data["stderr"] = p.stderr
+        return data
+    return ctx.once(("graphs", tag), go)
+
+
+def graphs_report(ctx):
+    files = reports(ctx, "graphs_preload.")
+    # torch.compile's workers are separate processes that allocate nothing: one report.
+    assert len(files) == 1, files
+    return files[0]
+
+
+def cli_print(ctx, *args):
+    p = ctx.run([str(ctx.cli), *args], check=False)
+    print(f"$ memguard {' '.join(args[:1])} ... (exit {p.returncode})")
+    print(p.stdout[-6000:] or p.stderr[-2000:])
+    return p
+
+
+@check(3, "torch.cuda.graph, make_graphed_callables, reduce-overhead: results identical with and without")
+def graphs_identical(ctx):
+    with_lib = graphs_run(ctx, "preload", preload=True)
+    without = graphs_run(ctx, "plain", preload=False)
+    for key in ("graph_sums", "graphed_callables_sums", "reduce_overhead_sums"):
+        print(key, "with:", with_lib[key][:3], "...")
+        assert with_lib[key] == without[key], (key, with_lib[key], without[key])
+
+
+@check(3, "private-pool segments attributed to their captures and graphs; graph destruction recorded")
+def graphs_attribution(ctx):
+    graphs_run(ctx, "preload", preload=True)
+    path = graphs_report(ctx)
+    begins = {r[3]: r for r in records(path, {"C"})}
+    ends = {r[3]: r for r in records(path, {"c"})}
+    owned = {}
+    for a in records(path, {"A"}):
+        cap = a[10] if len(a) > 10 else "0"
+        if cap != "0":
+            owned.setdefault(cap, []).append(a)
+    graph_of = {r[3]: r[5] for r in ends.values() if r[5] != "-"}
+    execs = records(path, {"G"})
+    launches = records(path, {"L"})
+    destroyed_execs = {r[3] for r in records(path, {"D"})}
+    destroyed_graphs = {r[3] for r in records(path, {"K"})}
+    print(f"captures: {len(begins)} begun, {len(ends)} ended; owned segments per capture: "
+          f"{ {c: (len(v), sum(int(a[4]) for a in v)) for c, v in owned.items()} }")
+    print(f"graph execs instantiated: {len(execs)}, launches: {len(launches)}, execs destroyed: "
+          f"{len(destroyed_execs)}, graphs destroyed: {len(destroyed_graphs)}")
+    assert len(begins) >= 3, "expected captures from torch.cuda.graph, make_graphed_callables and reduce-overhead"
+    assert owned, "no block was attributed to a capture"
+    for cap, blocks in owned.items():
+        assert cap in ends and graph_of.get(cap), f"capture {cap} owns blocks but ended without a graph"
+        assert all(a[6] == "cudaMalloc" for a in blocks), "private-pool segments come from cudaMalloc"
+    first = sorted(owned, key=int)[0]
+    g = graph_of[first]
+    first_execs = [e[3] for e in execs if e[4] == g]
+    assert first_execs, "the first capture's graph was never instantiated"
+    replays = sum(1 for l in launches if l[3] in first_execs)
+    print(f"first capture {first}: graph {g}, execs {first_execs}, replays {replays}")
+    assert replays >= 5, replays
+    assert g in destroyed_graphs and all(e in destroyed_execs for e in first_execs), "graph destruction not recorded"
+    unsafe = [w for w in records(path, {"W"}) if w[3] == "unsafe_call"]
+    assert not unsafe, f"PyTorch made no unsafe call, but memguard reported {unsafe[:3]}"
+    if (ctx.cli).exists():
+        cli_print(ctx, "graphs", str(path))
+
+
+@check(3, "a deliberately retained warm-up output shows in the warm-up retention view")
+def warmup_retention(ctx):
+    data = graphs_run(ctx, "preload", preload=True)
+    path = graphs_report(ctx)
+    first_capture = min(int(r[3]) for r in records(path, {"C"}))
+    retained = [w for w in records(path, {"W"})
+                if w[3] == "warmup_retention" and int(w[4]) == first_capture and w[5] == "begin"]
+    sizes = sorted((int(w[9]) for w in retained), reverse=True)
+    print(f"warm-up retention at the begin of capture {first_capture}: sites {len(retained)}, bytes {sizes[:5]}")
+    assert sizes and sizes[0] >= 256 << 20, "the 256 MiB retained warm-up output is not in the view"
+    if (ctx.cli).exists():
+        cli_print(ctx, "hazards", str(path))
+
+
+# ------------------------------------------------------------------ issue 4: compile garbage
+def garbage_run(ctx, tag, preload, env):
+    def go():
+        result = ctx.out / f"garbage_{tag}.json"
+        full_env = {"MEMGUARD_OUTPUT": str(ctx.out / f"garbage_{tag}.%p.mgr")}
+        full_env.update(env)
+        p = ctx.run([ctx.python, str(HERE / "workloads" / "compile_garbage.py"), str(result), "--device", "cuda",
+                     "--layers", "4", "--hold-mib", "512"], env=full_env, preload=preload)
+        data = json.loads(result.read_text())
+        data["seconds"] = p.seconds
+        return data
+    return ctx.once(("garbage", tag), go)
+
+
+@check(4, "compile garbage on CUDA: lower cold incremental peak with the hook, bitwise-equal losses")
+def compile_garbage_peak(ctx):
+    on = garbage_run(ctx, "on", True, {})
+    off = garbage_run(ctx, "off", True, {"MEMGUARD_COLLECT_COMPILE_GARBAGE": "0"})
+    plain = garbage_run(ctx, "plain", False, {})
+    held = on["call0_leaked"] * (512 << 20)
+    gib = 1 << 30
+    print(f"held by the compile cycles: {on['call0_leaked']} x 512 MiB = {held / gib:.2f} GiB")
+    for name, d in (("hook on", on), ("hook off", off), ("no memguard", plain)):
+        print(f"{name:12s}: cold incremental peak {d['call0_incremental_peak'] / gib:.3f} GiB, warm "
+              f"{d['call1_incremental_peak'] / gib:.3f} GiB, alive at backward {d['call0_alive_at_backward']}, "
+              f"loss {d['call0_loss']} / {d['call1_loss']}, {d['seconds']:.1f} s")
+    for key in ("call0_loss", "call1_loss"):
+        assert on[key] == off[key] == plain[key], key
+    saved = off["call0_incremental_peak"] - on["call0_incremental_peak"]
+    print(f"the hook lowered the cold incremental peak by {saved / gib:.3f} GiB "
+          f"({saved / held:.2f} of the held bytes)")
+    assert all(n == 0 for n in on["call0_alive_at_backward"]), on["call0_alive_at_backward"]
+    assert saved >= 0.5 * held, (saved, held)
+
+
+@check(4, "memguard cycles reports the CUDA bytes its collections freed")
+def cycles_bytes(ctx):
+    on = garbage_run(ctx, "on", True, {})
+    files = reports(ctx, "garbage_on.")
+    assert len(files) == 1, files
+    ys = [y for y in records(files[0], {"Y"}) if y[3] == "memguard"]
+    freed = sum(int(y[8]) for y in ys if y[8] != "-")
+    held = on["call0_leaked"] * (512 << 20)
+    print(f"memguard collections: {len(ys)}, CUDA bytes freed {freed} (held {held}); compiles "
+          f"{len(records(files[0], {'X'}))}")
+    for y in ys:
+        print("  ", " ".join(y))
+    assert freed >= held, (freed, held)
+    if (ctx.cli).exists():
+        p = cli_print(ctx, "cycles", str(files[0]))
+        if p.returncode == 0:
+            j = json.loads(ctx.run([str(ctx.cli), "cycles", "--json", str(files[0])]).stdout)
+            print("cycles --json totals:", j.get("totals"))
+            assert j["totals"]["memguard"]["cuda_bytes_freed"] >= held
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)

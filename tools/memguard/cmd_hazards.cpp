@@ -77,10 +77,10 @@ void print_frees(const report::Report& r, const HazardView& v, const SiteSymboli
 }
 
 void print_retention(const report::Report& r, const HazardView& v, const SiteSymbolizer& sym) {
-    std::printf("\nWarm-up retention (memory allocated since the previous capture, owned by no capture, still live "
-                "at a capture boundary): %s\n",
-                v.boundaries.empty() ? "none" : plural(v.boundaries.size(), "capture boundary, biggest first",
-                                                        "capture boundaries, biggest first").c_str());
+    std::printf("\nWarm-up retention at capture boundaries: %s\n",
+                v.boundaries.empty() ? "none" : (std::to_string(v.boundaries.size()) + ", biggest first").c_str());
+    if (v.boundaries.empty()) return;
+    std::printf("(memory allocated since the end of the previous capture, owned by no capture, still live)\n");
     for (size_t i = 0; i < v.boundaries.size(); ++i) {
         const report::RetentionBoundary& b = v.boundaries[i];
         std::printf("\ncapture %u %s at t=%s s: %s in %s allocated since t=%s s, from %s\n", b.capture_id,

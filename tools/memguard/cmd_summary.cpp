@@ -80,6 +80,42 @@ void print_devices(const report::Summary& s) {
     }
 }
 
+constexpr report::GcTrigger kTriggers[] = {report::GcTrigger::Automatic, report::GcTrigger::Explicit,
+                                           report::GcTrigger::Memguard};
+
+/// The lines of format 1.1 (captures, hazards) and 1.2 (collections, compiles).
+void print_runtime(const report::Report& r, const report::Summary& s) {
+    if (r.format_minor >= 1) {
+        std::string captures = std::to_string(s.captures) + ", " + plural(s.execs, "graph exec", "graph execs") + ", " +
+                               plural(s.launches, "launch", "launches");
+        if (s.graphs_alive_at_exit + s.execs_alive_at_exit != 0) {
+            captures += " (alive at exit: " + plural(s.graphs_alive_at_exit, "graph", "graphs") + ", " +
+                        plural(s.execs_alive_at_exit, "exec", "execs") + ")";
+        }
+        line("Captures", captures);
+        std::string hazards = std::to_string(s.hazards());
+        if (s.hazards() != 0) {
+            hazards += " (" + plural(s.unsafe_calls, "unsafe call", "unsafe calls") + ", " +
+                       plural(s.frees_while_graph_alive, "free while a graph is alive", "frees while a graph is alive") +
+                       ", " + plural(s.warmup_retention, "warm-up retention", "warm-up retentions") + ")";
+        }
+        line("Hazards", hazards);
+    }
+    if (r.format_minor >= 2) {
+        uint64_t total = 0;
+        std::string parts;
+        for (report::GcTrigger t : kTriggers) {
+            size_t i = static_cast<size_t>(t);
+            total += s.collections[i];
+            parts += std::string(parts.empty() ? "" : ", ") + std::to_string(s.collections[i]) + " " +
+                     report::trigger_name(t) + " (" + report::human_bytes_signed(s.cuda_bytes_freed[i]) +
+                     " CUDA freed)";
+        }
+        line("Collections", total == 0 ? std::string("0") : std::to_string(total) + ": " + parts);
+        line("Compiles", std::to_string(s.compiles));
+    }
+}
+
 std::string format_text(const report::Report& r) {
     auto minor = info_int(r, "format_minor");
     return std::to_string(r.version) + (minor && *minor >= 0 ? "." + std::to_string(*minor) : "");
@@ -98,6 +134,7 @@ void print_text(const report::Report& r, const report::Summary& s) {
          std::to_string(s.failed_allocations) + " (" + std::to_string(s.oom_events) + " out of memory)");
     line("Peak GPU", s.peak_t ? bytes_exact(s.peak_bytes) + " at t=" + seconds_fixed3(*s.peak_t) + " s" : "0 B");
     line("Live at exit", bytes_exact(s.live_bytes_at_exit) + " in " + plural(s.live_blocks_at_exit, "block", "blocks"));
+    print_runtime(r, s);
     if (s.allocations != 0) print_kinds(s);
     print_devices(s);
 }
@@ -152,6 +189,29 @@ void json_process(report::JsonWriter& j, const report::Report& r) {
     j.key("cmdline").value_or_null(info(r, "cmdline"));
 }
 
+void json_runtime(report::JsonWriter& j, const report::Summary& s) {
+    j.key("captures").value(s.captures);
+    j.key("graph_execs").value(s.execs);
+    j.key("launches").value(s.launches);
+    j.key("graphs_alive_at_exit").value(s.graphs_alive_at_exit);
+    j.key("execs_alive_at_exit").value(s.execs_alive_at_exit);
+    j.key("hazards").value(s.hazards());
+    j.key("hazards_by_kind").begin_object();
+    j.key("unsafe_call").value(s.unsafe_calls);
+    j.key("free_live_graph").value(s.frees_while_graph_alive);
+    j.key("warmup_retention").value(s.warmup_retention);
+    j.end_object();
+    j.key("collections").begin_object();
+    for (report::GcTrigger t : kTriggers) j.key(report::trigger_name(t)).value(s.collections[static_cast<size_t>(t)]);
+    j.end_object();
+    j.key("cuda_bytes_freed_by_collections").begin_object();
+    for (report::GcTrigger t : kTriggers) {
+        j.key(report::trigger_name(t)).value(s.cuda_bytes_freed[static_cast<size_t>(t)]);
+    }
+    j.end_object();
+    j.key("compiles").value(s.compiles);
+}
+
 void print_json(const report::Report& r, const report::Summary& s) {
     report::JsonWriter j;
     j.begin_object();
@@ -171,6 +231,7 @@ void print_json(const report::Report& r, const report::Summary& s) {
     j.key("live_blocks_at_exit").value(s.live_blocks_at_exit);
     json_kinds(j, s);
     json_devices(j, s);
+    json_runtime(j, s);
     j.key("warnings").begin_array();
     for (const std::string& w : r.warnings) j.value(w);
     j.end_array();
