@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "python/capi.h"
+#include "python/frames.h"
 #include "python/state.h"
 #include "track/clock.h"
 #include "track/recorder.h"
@@ -426,6 +427,18 @@ void startup() {
     MG_LOG_DEBUG("Python hook active (CPython 3.{})", a->minor);
 }
 
+/// The GIL-free frame walker is checked against the public API once a Python frame runs (the
+/// first audited events after start-up come from C, with no frame).
+void calibrate_when_possible() {
+    static bool done = false;
+    if (done || !g_settings.python_stacks || !capi()->PyEval_GetFrame()) return;
+    done = true;
+    ErrorGuard keep_error;
+    bool gil_free = calibrate_frames();
+    MG_LOG_DEBUG("Python stacks on allocations: {}",
+                 gil_free ? "from every thread with Python frames" : "only from threads that hold the GIL");
+}
+
 int audit_hook(const char* event, PyObject*, void*) {
     Phase phase = g_phase.load(std::memory_order_acquire);
     if (phase == Phase::Finalizing || phase == Phase::NotPython) return 0;
@@ -436,6 +449,7 @@ int audit_hook(const char* event, PyObject*, void*) {
         ErrorGuard keep_error;
         startup();
     }
+    calibrate_when_possible();
     if (event[0] == 'i' && !g_obj.dynamo_registered && std::strcmp(event, "import") == 0) {
         ErrorGuard keep_error;
         try_register_dynamo();

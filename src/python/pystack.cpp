@@ -1,10 +1,14 @@
 // Python allocation sites: the calling thread's Python stack, interned as p/P records.
-// Runs on the CUDA hook path of a thread that already holds the GIL; never takes the GIL.
+// Runs on the CUDA hook path; never takes the GIL. With the calibrated GIL-free walker
+// (frames.h) any thread with Python frames gets its stack; otherwise only a thread that holds the
+// GIL does, through the public API.
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "python/capi.h"
+#include "python/frames.h"
 #include "python/hook.h"
 #include "python/state.h"
 #include "track/line.h"
@@ -15,10 +19,16 @@ namespace {
 
 constexpr int kMaxPythonFrames = 128;
 
+// A frame: a code object at a line. The code object's name and filename objects are part of the
+// key, so that a code object allocated later at a freed one's address is never confused with it.
 struct FrameKey {
-    PyObject* code;
+    const void* code;
+    const void* name;
+    const void* filename;
     int line;
-    bool operator==(const FrameKey& o) const { return code == o.code && line == o.line; }
+    bool operator==(const FrameKey& o) const {
+        return code == o.code && name == o.name && filename == o.filename && line == o.line;
+    }
 };
 struct FrameKeyHash {
     size_t operator()(const FrameKey& k) const {
@@ -52,15 +62,59 @@ std::string attr_string(PyObject* obj, const char* name) {
     return s ? std::string(s) : std::string("?");
 }
 
-/// Interns one frame; writes its p record when new. Keeps a reference to the code object so its
-/// address can never be reused by another code object. Caller holds tables().mu.
-uint32_t intern_frame(Tables& t, PyObject* code, int line, track::Recorder& rec) {
-    auto [it, inserted] = t.frames.try_emplace(FrameKey{code, line}, 0);
+struct Captured {
+    FrameKey key;
+    PyObject* strong_code;  // GIL path: a new reference to drop after interning; else nullptr
+};
+
+/// The calling thread's frames through the public API (GIL held).
+int capture_with_gil(Captured* out, int max) {
+    const CApi* a = capi();
+    int n = 0;
+    PyFrameObject* f = a->PyEval_GetFrame();  // borrowed
+    if (!f) return 0;
+    a->Py_IncRef(reinterpret_cast<PyObject*>(f));
+    while (f && n < max) {
+        auto* code = reinterpret_cast<PyObject*>(a->PyFrame_GetCode(f));  // new reference
+        out[n++] = Captured{FrameKey{code, nullptr, nullptr, a->PyFrame_GetLineNumber(f)}, code};
+        PyFrameObject* back = a->PyFrame_GetBack(f);  // new reference or NULL
+        a->Py_DecRef(reinterpret_cast<PyObject*>(f));
+        f = back;
+    }
+    if (f) a->Py_DecRef(reinterpret_cast<PyObject*>(f));
+    return n;
+}
+
+/// The calling thread's frames read directly (GIL or not; frames.h).
+int capture_without_gil(Captured* out, int max) {
+    RawFrame raw[kMaxPythonFrames];
+    int n = walk_frames(raw, max < kMaxPythonFrames ? max : kMaxPythonFrames);
+    for (int i = 0; i < n; ++i) {
+        const void* code = raw[i].code;
+        out[i] = Captured{FrameKey{code, code_name_object(code), code_filename_object(code),
+                                   code_line(code, raw[i].lasti)},
+                          nullptr};
+    }
+    return n;
+}
+
+/// Interns one frame; writes its p record when new. On the GIL path the table keeps a reference
+/// to the code object, so that its address can never be reused. Caller holds tables().mu.
+uint32_t intern_frame(Tables& t, const Captured& c, track::Recorder& rec) {
+    auto [it, inserted] = t.frames.try_emplace(c.key, 0);
     if (!inserted) return it->second;
     it->second = static_cast<uint32_t>(t.frames.size());
-    capi()->Py_IncRef(code);
+    std::string name, filename;
+    if (c.strong_code) {
+        capi()->Py_IncRef(c.strong_code);
+        name = attr_string(c.strong_code, "co_name");
+        filename = attr_string(c.strong_code, "co_filename");
+    } else {
+        name = code_name(c.key.code);
+        filename = code_filename(c.key.code);
+    }
     track::Line p('p');
-    p.dec(it->second).sdec(line).str(attr_string(code, "co_name")).str(attr_string(code, "co_filename"));
+    p.dec(it->second).sdec(c.key.line).str(name).str(filename);
     rec.append_records(p.finish());
     return it->second;
 }
@@ -69,28 +123,21 @@ uint32_t intern_frame(Tables& t, PyObject* code, int line, track::Recorder& rec)
 
 uint32_t capture_python_stack() {
     const CApi* a = capi();
-    if (!interpreter_running() || !a->PyGILState_Check()) return 0;
+    if (!interpreter_running()) return 0;
     track::Recorder& rec = track::Recorder::instance();
     if (!rec.recording()) return 0;
-    ErrorGuard keep_error;
+    bool with_gil = !frames_calibrated();
+    if (with_gil && !a->PyGILState_Check()) return 0;
 
-    struct Raw {
-        PyObject* code;
-        int line;
-    };
-    Raw raw[kMaxPythonFrames];
-    int n = 0;
-    PyFrameObject* f = a->PyEval_GetFrame();  // borrowed
-    if (!f) return 0;
-    a->Py_IncRef(reinterpret_cast<PyObject*>(f));
-    while (f && n < kMaxPythonFrames) {
-        auto* code = reinterpret_cast<PyObject*>(a->PyFrame_GetCode(f));  // new reference
-        raw[n++] = Raw{code, a->PyFrame_GetLineNumber(f)};
-        PyFrameObject* back = a->PyFrame_GetBack(f);  // new reference or NULL
-        a->Py_DecRef(reinterpret_cast<PyObject*>(f));
-        f = back;
+    Captured frames[kMaxPythonFrames];
+    int n;
+    if (with_gil) {
+        ErrorGuard keep_error;
+        n = capture_with_gil(frames, kMaxPythonFrames);
+    } else {
+        n = capture_without_gil(frames, kMaxPythonFrames);
     }
-    if (f) a->Py_DecRef(reinterpret_cast<PyObject*>(f));
+    if (n == 0) return 0;
 
     Tables& t = tables();
     std::lock_guard<std::mutex> lock(t.mu);
@@ -101,9 +148,12 @@ uint32_t capture_python_stack() {
     }
     std::vector<uint32_t> ids;
     ids.reserve(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) {
-        ids.push_back(intern_frame(t, raw[i].code, raw[i].line, rec));
-        a->Py_DecRef(raw[i].code);
+    {
+        std::unique_ptr<ErrorGuard> keep_error(with_gil ? new ErrorGuard() : nullptr);
+        for (int i = 0; i < n; ++i) {
+            ids.push_back(intern_frame(t, frames[i], rec));
+            if (frames[i].strong_code) a->Py_DecRef(frames[i].strong_code);
+        }
     }
     auto [it, inserted] = t.stacks.try_emplace(std::move(ids), 0);
     if (inserted) {
