@@ -263,8 +263,9 @@ void Recorder::record_capture_end(uintptr_t stream, int error, uintptr_t graph) 
     if (c.id == 0) return;
     if (graph) graphs_.captured(graph, c.id);
     if (state_.load(std::memory_order_acquire) != State::Recording) return;
+    int64_t t = now();
     Line line('c');
-    line.sdec(now()).dec(current_tid()).dec(c.id).sdec(error);
+    line.sdec(t).dec(current_tid()).dec(c.id).sdec(error);
     if (graph) {
         line.hex(graph);
     } else {
@@ -272,7 +273,7 @@ void Recorder::record_capture_end(uintptr_t stream, int error, uintptr_t graph) 
     }
     writer_.append(line.finish());
     write_warmup_retention(c.id, "end");
-    last_capture_end_t_.store(now(), std::memory_order_relaxed);
+    last_capture_end_t_.store(t, std::memory_order_relaxed);
 }
 
 void Recorder::write_warmup_retention(uint32_t capture_id, const char* phase) {

@@ -9,9 +9,13 @@
 //                       itself has live on that device at that moment
 //   result <label> <error>                                      the result of a checked call
 //   info <key> <value>                                          anything else worth checking
+//                       (handles and thread ids are logged as 0x-prefixed hex, see log_handle)
 #pragma once
 
 #include <cuda_runtime_api.h>
+
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -100,6 +104,21 @@ inline void log_failed(const char* api, size_t size, cudaError_t error, size_t l
 inline void log_info(const char* key, unsigned long long value) {
     std::lock_guard<std::mutex> lock(log_mutex());
     std::printf("info %s %llu\n", key, value);
+}
+
+/// Logs `info <key> 0x<handle>`: a stream, graph or exec handle. In hex, so that
+/// normalize_addresses() hides it when the output of two runs is compared.
+inline void log_handle(const char* key, const void* handle) {
+    std::lock_guard<std::mutex> lock(log_mutex());
+    std::printf("info %s 0x%llx\n", key,
+                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(handle)));
+}
+
+/// Logs `info <key> 0x<tid>`: the calling thread's kernel thread id (what memguard records), in
+/// hex for the same reason.
+inline void log_tid(const char* key) {
+    std::lock_guard<std::mutex> lock(log_mutex());
+    std::printf("info %s 0x%llx\n", key, static_cast<unsigned long long>(syscall(SYS_gettid)));
 }
 
 inline int current_device() {

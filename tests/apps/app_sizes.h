@@ -74,4 +74,52 @@ constexpr size_t k_killed_async = 24'000'003;
 // exit_code
 constexpr int k_exit_code = 7;
 
+// graph_pool: a capture whose graph gets a private memory pool (cudaMalloc in relaxed mode), two
+// execs replayed k_exec1_launches and k_exec2_launches times.
+constexpr size_t k_pool_segment = 41'000'003;       // the private pool segment
+constexpr size_t k_graph_async = 42'000'003;        // cudaMallocAsync on the capturing stream
+constexpr size_t k_graph_async_side = 43'000'003;   // cudaMallocAsync on a stream not capturing
+constexpr int k_exec1_launches = 3;
+constexpr int k_exec2_launches = 5;
+
+// unsafe_calls: potentially unsafe calls during capture.
+constexpr size_t k_unsafe_own = 51'000'003;        // cudaMalloc by the capturing thread: refused
+constexpr size_t k_unsafe_other = 52'000'003;      // cudaMalloc by another thread: refused
+constexpr size_t k_unsafe_victim = 53'000'003;     // its cudaFree during a capture is refused
+constexpr size_t k_unsafe_host = 54'000'003;       // cudaMallocHost by the capturing thread: refused
+constexpr size_t k_allowed_local = 55'000'003;     // another thread, thread-local capture: allowed
+constexpr size_t k_allowed_relaxed_own = 56'000'003;    // relaxed capture, capturing thread
+constexpr size_t k_allowed_relaxed_other = 57'000'003;  // relaxed capture, another thread
+constexpr size_t k_allowed_relaxed_mode = 58'000'003;   // global capture, a relaxed-mode thread
+constexpr size_t k_allowed_local_mode = 59'000'003;     // global capture, a thread-local-mode thread
+
+// free_live_graph: blocks of one capture freed while its execs are alive, and after.
+constexpr size_t k_flg_owned_a = 61'000'003;  // cudaFree while both execs are alive: hazard
+constexpr size_t k_flg_async = 62'000'003;    // cudaFreeAsync while the second exec is alive: hazard
+constexpr size_t k_flg_owned_b = 63'000'003;  // cudaFree after both execs are gone: no hazard
+constexpr size_t k_flg_plain = 64'000'003;    // not owned, freed while execs are alive: no hazard
+
+// warmup: warm-up outputs allocated at one site, the even ones kept, before a first capture.
+constexpr int k_warmup_outputs = 4;
+constexpr size_t warmup_output_size(int i) {
+    return 70'000'003 + static_cast<size_t>(i) * 100'000;
+}
+constexpr size_t k_warmup_scratch = 71'000'003;  // allocated and freed before the capture
+constexpr size_t k_warmup_pinned = 72'000'003;   // kept, but pinned host memory
+constexpr size_t k_warmup_async = 73'000'003;    // kept, stream-ordered on another stream
+constexpr size_t k_capture1_pool = 74'000'003;   // the first capture's pool segment
+constexpr size_t k_second_kept = 75'000'003;     // allocated after the first capture, kept
+constexpr size_t k_second_freed = 76'000'003;    // allocated after the first capture, freed
+constexpr size_t k_capture2_pool = 77'000'003;   // the second capture's pool segment
+
+// many_captures: one more capture in progress at once than memguard has room for.
+constexpr int k_capture_slots = 64;  // memguard's CaptureView::kSlots
+constexpr int k_many_captures = k_capture_slots + 1;
+constexpr size_t many_capture_size(int i) { return 80'000'003 + static_cast<size_t>(i) * 1'000; }
+
+// capture_misuse
+constexpr size_t k_wrong_thread_segment = 91'000'003;  // allocated after a wrong-thread end
+constexpr size_t k_per_thread_a = 92'000'003;  // thread A, on its per-thread default stream
+constexpr size_t k_per_thread_b = 93'000'003;  // thread B, on its per-thread default stream
+
 }  // namespace app_sizes

@@ -27,4 +27,18 @@ uint64_t fakecuda_alloc_count(void);
 
 /// Number of blocks (all kinds) live now.
 uint64_t fakecuda_live_count(void);
+
+/// Number of stream captures in progress now (active or invalidated, not yet ended).
+uint64_t fakecuda_capture_count(void);
+
+/// Number of graphs alive now (made by cudaGraphCreate or a successful cudaStreamEndCapture, and
+/// not destroyed).
+uint64_t fakecuda_graph_count(void);
+
+/// Number of graph execs alive now.
+uint64_t fakecuda_graph_exec_count(void);
+
+/// Number of successful graph launches (cudaGraphLaunch, cudaGraphLaunch_ptsz) since the process
+/// started.
+uint64_t fakecuda_graph_launch_count(void);
 }

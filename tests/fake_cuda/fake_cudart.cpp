@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -43,6 +44,27 @@ struct Block {
     int device = 0;  // -1 for pinned host memory
 };
 
+// A stream as capture state sees it. cudaStreamPerThread (and the null stream of the _ptsz entry
+// points) is a different stream in every thread, so its key carries the thread's token.
+struct StreamKey {
+    cudaStream_t handle = nullptr;
+    uint64_t thread = 0;
+    bool operator<(const StreamKey& other) const {
+        return handle != other.handle ? std::less<cudaStream_t>()(handle, other.handle)
+                                      : thread < other.thread;
+    }
+};
+
+// A capture sequence in progress on one stream.
+struct Capture {
+    unsigned long long id = 0;  // unique over the process's lifetime, from 1
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+    uint64_t thread = 0;        // token of the thread that began it
+    bool invalidated = false;
+    cudaGraph_t graph = nullptr;  // the graph captured into
+    bool own_graph = true;        // made by cudaStreamBeginCapture (not the caller's graph)
+};
+
 struct State {
     std::mutex mutex;
     std::map<uintptr_t, Block> blocks;  // by start address
@@ -56,6 +78,13 @@ struct State {
     cudaError_t fail_next_error = cudaErrorMemoryAllocation;
     uint64_t successful_allocs = 0;
     std::set<cudaStream_t> streams;
+    // Stream capture and graphs (see "Stream capture and graphs" in README.md).
+    std::map<StreamKey, Capture> captures;  // in progress (active or invalidated), by stream
+    unsigned long long next_capture_id = 1;
+    std::set<cudaGraph_t> graphs;
+    std::set<cudaGraphExec_t> execs;
+    uint64_t graph_launches = 0;
+    std::map<cudaEvent_t, unsigned long long> events;  // event -> capture it was last recorded in
 };
 
 // Default pools have no state; their handles are the addresses of these bytes.
@@ -63,6 +92,16 @@ char pool_tokens[k_max_devices];
 
 thread_local int current_device = 0;
 thread_local cudaError_t last_error = cudaSuccess;
+// The thread's stream capture interaction mode (cudaThreadExchangeStreamCaptureMode).
+thread_local cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+
+// A number per thread, never reused (unlike thread ids), so a capture's owner is never confused
+// with a later thread.
+uint64_t thread_token() {
+    static std::atomic<uint64_t> next{1};
+    thread_local uint64_t token = next.fetch_add(1);
+    return token;
+}
 
 // Parses an unsigned decimal environment variable; warns and keeps `fallback` when malformed.
 uint64_t env_u64(const char* name, uint64_t fallback) {
@@ -123,6 +162,30 @@ cudaError_t injected_failure(State& s) {
     return cudaSuccess;
 }
 
+// Caller holds the mutex. CUDA's rule for "potentially unsafe" calls (cudaMalloc, cudaFree, ...;
+// see cudaThreadExchangeStreamCaptureMode): prohibited when the calling thread has a capture in
+// progress that was not begun in relaxed mode, unless the thread's own mode is relaxed, or when
+// the thread's mode is global and another thread has a global-mode capture in progress. A
+// prohibited call invalidates every capture that prohibits it; returns whether it is prohibited.
+bool prohibit_unsafe_call(State& s) {
+    if (s.captures.empty()) return false;
+    const uint64_t me = thread_token();
+    bool prohibited = false;
+    for (auto& entry : s.captures) {
+        Capture& capture = entry.second;
+        bool own = capture.thread == me;
+        bool offends = (own && capture.mode != cudaStreamCaptureModeRelaxed &&
+                        capture_mode != cudaStreamCaptureModeRelaxed) ||
+                       (!own && capture.mode == cudaStreamCaptureModeGlobal &&
+                        capture_mode == cudaStreamCaptureModeGlobal);
+        if (offends) {
+            capture.invalidated = true;
+            prohibited = true;
+        }
+    }
+    return prohibited;
+}
+
 // The common path of all seven allocating functions. `ptr` may be null (then the call fails with
 // cudaErrorInvalidValue after being counted). `device` is ignored for pinned memory.
 cudaError_t allocate(void** ptr, size_t size, BlockKind kind, int device,
@@ -134,6 +197,10 @@ cudaError_t allocate(void** ptr, size_t size, BlockKind kind, int device,
     if (ptr == nullptr) return fail(cudaErrorInvalidValue);
     if (s.device_count == 0) return fail(cudaErrorNoDevice);
     if (size == 0) return size_zero_result == cudaSuccess ? cudaSuccess : fail(size_zero_result);
+    // Stream-ordered allocation is legal during capture; the others are potentially unsafe.
+    if (kind != BlockKind::async && prohibit_unsafe_call(s)) {
+        return fail(cudaErrorStreamCaptureUnsupported);
+    }
     if (is_gpu(kind)) {
         size_t live = s.live_gpu_bytes[static_cast<size_t>(device)];
         if (size > s.capacity || live > s.capacity - size) return fail(cudaErrorMemoryAllocation);
@@ -172,6 +239,10 @@ cudaError_t release(void* ptr, FreeFamily family, const cudaStream_t* stream) {
             return fail(cudaErrorInvalidResourceHandle);
         }
         if (ptr == nullptr) return cudaSuccess;
+        // cudaFree and cudaFreeHost are potentially unsafe; cudaFreeAsync is legal during capture.
+        if (stream == nullptr && prohibit_unsafe_call(s)) {
+            return fail(cudaErrorStreamCaptureUnsupported);
+        }
         auto it = s.blocks.find(reinterpret_cast<uintptr_t>(ptr));
         if (it == s.blocks.end()) return fail(cudaErrorInvalidValue);
         const Block& block = it->second;
@@ -215,6 +286,19 @@ constexpr ErrorText k_error_texts[] = {
     {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
     {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState",
+     "the operation cannot be performed in the present state"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {cudaErrorCapturedEvent, "cudaErrorCapturedEvent",
+     "operation not permitted on an event last recorded in a capturing stream"},
+    {cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread",
+     "attempt to terminate a thread-local capture sequence from another thread"},
     {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
@@ -270,6 +354,30 @@ uint64_t fakecuda_live_count(void) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     return s.blocks.size();
+}
+
+uint64_t fakecuda_capture_count(void) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    return s.captures.size();
+}
+
+uint64_t fakecuda_graph_count(void) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    return s.graphs.size();
+}
+
+uint64_t fakecuda_graph_exec_count(void) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    return s.execs.size();
+}
+
+uint64_t fakecuda_graph_launch_count(void) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    return s.graph_launches;
 }
 
 }  // extern "C"
@@ -499,15 +607,446 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         if (s.streams.erase(stream) == 0) return fail(cudaErrorInvalidResourceHandle);
+        // A capture still in progress on the stream ends with it; its own graph is discarded.
+        auto capture = s.captures.find(StreamKey{stream, 0});
+        if (capture != s.captures.end()) {
+            if (capture->second.own_graph) delete reinterpret_cast<char*>(capture->second.graph);
+            s.captures.erase(capture);
+        }
     }
     delete reinterpret_cast<char*>(stream);
     return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+namespace {
+
+// The key of `stream` for capture state. `ptsz`: called through a _ptsz entry point, where the
+// null stream is the per-thread default stream rather than the legacy one.
+StreamKey stream_key(cudaStream_t stream, bool ptsz) {
+    if (stream == cudaStreamPerThread || (ptsz && stream == nullptr)) {
+        return StreamKey{cudaStreamPerThread, thread_token()};
+    }
+    if (stream == nullptr) return StreamKey{cudaStreamLegacy, 0};
+    return StreamKey{stream, 0};
+}
+
+// Caller holds the mutex. The capture in progress on the stream, or null.
+Capture* capture_on(State& s, const StreamKey& key) {
+    auto it = s.captures.find(key);
+    return it == s.captures.end() ? nullptr : &it->second;
+}
+
+bool is_valid_mode(cudaStreamCaptureMode mode) {
+    return mode == cudaStreamCaptureModeGlobal || mode == cudaStreamCaptureModeThreadLocal ||
+           mode == cudaStreamCaptureModeRelaxed;
+}
+
+cudaError_t stream_synchronize(cudaStream_t stream, bool ptsz) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
-    return is_valid_stream(s, stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+    if (!is_valid_stream(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    // Synchronizing a capturing stream is illegal in every mode and invalidates the capture.
+    if (Capture* capture = capture_on(s, stream_key(stream, ptsz))) {
+        capture->invalidated = true;
+        return fail(cudaErrorStreamCaptureUnsupported);
+    }
+    return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return stream_synchronize(stream, false); }
+
+extern "C" cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) { return stream_synchronize(stream, true); }
+
+// ---- stream capture -----------------------------------------------------------------------------
+
+// The per-thread default stream entry points, declared by the header only under
+// CUDA_API_PER_THREAD_DEFAULT_STREAM.
+extern "C" {
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
+                                               const cudaGraphNode_t* dependencies,
+                                               const cudaGraphEdgeData* dependencyData,
+                                               size_t numDependencies,
+                                               enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* pGraph);
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
+                                       enum cudaStreamCaptureStatus* pCaptureStatus);
+cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
+                                          enum cudaStreamCaptureStatus* captureStatus_out,
+                                          unsigned long long* id_out, cudaGraph_t* graph_out,
+                                          const cudaGraphNode_t** dependencies_out,
+                                          const cudaGraphEdgeData** edgeData_out,
+                                          size_t* numDependencies_out);
+cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                                cudaGraphInstantiateParams* instantiateParams);
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
+}
+
+namespace {
+
+// `target`: the caller's graph (cudaStreamBeginCaptureToGraph), else null.
+cudaError_t begin_capture(cudaStream_t stream, cudaGraph_t target, size_t num_dependencies,
+                          cudaStreamCaptureMode mode, bool ptsz) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!is_valid_mode(mode)) return fail(cudaErrorInvalidValue);
+    if (!is_valid_stream(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    if (target != nullptr && s.graphs.count(target) == 0) return fail(cudaErrorInvalidValue);
+    // The fake's graphs have no nodes, so no node can be a dependency.
+    if (num_dependencies != 0) return fail(cudaErrorInvalidValue);
+    StreamKey key = stream_key(stream, ptsz);
+    // "Capture may not be initiated if stream is cudaStreamLegacy."
+    if (key.handle == cudaStreamLegacy) return fail(cudaErrorStreamCaptureUnsupported);
+    // "... it may only be initiated if the stream is not already in capture mode."
+    if (capture_on(s, key) != nullptr) return fail(cudaErrorIllegalState);
+    Capture capture;
+    capture.id = s.next_capture_id++;
+    capture.mode = mode;
+    capture.thread = thread_token();
+    capture.own_graph = target == nullptr;
+    capture.graph = target != nullptr ? target : reinterpret_cast<cudaGraph_t>(new char);
+    s.captures[key] = capture;
+    return cudaSuccess;
+}
+
+cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* pGraph, bool ptsz) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (pGraph == nullptr) return fail(cudaErrorInvalidValue);
+    if (!is_valid_stream(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    auto it = s.captures.find(stream_key(stream, ptsz));
+    if (it == s.captures.end()) return fail(cudaErrorIllegalState);
+    Capture capture = it->second;
+    // A capture not begun in relaxed mode must be ended by the thread that began it; the call
+    // fails and the capture goes on.
+    if (capture.mode != cudaStreamCaptureModeRelaxed && capture.thread != thread_token()) {
+        return fail(cudaErrorStreamCaptureWrongThread);
+    }
+    s.captures.erase(it);
+    if (capture.invalidated) {
+        if (capture.own_graph) delete reinterpret_cast<char*>(capture.graph);
+        *pGraph = nullptr;
+        return fail(cudaErrorStreamCaptureInvalidated);
+    }
+    s.graphs.insert(capture.graph);
+    *pGraph = capture.graph;
+    return cudaSuccess;
+}
+
+// The status of `key`'s capture; fails (legacy stream while a capture is in progress) like the
+// real runtime's queries.
+cudaError_t capture_status(State& s, cudaStream_t stream, bool ptsz, Capture** found,
+                           cudaStreamCaptureStatus* status) {
+    if (!is_valid_stream(s, stream)) return cudaErrorInvalidResourceHandle;
+    StreamKey key = stream_key(stream, ptsz);
+    // Every stream the fake creates is a blocking stream: while one captures, the legacy
+    // stream may not be used, not even queried.
+    if (key.handle == cudaStreamLegacy && !s.captures.empty()) return cudaErrorStreamCaptureImplicit;
+    Capture* capture = capture_on(s, key);
+    *found = capture;
+    *status = capture == nullptr     ? cudaStreamCaptureStatusNone
+              : capture->invalidated ? cudaStreamCaptureStatusInvalidated
+                                     : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t is_capturing(cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus, bool ptsz) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (pCaptureStatus == nullptr) return fail(cudaErrorInvalidValue);
+    Capture* capture = nullptr;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaError_t error = capture_status(s, stream, ptsz, &capture, &status); error != cudaSuccess) {
+        return fail(error);
+    }
+    *pCaptureStatus = status;
+    return cudaSuccess;
+}
+
+cudaError_t get_capture_info(cudaStream_t stream, cudaStreamCaptureStatus* captureStatus_out,
+                             unsigned long long* id_out, cudaGraph_t* graph_out,
+                             const cudaGraphNode_t** dependencies_out,
+                             const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out,
+                             bool ptsz) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    // captureStatus_out is required; edgeData_out needs dependencies_out.
+    if (captureStatus_out == nullptr || (edgeData_out != nullptr && dependencies_out == nullptr)) {
+        return fail(cudaErrorInvalidValue);
+    }
+    Capture* capture = nullptr;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaError_t error = capture_status(s, stream, ptsz, &capture, &status); error != cudaSuccess) {
+        return fail(error);
+    }
+    *captureStatus_out = status;
+    // The other outputs are valid only for an active capture. The fake's graphs have no nodes,
+    // so the dependency set is always empty.
+    if (status == cudaStreamCaptureStatusActive) {
+        if (id_out != nullptr) *id_out = capture->id;
+        if (graph_out != nullptr) *graph_out = capture->graph;
+        if (dependencies_out != nullptr) *dependencies_out = nullptr;
+        if (edgeData_out != nullptr) *edgeData_out = nullptr;
+        if (numDependencies_out != nullptr) *numDependencies_out = 0;
+    }
+    return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+    return begin_capture(stream, nullptr, 0, mode, false);
+}
+
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+    return begin_capture(stream, nullptr, 0, mode, true);
+}
+
+namespace {
+
+cudaError_t begin_capture_to_graph(cudaStream_t stream, cudaGraph_t graph,
+                                   const cudaGraphNode_t* dependencies, size_t numDependencies,
+                                   cudaStreamCaptureMode mode, bool ptsz) {
+    if (graph == nullptr || (numDependencies != 0 && dependencies == nullptr)) {
+        return fail(cudaErrorInvalidValue);
+    }
+    return begin_capture(stream, graph, numDependencies, mode, ptsz);
+}
+
+}  // namespace
+
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                                          const cudaGraphNode_t* dependencies,
+                                          const cudaGraphEdgeData* dependencyData,
+                                          size_t numDependencies, enum cudaStreamCaptureMode mode) {
+    return begin_capture_to_graph(stream, graph, dependencies, numDependencies, mode, false);
+}
+
+cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
+                                               const cudaGraphNode_t* dependencies,
+                                               const cudaGraphEdgeData* dependencyData,
+                                               size_t numDependencies,
+                                               enum cudaStreamCaptureMode mode) {
+    return begin_capture_to_graph(stream, graph, dependencies, numDependencies, mode, true);
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
+    return end_capture(stream, pGraph, false);
+}
+
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* pGraph) {
+    return end_capture(stream, pGraph, true);
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) {
+    return is_capturing(stream, pCaptureStatus, false);
+}
+
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
+                                       enum cudaStreamCaptureStatus* pCaptureStatus) {
+    return is_capturing(stream, pCaptureStatus, true);
+}
+
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
+                                     enum cudaStreamCaptureStatus* captureStatus_out,
+                                     unsigned long long* id_out, cudaGraph_t* graph_out,
+                                     const cudaGraphNode_t** dependencies_out,
+                                     const cudaGraphEdgeData** edgeData_out,
+                                     size_t* numDependencies_out) {
+    return get_capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out,
+                            edgeData_out, numDependencies_out, false);
+}
+
+cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
+                                          enum cudaStreamCaptureStatus* captureStatus_out,
+                                          unsigned long long* id_out, cudaGraph_t* graph_out,
+                                          const cudaGraphNode_t** dependencies_out,
+                                          const cudaGraphEdgeData** edgeData_out,
+                                          size_t* numDependencies_out) {
+    return get_capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out,
+                            edgeData_out, numDependencies_out, true);
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
+    if (mode == nullptr || !is_valid_mode(*mode)) return fail(cudaErrorInvalidValue);
+    cudaStreamCaptureMode previous = capture_mode;
+    capture_mode = *mode;
+    *mode = previous;
+    return cudaSuccess;
+}
+
+// ---- graphs -------------------------------------------------------------------------------------
+
+cudaError_t cudaGraphCreate(cudaGraph_t* pGraph, unsigned int flags) {
+    if (pGraph == nullptr || flags != 0) return fail(cudaErrorInvalidValue);
+    auto graph = reinterpret_cast<cudaGraph_t>(new char);
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.graphs.insert(graph);
+    *pGraph = graph;
+    return cudaSuccess;
+}
+
+namespace {
+
+cudaError_t instantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags,
+                        cudaStream_t upload_stream) {
+    constexpr unsigned long long known_flags =
+        cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUpload |
+        cudaGraphInstantiateFlagDeviceLaunch | cudaGraphInstantiateFlagUseNodePriority;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (pGraphExec == nullptr || s.graphs.count(graph) == 0 || (flags & ~known_flags) != 0) {
+        return fail(cudaErrorInvalidValue);
+    }
+    if ((flags & cudaGraphInstantiateFlagUpload) != 0 && !is_valid_stream(s, upload_stream)) {
+        return fail(cudaErrorInvalidResourceHandle);
+    }
+    auto exec = reinterpret_cast<cudaGraphExec_t>(new char);
+    s.execs.insert(exec);
+    *pGraphExec = exec;
+    return cudaSuccess;
+}
+
+cudaError_t instantiate_with_params(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                    cudaGraphInstantiateParams* params) {
+    if (params == nullptr) return fail(cudaErrorInvalidValue);
+    cudaError_t error = instantiate(pGraphExec, graph, params->flags, params->uploadStream);
+    params->errNode_out = nullptr;
+    params->result_out = error == cudaSuccess ? cudaGraphInstantiateSuccess : cudaGraphInstantiateError;
+    return error;
+}
+
+cudaError_t graph_launch(cudaGraphExec_t graphExec, cudaStream_t stream, bool ptsz) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.execs.count(graphExec) == 0) return fail(cudaErrorInvalidValue);
+    if (!is_valid_stream(s, stream)) return fail(cudaErrorInvalidResourceHandle);
+    // Launching into a capturing stream is legal (it would add a child graph node); into an
+    // invalidated capture it fails like any work on that stream.
+    Capture* capture = capture_on(s, stream_key(stream, ptsz));
+    if (capture != nullptr && capture->invalidated) return fail(cudaErrorStreamCaptureInvalidated);
+    ++s.graph_launches;
+    return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                 unsigned long long flags) {
+    return instantiate(pGraphExec, graph, flags, nullptr);
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                          unsigned long long flags) {
+    return instantiate(pGraphExec, graph, flags, nullptr);
+}
+
+cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                           cudaGraphInstantiateParams* instantiateParams) {
+    return instantiate_with_params(pGraphExec, graph, instantiateParams);
+}
+
+cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                                cudaGraphInstantiateParams* instantiateParams) {
+    return instantiate_with_params(pGraphExec, graph, instantiateParams);
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
+    return graph_launch(graphExec, stream, false);
+}
+
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream) {
+    return graph_launch(graphExec, stream, true);
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
+    State& s = state();
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        if (s.execs.erase(graphExec) == 0) return fail(cudaErrorInvalidValue);
+    }
+    delete reinterpret_cast<char*>(graphExec);
+    return cudaSuccess;
+}
+
+// Execs instantiated from the graph stay valid: they do not refer to it.
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    State& s = state();
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        if (s.graphs.count(graph) == 0) return fail(cudaErrorInvalidValue);
+        // "All operations other than destroy and node removal are permitted on the graph while
+        // the capture sequence is in progress" (cudaStreamGetCaptureInfo).
+        for (const auto& entry : s.captures) {
+            if (entry.second.graph == graph) return fail(cudaErrorIllegalState);
+        }
+        s.graphs.erase(graph);
+    }
+    delete reinterpret_cast<char*>(graph);
+    return cudaSuccess;
+}
+
+// ---- events -------------------------------------------------------------------------------------
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+    if (event == nullptr) return fail(cudaErrorInvalidValue);
+    auto handle = reinterpret_cast<cudaEvent_t>(new char);
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.events[handle] = 0;
+    *event = handle;
+    return cudaSuccess;
+}
+
+namespace {
+
+cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool ptsz) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.events.find(event);
+    if (it == s.events.end() || !is_valid_stream(s, stream)) {
+        return fail(cudaErrorInvalidResourceHandle);
+    }
+    Capture* capture = capture_on(s, stream_key(stream, ptsz));
+    if (capture != nullptr && capture->invalidated) return fail(cudaErrorStreamCaptureInvalidated);
+    // Recorded in a capture, the event becomes a node of the graph.
+    it->second = capture != nullptr ? capture->id : 0;
+    return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    return event_record(event, stream, false);
+}
+
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
+    return event_record(event, stream, true);
+}
+
+// Work is synchronous, so an event is complete unless it was last recorded in a capture.
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.events.find(event);
+    if (it == s.events.end()) return fail(cudaErrorInvalidResourceHandle);
+    if (it->second != 0) return fail(cudaErrorCapturedEvent);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    State& s = state();
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        if (s.events.erase(event) == 0) return fail(cudaErrorInvalidResourceHandle);
+    }
+    delete reinterpret_cast<char*>(event);
+    return cudaSuccess;
 }
 
 // ---- memory operations --------------------------------------------------------------------------

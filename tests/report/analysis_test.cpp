@@ -4,6 +4,8 @@
 #include <numeric>
 
 #include "report/analysis.h"
+#include "report/captures.h"
+#include "report/collections.h"
 #include "test_util.h"
 
 namespace memguard::report {
@@ -249,6 +251,235 @@ TEST(Sites, KindFilter) {
     EXPECT_TRUE(kind_matches(Kind::Pinned, KindFilter::Pinned));
     EXPECT_FALSE(kind_matches(Kind::Async, KindFilter::Pinned));
     EXPECT_TRUE(kind_matches(Kind::Pinned, KindFilter::All));
+}
+
+// --- format 1.1 and 1.2: sites with Python stacks, pools, captures, hazards, collections ------------
+
+const std::string kMinor2 = "I format_minor 2\n";
+
+/// An A record of format 1.2: device memory from cudaMalloc on device 0, no stream.
+std::string alloc2(int64_t t, uint64_t tid, const std::string& addr, uint64_t size, uint32_t stack, uint32_t capture,
+                   uint32_t python, const std::string& kind = "device") {
+    return "A " + std::to_string(t) + " " + std::to_string(tid) + " " + addr + " " + std::to_string(size) + " " +
+           kind + " cudaMalloc " + (kind == "pinned" ? "-1" : "0") + " - " + std::to_string(stack) + " " +
+           std::to_string(capture) + " " + std::to_string(python) + "\n";
+}
+
+TEST(Sites, ThePythonStackIsPartOfTheSite) {
+    Report r = parse(kMinor2 + "p 1 1 f /a.py\nP 1 1\nP 2 1\n" + alloc2(1, 1, "a0", 100, 5, 0, 1) +
+                     alloc2(2, 1, "b0", 100, 5, 0, 2) + alloc2(3, 1, "c0", 50, 5, 0, 1) +
+                     alloc2(4, 1, "d0", 100, 5, 0, 0) + alloc2(5, 1, "e0", 100, 4, 0, 2) + "Z 9\n");
+    SiteTable t = group_by_site(r, live_at(r, {TimePoint::Exit, 0}), KindFilter::Gpu);
+    ASSERT_EQ(t.sites.size(), 4u);
+    EXPECT_EQ(t.sites[0].stack_id, 5u);  // 150 bytes in 2 blocks
+    EXPECT_EQ(t.sites[0].python_stack_id, 1u);
+    EXPECT_EQ(t.sites[0].bytes, 150u);
+    // 100 bytes in 1 block each: by stack id, then by Python stack id.
+    EXPECT_EQ(t.sites[1].stack_id, 4u);
+    EXPECT_EQ(t.sites[1].python_stack_id, 2u);
+    EXPECT_EQ(t.sites[2].stack_id, 5u);
+    EXPECT_EQ(t.sites[2].python_stack_id, 0u);
+    EXPECT_EQ(t.sites[3].stack_id, 5u);
+    EXPECT_EQ(t.sites[3].python_stack_id, 2u);
+    EXPECT_EQ(t.total_bytes, 450u);
+}
+
+TEST(Pools, OrdinaryFirstThenCapturesByIdWithTheirOwnSites) {
+    Report r = parse(kMinor2 + "C 1 1 2 7fab relaxed -\nC 1 1 1 7fac global -\n" + alloc2(2, 1, "a0", 10, 1, 2, 0) +
+                     alloc2(3, 1, "b0", 20, 1, 0, 0) + alloc2(4, 1, "c0", 30, 2, 1, 0) + alloc2(5, 1, "d0", 40, 1, 2, 0) +
+                     alloc2(6, 1, "e0", 1000, 1, 1, 0, "pinned") + free_(7, 1, "c0") + "Z 9\n");
+    LiveSet exit = live_at(r, {TimePoint::Exit, 0});
+    std::vector<Pool> pools = group_by_pool(r, exit, KindFilter::Gpu);
+    ASSERT_EQ(pools.size(), 2u);  // capture 1's only GPU block was freed; its pinned block is filtered out
+    EXPECT_EQ(pools[0].capture_id, 0u);
+    EXPECT_EQ(pools[0].table.total_bytes, 20u);
+    EXPECT_EQ(pools[1].capture_id, 2u);
+    EXPECT_EQ(pools[1].table.total_bytes, 50u);
+    EXPECT_EQ(pools[1].table.total_blocks, 2u);
+    ASSERT_EQ(pools[1].table.sites.size(), 1u);
+    EXPECT_EQ(pools[1].table.sites[0].bytes, 50u);
+    std::vector<Pool> all = group_by_pool(r, exit, KindFilter::All);
+    ASSERT_EQ(all.size(), 3u);
+    EXPECT_EQ(all[1].capture_id, 1u);
+    EXPECT_EQ(all[1].table.total_bytes, 1000u);
+    uint64_t sum = 0;
+    for (const Pool& p : all) sum += p.table.total_bytes;
+    EXPECT_EQ(sum, group_by_site(r, exit, KindFilter::All).total_bytes);
+    // At t=4 c0 is live in capture 1's pool.
+    std::vector<Pool> at4 = group_by_pool(r, live_at(r, {TimePoint::Time, 4}), KindFilter::Gpu);
+    ASSERT_EQ(at4.size(), 3u);
+    EXPECT_EQ(at4[1].capture_id, 1u);
+    EXPECT_EQ(at4[1].table.total_bytes, 30u);
+    EXPECT_TRUE(group_by_pool(r, live_at(r, {TimePoint::Time, 0}), KindFilter::Gpu).empty());
+}
+
+// Capture 1: ended with graph aa, exec e0 replayed 3 times then destroyed, graph destroyed.
+// Capture 2: graph bb alive at exit, exec e0 (the handle reused) alive at exit.
+// Capture 3: invalidated (901, no graph). Capture 4: never ended.
+const std::string kCaptures = kMinor2 +
+                              "C 10 1 1 7fab relaxed -\n" + "A 11 1 a0 100 device cudaMalloc 0 - 0 1 0\n" +
+                              "A 12 1 a1 50 device cudaMalloc 0 - 0 1 0\n" + "c 13 1 1 0 aa\n" + "G 14 1 e0 aa 1\n" +
+                              "L 15 1 e0 7fab\nL 16 1 e0 7fab\nL 17 1 e0 7fab\n" + "F 18 1 a1 50 cudaFree -\n" +
+                              "D 19 1 e0\nK 20 1 aa\n" + "C 30 2 2 7fac global -\n" +
+                              "A 31 2 b0 7 async cudaMallocAsync 0 7fac 0 2 0\n" + "c 32 2 2 0 bb\n" +
+                              "G 33 2 e0 bb 2\nL 34 2 e0 7fac\n" + "C 40 3 3 7fad thread_local -\nc 41 3 3 901 -\n" +
+                              "G 42 1 e9 cc 0\nL 43 1 e9 7fab\n" + "C 50 4 4 7fae global -\n" +
+                              "A 51 4 d0 9 device cudaMalloc 0 - 0 4 0\nZ 60\n";
+
+TEST(Captures, OwnedMemoryExecsLaunchesAndDestruction) {
+    Report r = parse(kCaptures);
+    ASSERT_TRUE(r.warnings.empty()) << r.warnings[0];
+    std::vector<CaptureStats> s = capture_stats(r);
+    ASSERT_EQ(s.size(), 4u);
+    EXPECT_EQ(s[0].capture->id, 1u);
+    EXPECT_EQ(s[0].execs, std::vector<size_t>{0});
+    EXPECT_EQ(s[0].launches, 3u);
+    EXPECT_EQ(s[0].owned_bytes, 150u);  // freed blocks count too
+    EXPECT_EQ(s[0].owned_blocks, 2u);
+    EXPECT_EQ(s[0].live_owned_bytes_at_exit, 100u);
+    EXPECT_EQ(s[0].live_owned_blocks_at_exit, 1u);
+    EXPECT_FALSE(s[0].graph_alive_at_exit);
+    EXPECT_EQ(s[0].execs_alive_at_exit, 0u);
+    EXPECT_TRUE(s[0].destroyed);
+
+    EXPECT_EQ(s[1].execs, std::vector<size_t>{1});
+    EXPECT_EQ(s[1].launches, 1u);
+    EXPECT_EQ(s[1].owned_bytes, 7u);
+    EXPECT_EQ(s[1].live_owned_bytes_at_exit, 7u);
+    EXPECT_TRUE(s[1].graph_alive_at_exit);
+    EXPECT_EQ(s[1].execs_alive_at_exit, 1u);
+    EXPECT_FALSE(s[1].destroyed);
+
+    EXPECT_TRUE(s[2].execs.empty());
+    EXPECT_EQ(s[2].owned_bytes, 0u);
+    EXPECT_FALSE(s[2].graph_alive_at_exit);
+    EXPECT_TRUE(s[2].destroyed);  // it ended without a graph: nothing of it is left
+
+    EXPECT_EQ(s[3].owned_bytes, 9u);
+    EXPECT_FALSE(s[3].destroyed);  // still capturing
+
+    Summary sum = summarize(r);
+    EXPECT_EQ(sum.captures, 4u);
+    EXPECT_EQ(sum.execs, 3u);
+    EXPECT_EQ(sum.launches, 5u);  // e9 from no capture included
+    EXPECT_EQ(sum.graphs_alive_at_exit, 1u);
+    EXPECT_EQ(sum.execs_alive_at_exit, 2u);  // e0 (capture 2) and e9
+    EXPECT_EQ(sum.hazards(), 0u);
+}
+
+TEST(Captures, GraphDestroyedButExecAliveIsNotDestroyed) {
+    Report r = parse(kMinor2 + "C 1 1 1 7fab relaxed -\nc 2 1 1 0 aa\nG 3 1 e0 aa 1\nK 4 1 aa\nZ 9\n");
+    std::vector<CaptureStats> s = capture_stats(r);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_FALSE(s[0].graph_alive_at_exit);
+    EXPECT_EQ(s[0].execs_alive_at_exit, 1u);
+    EXPECT_FALSE(s[0].destroyed);
+    Report r2 = parse(kMinor2 + "C 1 1 1 7fab relaxed -\nc 2 1 1 0 aa\nG 3 1 e0 aa 1\nD 4 1 e0\nZ 9\n");
+    EXPECT_FALSE(capture_stats(r2)[0].destroyed);  // the graph lives on
+}
+
+TEST(Captures, StatsAreInCaptureIdOrder) {
+    Report r = parse(kMinor2 + "C 1 1 3 7fab relaxed -\nC 2 1 1 7fac relaxed -\nZ 9\n");
+    std::vector<CaptureStats> s = capture_stats(r);
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_EQ(s[0].capture->id, 1u);
+    EXPECT_EQ(s[1].capture->id, 3u);
+}
+
+TEST(Hazards, RetentionBoundariesMergeSitesAndComeBiggestFirst) {
+    Report r = parse(kMinor2 + "C 10 1 1 7fab relaxed -\nC 30 1 2 7fab relaxed -\n"
+                               "W 10 1 warmup_retention 1 begin 0 5 1 100\n"
+                               "W 10 1 warmup_retention 1 begin 0 6 2 300\n"
+                               "W 20 1 warmup_retention 1 end 0 5 1 100\n"
+                               "W 30 1 warmup_retention 2 begin 20 7 4 400\n"
+                               "W 30 1 warmup_retention 2 begin 20 5 1 50\n"
+                               "W 30 1 warmup_retention 2 begin 20 7 1 50\n"  // the same site again: merged
+                               "W 40 1 warmup_retention 2 end 20 8 1 100\nZ 50\n");
+    std::vector<RetentionBoundary> b = retention_boundaries(r);
+    ASSERT_EQ(b.size(), 4u);
+    EXPECT_EQ(b[0].capture_id, 2u);
+    EXPECT_EQ(b[0].phase, CapturePhase::Begin);
+    EXPECT_EQ(b[0].t, 30);
+    EXPECT_EQ(b[0].since, 20);
+    EXPECT_EQ(b[0].bytes, 500u);
+    EXPECT_EQ(b[0].blocks, 6u);
+    ASSERT_EQ(b[0].sites.size(), 2u);
+    EXPECT_EQ(b[0].sites[0].stack_id, 7u);
+    EXPECT_EQ(b[0].sites[0].bytes, 450u);
+    EXPECT_EQ(b[0].sites[0].blocks, 5u);
+    EXPECT_EQ(b[0].sites[1].stack_id, 5u);
+    EXPECT_EQ(b[1].capture_id, 1u);  // 400 bytes
+    EXPECT_EQ(b[1].phase, CapturePhase::Begin);
+    EXPECT_EQ(b[1].sites[0].stack_id, 6u);
+    // 100 bytes in 1 block each: earlier first.
+    EXPECT_EQ(b[2].capture_id, 1u);
+    EXPECT_EQ(b[2].phase, CapturePhase::End);
+    EXPECT_EQ(b[3].capture_id, 2u);
+    EXPECT_EQ(b[3].phase, CapturePhase::End);
+    Summary s = summarize(r);
+    EXPECT_EQ(s.warmup_retention, 4u);
+    EXPECT_EQ(s.hazards(), 4u);
+}
+
+TEST(Hazards, SummaryCountsEachKind) {
+    Report r = parse(kMinor2 + "C 1 1 1 7fab global -\n" + alloc2(2, 1, "a0", 64, 0, 1, 0) + "c 3 1 1 0 aa\n" +
+                     "G 4 1 e0 aa 1\nF 5 1 a0 64 cudaFree -\nW 5 1 free_live_graph a0 64 1 e0\n"
+                     "W 6 2 unsafe_call cudaMalloc 1 global global\nW 7 2 unsafe_call cudaFree 1 global global\nZ 9\n");
+    Summary s = summarize(r);
+    EXPECT_EQ(s.unsafe_calls, 2u);
+    EXPECT_EQ(s.frees_while_graph_alive, 1u);
+    EXPECT_EQ(s.warmup_retention, 0u);
+    EXPECT_EQ(s.hazards(), 3u);
+}
+
+TEST(Collections, TotalsPerTriggerAndWhatIsListed) {
+    Report r = parse(kMinor2 + "Y 1 1 automatic 0 100 5 0 0 - -\nY 2 1 automatic 2 200 7 1 4096 - -\n"
+                               "Y 3 1 automatic 1 300 9 0 - - -\nY 4 1 explicit 2 1000 3 0 -512 - -\n"
+                               "Y 5 1 memguard 2 5000 11 2 2048 0/0 70\nY 6 1 memguard 2 7000 13 0 - 0/1,0/2 80\n"
+                               "X 7 1 0/3\nZ 9\n");
+    auto t = collection_totals(r);
+    const TriggerTotals& a = t[trigger_index(GcTrigger::Automatic)];
+    EXPECT_EQ(a.count, 3u);
+    EXPECT_EQ(a.duration_ns, 600);
+    EXPECT_EQ(a.collected, 21);
+    EXPECT_EQ(a.uncollectable, 1);
+    EXPECT_EQ(a.cuda_bytes_freed, 4096);
+    EXPECT_EQ(a.with_cuda, 2u);
+    const TriggerTotals& e = t[trigger_index(GcTrigger::Explicit)];
+    EXPECT_EQ(e.count, 1u);
+    EXPECT_EQ(e.cuda_bytes_freed, -512);
+    const TriggerTotals& m = t[trigger_index(GcTrigger::Memguard)];
+    EXPECT_EQ(m.count, 2u);
+    EXPECT_EQ(m.duration_ns, 12000);
+    EXPECT_EQ(m.collected, 24);
+    EXPECT_EQ(m.uncollectable, 2);
+    EXPECT_EQ(m.cuda_bytes_freed, 2048);
+    EXPECT_EQ(m.with_cuda, 1u);
+
+    std::vector<bool> listed, listed_all;
+    for (const Collection& c : r.collections) {
+        listed.push_back(collection_listed(c, false));
+        listed_all.push_back(collection_listed(c, true));
+    }
+    EXPECT_EQ(listed, (std::vector<bool>{false, true, false, true, true, true}));
+    EXPECT_EQ(listed_all, std::vector<bool>(6, true));
+
+    Summary s = summarize(r);
+    EXPECT_EQ(s.collections, (std::array<uint64_t, kTriggerCount>{3, 1, 2}));
+    EXPECT_EQ(s.cuda_bytes_freed, (std::array<int64_t, kTriggerCount>{4096, -512, 2048}));
+    EXPECT_EQ(s.compiles, 1u);
+}
+
+TEST(Collections, NoneAtAll) {
+    Report r = parse("Z 1\n");
+    auto t = collection_totals(r);
+    for (const TriggerTotals& x : t) {
+        EXPECT_EQ(x.count, 0u);
+        EXPECT_EQ(x.cuda_bytes_freed, 0);
+    }
+    Summary s = summarize(r);
+    EXPECT_EQ(s.compiles, 0u);
+    EXPECT_EQ(s.captures, 0u);
 }
 
 }  // namespace

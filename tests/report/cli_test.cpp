@@ -85,6 +85,16 @@ TEST(Cli, HelpAndVersion) {
     EXPECT_TRUE(contains(top.out, "--frames K"));
     Result top2 = run_cli("top --help");
     EXPECT_EQ(top2.out, top.out);
+    for (const char* cmd : {"graphs", "hazards", "cycles"}) {
+        Result help = run_cli(std::string("help ") + cmd);
+        EXPECT_EQ(help.rc, 0) << cmd;
+        EXPECT_EQ(help.out.rfind(std::string("usage: memguard ") + cmd + " FILE", 0), 0u) << help.out;
+        EXPECT_EQ(run_cli(std::string(cmd) + " --help").out, help.out) << cmd;
+        EXPECT_TRUE(contains(run_cli("--help").out, std::string("memguard ") + cmd + " FILE")) << cmd;
+    }
+    EXPECT_TRUE(contains(run_cli("help top").out, "--pool"));
+    EXPECT_TRUE(contains(run_cli("help cycles").out, "--all"));
+    EXPECT_TRUE(contains(run_cli("help hazards").out, "--frames K"));
     Result v = run_cli("--version");
     EXPECT_EQ(v.rc, 0);
     EXPECT_EQ(v.out, std::string("memguard ") + MEMGUARD_VERSION_STRING + " (reads report format 1)\n");
@@ -93,7 +103,9 @@ TEST(Cli, HelpAndVersion) {
 TEST(Cli, UsageErrorsExitWithTwoAndAHint) {
     for (const char* args : {"", "frob", "summary", "top x.mgr --at", "top x.mgr -n x", "top x.mgr --kind cpu",
                              "summary x.mgr --json=1", "summary a.mgr b.mgr", "help nothing", "--version x",
-                             "top x.mgr --frames -1", "--bogus"}) {
+                             "top x.mgr --frames -1", "--bogus", "graphs", "graphs x.mgr --all", "hazards x.mgr --pool",
+                             "hazards x.mgr --frames", "hazards x.mgr --frames x", "cycles x.mgr --all=1",
+                             "cycles x.mgr --frames 2", "top x.mgr --pool=1", "graphs a.mgr b.mgr", "help graph"}) {
         Result r = run_cli(args);
         EXPECT_EQ(r.rc, 2) << args;
         EXPECT_EQ(r.out.rfind("memguard: error: ", 0), 0u) << args << ": " << r.out;
@@ -113,10 +125,13 @@ TEST(Cli, OptionFormsAndDoubleDash) {
 TEST(Cli, GarbageFilesNeverCrashTheCli) {
     test::TempDir dir;
     std::string inputs[] = {std::string("\0\0\0", 3), "MEMGUARD-REPORT 1\n\xff\xfe\n", "MEMGUARD-REPORT 1\nA\n",
+                            "MEMGUARD-REPORT 1\nI format_minor 2\nW 1 2 free_live_graph 0 0 1 0\nL 1 1 0 0\n"
+                            "Y 1 1 memguard 0 0 0 0 - , -\nP 1 0 0\nA 1 1 0 0 pinned m -1 - 0 3 1\n",
                             "MEMGUARD-REPORT 1\nS 1 " + std::string(5000, 'f') + "\n"};
     for (const std::string& in : inputs) {
         std::string path = dir.write("g.mgr", in);
-        for (const char* cmd : {"summary", "top", "top --json", "summary --json"}) {
+        for (const char* cmd : {"summary", "top", "top --json", "summary --json", "top --pool", "graphs",
+                                "graphs --json", "hazards", "hazards --json", "cycles", "cycles --json"}) {
             Result r = run_cli(std::string(cmd) + " '" + path + "'");
             EXPECT_TRUE(r.rc == 0 || r.rc == 2) << cmd << ": " << r.out;
             if (r.rc == 2) {
@@ -124,6 +139,17 @@ TEST(Cli, GarbageFilesNeverCrashTheCli) {
             }
         }
     }
+}
+
+TEST(Cli, NewCommandsOnAReportWithoutTheirRecords) {
+    test::TempDir dir;
+    std::string path = dir.write("old.mgr", test::kHeader + "I format_minor 0\nA 1 1 7f00 10 device m 0 - 0\nZ 2\n");
+    EXPECT_EQ(run_cli("graphs '" + path + "'").out, "no stream captures (format 1.0 does not record them)\n");
+    EXPECT_EQ(run_cli("hazards '" + path + "'").out, "no hazards (format 1.0 does not record them)\n");
+    Result cycles = run_cli("cycles '" + path + "'");
+    EXPECT_EQ(cycles.rc, 0);
+    EXPECT_EQ(cycles.out.rfind("no garbage collections (format 1.0 does not record them)\n", 0), 0u) << cycles.out;
+    EXPECT_EQ(run_cli("graphs --json '" + path + "'").out, "[]\n");
 }
 
 TEST(Cli, WarningsGoToStderrAndKeepExitZero) {

@@ -7,6 +7,8 @@
 #include <random>
 
 #include "report/analysis.h"
+#include "report/captures.h"
+#include "report/collections.h"
 #include "test_util.h"
 
 namespace memguard::report {
@@ -45,6 +47,23 @@ bool exercise(const std::string& content, std::mt19937& rng) {
     EXPECT_LE(at_t.sites.size(), r.blocks.size());
     SiteTable at_exit = group_by_site(r, live_at(r, {TimePoint::Exit, 0}), KindFilter::Gpu);
     EXPECT_EQ(at_exit.total_bytes, s.live_bytes_at_exit);
+    uint64_t pooled = 0;
+    for (const Pool& p : group_by_pool(r, peak, KindFilter::Gpu)) pooled += p.table.total_bytes;
+    EXPECT_EQ(pooled, s.peak_bytes);
+    for (const CaptureStats& c : capture_stats(r)) {
+        EXPECT_LE(c.live_owned_bytes_at_exit, c.owned_bytes);
+        for (size_t e : c.execs) EXPECT_LT(e, r.execs.size());
+    }
+    for (const FreeWhileGraphAlive& h : r.hazards.frees_while_graph_alive) {
+        EXPECT_TRUE(!h.block || *h.block < r.blocks.size());
+        EXPECT_TRUE(!h.exec_index || *h.exec_index < r.execs.size());
+    }
+    uint64_t retained = 0;
+    for (const RetentionBoundary& b : retention_boundaries(r)) retained += b.sites.size();
+    EXPECT_LE(retained, r.hazards.warmup_retention.size());
+    uint64_t collections = 0;
+    for (const TriggerTotals& t : collection_totals(r)) collections += t.count;
+    EXPECT_EQ(collections, r.collections.size());
     return true;
 }
 
@@ -64,13 +83,26 @@ TEST(Fuzz, EveryTruncationOfAValidReport) {
     EXPECT_GT(ok, 20u);
 }
 
+TEST(Fuzz, EveryTruncationOfTheFormat12Reports) {
+    std::mt19937 rng(seed());
+    for (const char* name : {"graphs.mgr", "gc.mgr"}) {
+        std::string base = golden(name);
+        ASSERT_GT(base.size(), 500u) << name;
+        for (size_t cut = 0; cut <= base.size(); ++cut) {
+            bool at_boundary = cut > 0 && base[cut - 1] == '\n';
+            EXPECT_EQ(exercise(base.substr(0, cut), rng), at_boundary) << name << " cut at " << cut;
+        }
+    }
+}
+
 TEST(Fuzz, RandomByteMutations) {
     std::mt19937 rng(seed());
-    const std::string bases[] = {golden("basic.mgr"), golden("incomplete.mgr")};
+    const std::string bases[] = {golden("basic.mgr"), golden("incomplete.mgr"), golden("graphs.mgr"),
+                                 golden("gc.mgr")};
     const char interesting[] = {' ', '\n', '%', '-', '0', '9', 'f', 'A', 'F', 'R', 'Z', '\0', '\xff', '\r'};
     size_t parsed = 0, refused = 0;
     for (int iter = 0; iter < 4000; ++iter) {
-        std::string s = bases[iter % 2];
+        std::string s = bases[iter % 4];
         int edits = 1 + static_cast<int>(rng() % 4);
         for (int e = 0; e < edits && !s.empty(); ++e) {
             size_t pos = rng() % s.size();
@@ -89,10 +121,13 @@ TEST(Fuzz, RandomByteMutations) {
 
 TEST(Fuzz, RandomRecordSoup) {
     std::mt19937 rng(seed());
-    const char* types[] = {"I", "M", "S", "A", "F", "R", "E", "H", "Z", "X", ""};
+    const char* types[] = {"I", "M", "S", "A", "F", "R", "E", "H", "Z", "X", "",  "C", "c", "G",
+                           "L", "D", "K", "W", "p", "P", "Y", "I format_minor"};
     const char* words[] = {"0",      "1",     "-1",    "-",      "7f00",    "ffffffffffffffff", "10000000000000000",
                            "device", "async", "pinned", "managed", "cudaMalloc", "%",       "%zz",
-                           "%41",    "2",     "a0",    "99999999999999999999", "/x", ""};
+                           "%41",    "2",     "a0",    "99999999999999999999", "/x", "",
+                           "relaxed", "global", "begin", "end", "unsafe_call", "free_live_graph", "warmup_retention",
+                           "automatic", "memguard", "0/0,0/1"};
     size_t parsed = 0;
     for (int iter = 0; iter < 3000; ++iter) {
         std::string s = kHeader;

@@ -105,6 +105,25 @@ TEST(Units, SecondsFixed3RoundsToMilliseconds) {
     EXPECT_EQ(seconds_fixed3(-1500000), "-0.002");
 }
 
+TEST(Units, HumanBytesSigned) {
+    EXPECT_EQ(human_bytes_signed(0), "0 B");
+    EXPECT_EQ(human_bytes_signed(1048576), "1.00 MiB");
+    EXPECT_EQ(human_bytes_signed(-2048), "-2.00 KiB");
+    EXPECT_EQ(human_bytes_signed(-5), "-5 B");
+    EXPECT_EQ(human_bytes_signed(INT64_MIN), "-8589934592.00 GiB");
+}
+
+TEST(Units, MillisecondsFixed3RoundsToMicroseconds) {
+    EXPECT_EQ(milliseconds_fixed3(0), "0.000");
+    EXPECT_EQ(milliseconds_fixed3(12345678), "12.346");
+    EXPECT_EQ(milliseconds_fixed3(12345499), "12.345");
+    EXPECT_EQ(milliseconds_fixed3(500), "0.001");
+    EXPECT_EQ(milliseconds_fixed3(499), "0.000");
+    EXPECT_EQ(milliseconds_fixed3(3000000000), "3000.000");
+    EXPECT_EQ(milliseconds_fixed3(-1500000), "-1.500");
+    EXPECT_EQ(milliseconds_fixed3(-400), "0.000");
+}
+
 TEST(Units, SecondsExactHasNoTrailingZeros) {
     EXPECT_EQ(seconds_exact(0), "0");
     EXPECT_EQ(seconds_exact(1500000000), "1.5");

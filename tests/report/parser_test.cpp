@@ -366,6 +366,386 @@ TEST(ReportForwardCompat, HigherFormatMinorIsAccepted) {
     EXPECT_TRUE(r.warnings.empty());
 }
 
+// --- format minor 1: captures, graphs, hazards ----------------------------------------------------
+
+const std::string kMinor1 = "I format_minor 1\n";
+const std::string kMinor2 = "I format_minor 2\n";
+
+TEST(ReportMinor, FormatMinorIsReadAndBadValuesAreMalformed) {
+    EXPECT_EQ(parse("Z 1\n").format_minor, 0);
+    EXPECT_EQ(parse(kMinor2 + "Z 1\n").format_minor, 2);
+    EXPECT_EQ(parse("I format_minor 9\nZ 1\n").format_minor, 9);
+    EXPECT_TRUE(contains(error_of(kHeader + "I format_minor two\n"), "t.mgr:2: malformed I record: bad format_minor"));
+    EXPECT_TRUE(contains(error_of(kHeader + "I format_minor -1\n"), "bad format_minor '-1'"));
+}
+
+TEST(ReportMinor, OlderMinorsReadCaptureAndPythonIdsAsZero) {
+    // Minor 0: A has 9 fields and E 10; what follows is ignored, and minor 1/2 records are unknown.
+    Report r0 = parse("A 10 1 7f00 16 device cudaMalloc 0 - 0 3 4\nE 11 1 16 device cudaMalloc 0 - 0 2 0 5\n"
+                      "C 12 1 1 7fab relaxed -\nX 13 1 0/0\nY oops\nZ 20\n");
+    EXPECT_EQ(r0.blocks.at(0).capture_id, 0u);
+    EXPECT_EQ(r0.blocks.at(0).python_stack_id, 0u);
+    EXPECT_EQ(r0.failures.at(0).python_stack_id, 0u);
+    EXPECT_TRUE(r0.captures.empty());
+    EXPECT_TRUE(r0.compiles.empty());
+    EXPECT_TRUE(r0.warnings.empty());
+    // Minor 1: A's capture id is read, its Python stack id is not; p, P, X, Y are unknown.
+    Report r1 = parse(kMinor1 + "C 5 1 1 7fab relaxed -\nA 10 1 7f00 16 device cudaMalloc 0 - 0 1 4\n"
+                                "E 11 1 16 device cudaMalloc 0 - 0 2 0 5\np 0 bad\nY oops\nZ 20\n");
+    EXPECT_EQ(r1.blocks.at(0).capture_id, 1u);
+    EXPECT_EQ(r1.blocks.at(0).python_stack_id, 0u);
+    EXPECT_EQ(r1.failures.at(0).python_stack_id, 0u);
+    EXPECT_TRUE(r1.python_frames.empty());
+    EXPECT_TRUE(r1.collections.empty());
+    EXPECT_TRUE(r1.warnings.empty());
+    // Minor 2: both; fields past them are still ignored.
+    Report r2 = parse(kMinor2 + "C 5 1 1 7fab relaxed -\np 1 3 f /a.py\nP 4 1\n"
+                                "A 10 1 7f00 16 device cudaMalloc 0 - 0 1 4 future\n"
+                                "E 11 1 16 device cudaMalloc 0 - 0 2 0 4 future\nZ 20\n");
+    EXPECT_EQ(r2.blocks.at(0).capture_id, 1u);
+    EXPECT_EQ(r2.blocks.at(0).python_stack_id, 4u);
+    EXPECT_EQ(r2.failures.at(0).python_stack_id, 4u);
+    EXPECT_TRUE(r2.warnings.empty());
+}
+
+TEST(ReportMinor, TheMinorAppliesFromItsRecordOn) {
+    Report r = parse("A 10 1 a0 16 device m 0 - 0\n" + kMinor1 + "C 11 1 1 7fab relaxed -\n"
+                     "A 12 1 b0 16 device m 0 - 0 1\nZ 20\n");
+    EXPECT_EQ(r.blocks.at(0).capture_id, 0u);
+    EXPECT_EQ(r.blocks.at(1).capture_id, 1u);
+}
+
+TEST(ReportMinor, MissingNewFieldsAreMalformed) {
+    EXPECT_EQ(error_of(kHeader + kMinor1 + "A 1 2 7f00 16 device cudaMalloc 0 - 0\n"),
+              "t.mgr:3: malformed A record: 10 fields expected, 9 found");
+    EXPECT_EQ(error_of(kHeader + kMinor2 + "A 1 2 7f00 16 device cudaMalloc 0 - 0 0\n"),
+              "t.mgr:3: malformed A record: 11 fields expected, 10 found");
+    EXPECT_EQ(error_of(kHeader + kMinor2 + "E 1 2 16 device cudaMalloc 0 - 0 2 0\n"),
+              "t.mgr:3: malformed E record: 11 fields expected, 10 found");
+    EXPECT_TRUE(contains(error_of(kHeader + kMinor1 + "A 1 2 7f00 16 device m 0 - 0 x\n"), "bad capture id 'x'"));
+    EXPECT_TRUE(contains(error_of(kHeader + kMinor2 + "A 1 2 7f00 16 device m 0 - 0 0 -1\n"),
+                         "bad Python stack id '-1'"));
+    EXPECT_TRUE(contains(error_of(kHeader + kMinor2 + "E 1 2 16 device m 0 - 0 2 0 py\n"), "bad Python stack id"));
+}
+
+TEST(ReportCaptures, BeginAndEndFields) {
+    Report r = parse(kMinor1 + "C 100 7 1 7fab0000 relaxed -\nC 200 8 2 7fac0000 thread_local 5600ff\n"
+                               "C 300 7 3 7fad0000 global -\n"
+                               "c 400 9 1 0 5600aa\nc 500 8 2 901 -\nZ 600\n");
+    ASSERT_EQ(r.captures.size(), 3u);
+    const Capture& c = r.captures[0];
+    EXPECT_EQ(c.id, 1u);
+    EXPECT_EQ(c.t_begin, 100);
+    EXPECT_EQ(c.tid, 7u);
+    EXPECT_EQ(c.stream, 0x7fab0000u);
+    EXPECT_EQ(c.mode, CaptureMode::Relaxed);
+    EXPECT_FALSE(c.target_graph.has_value());
+    EXPECT_EQ(c.t_end, std::optional<int64_t>(400));
+    EXPECT_EQ(c.end_tid, 9u);
+    EXPECT_EQ(c.end_error, 0);
+    EXPECT_EQ(c.graph, std::optional<uint64_t>(0x5600aa));
+    EXPECT_FALSE(c.t_graph_destroy.has_value());
+    EXPECT_EQ(r.captures[1].mode, CaptureMode::ThreadLocal);
+    EXPECT_EQ(r.captures[1].target_graph, std::optional<uint64_t>(0x5600ff));
+    EXPECT_EQ(r.captures[1].end_error, 901);
+    EXPECT_FALSE(r.captures[1].graph.has_value());
+    EXPECT_EQ(r.captures[2].mode, CaptureMode::Global);
+    EXPECT_FALSE(r.captures[2].t_end.has_value());  // still capturing when the report ends
+    EXPECT_EQ(r.find_capture(2), &r.captures[1]);
+    EXPECT_EQ(r.find_capture(4), nullptr);
+    EXPECT_EQ(r.find_capture(0), nullptr);
+    EXPECT_STREQ(capture_mode_name(CaptureMode::ThreadLocal), "thread_local");
+    EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(ReportCaptures, FindCaptureWithIdsOutOfOrder) {
+    Report r = parse(kMinor1 + "C 1 1 5 7fab global -\nC 2 1 1 7fac global -\nZ 3\n");
+    EXPECT_EQ(r.find_capture(1), &r.captures[1]);
+    EXPECT_EQ(r.find_capture(5), &r.captures[0]);
+}
+
+TEST(ReportCaptures, MalformedCaptureRecords) {
+    const std::string h = kHeader + kMinor1;
+    EXPECT_EQ(error_of(h + "C 1 2 1 7fab relaxed\n"), "t.mgr:3: malformed C record: 6 fields expected, 5 found");
+    EXPECT_TRUE(contains(error_of(h + "C 1 2 0 7fab relaxed -\n"), "malformed C record: capture id 0 is reserved"));
+    EXPECT_TRUE(contains(error_of(h + "C 1 2 1 - relaxed -\n"), "bad stream '-' (hex expected)"));
+    EXPECT_TRUE(contains(error_of(h + "C 1 2 1 7fab Relaxed -\n"), "unknown capture mode 'Relaxed'"));
+    EXPECT_TRUE(contains(error_of(h + "C 1 2 1 7fab relaxed g\n"), "bad graph 'g'"));
+    EXPECT_TRUE(contains(error_of(h + "c 1 2 1 0\n"), "malformed c record: 5 fields expected, 4 found"));
+    EXPECT_TRUE(contains(error_of(h + "c 1 2 1 e -\n"), "malformed c record: bad error 'e'"));
+    EXPECT_TRUE(contains(error_of(h + "c t 2 1 0 -\n"), "malformed c record: bad time 't'"));
+    EXPECT_TRUE(contains(error_of(h + "G 1 2 aa bb\n"), "malformed G record: 5 fields expected, 4 found"));
+    EXPECT_TRUE(contains(error_of(h + "G 1 2 aa - 0\n"), "malformed G record: bad graph '-'"));
+    EXPECT_TRUE(contains(error_of(h + "G 1 2 aa bb -\n"), "malformed G record: bad capture id '-'"));
+    EXPECT_TRUE(contains(error_of(h + "L 1 2 aa\n"), "malformed L record: 4 fields expected, 3 found"));
+    EXPECT_TRUE(contains(error_of(h + "L 1 2 zz 7fab\n"), "malformed L record: bad exec 'zz'"));
+    EXPECT_TRUE(contains(error_of(h + "D 1 2\n"), "malformed D record: 3 fields expected, 2 found"));
+    EXPECT_TRUE(contains(error_of(h + "K 1 2 -\n"), "malformed K record: bad graph '-'"));
+}
+
+TEST(ReportCaptures, DuplicatesAndUnknownCapturesAreWarnings) {
+    Report r = parse(kMinor1 + "C 1 1 1 7fab global -\nC 2 1 1 7fac relaxed -\nc 3 1 2 0 -\nc 4 1 1 0 aa\n"
+                               "c 5 1 1 0 bb\nA 6 1 7f00 16 device m 0 - 0 9\nG 7 1 e0 aa 8\nZ 9\n");
+    ASSERT_EQ(r.captures.size(), 1u);
+    EXPECT_EQ(r.captures[0].stream, 0x7fabu);  // the first C record wins
+    EXPECT_EQ(r.captures[0].graph, std::optional<uint64_t>(0xaa));  // and the first c record
+    EXPECT_EQ(r.blocks[0].capture_id, 9u);  // kept as recorded
+    ASSERT_EQ(r.warnings.size(), 3u);
+    EXPECT_EQ(r.warnings[0], "t.mgr:4: capture 1 begun twice; the second C record is ignored");
+    EXPECT_EQ(r.warnings[1], "t.mgr:5: c record names capture 2, which no earlier C record began (and 2 more like it)");
+    EXPECT_EQ(r.warnings[2], "t.mgr:7: capture 1 ended twice; the second c record is ignored");
+}
+
+TEST(ReportGraphs, ExecsLaunchesAndDestroys) {
+    Report r = parse(kMinor1 + "C 1 1 1 7fab relaxed -\nc 2 1 1 0 aa\nG 3 1 e0 aa 1\n"
+                               "L 4 1 e0 7fab\nL 5 2 e0 7fac\nL 6 1 e0 7fab\nD 7 1 e0\nK 8 1 aa\nZ 9\n");
+    ASSERT_EQ(r.execs.size(), 1u);
+    const GraphExec& e = r.execs[0];
+    EXPECT_EQ(e.exec, 0xe0u);
+    EXPECT_EQ(e.graph, 0xaau);
+    EXPECT_EQ(e.capture_id, 1u);
+    EXPECT_EQ(e.tid, 1u);
+    EXPECT_EQ(e.t_instantiate, 3);
+    EXPECT_EQ(e.launches, 3u);
+    EXPECT_EQ(e.t_destroy, std::optional<int64_t>(7));
+    EXPECT_EQ(r.captures[0].t_graph_destroy, std::optional<int64_t>(8));
+    ASSERT_EQ(r.graph_destroys.size(), 1u);
+    EXPECT_EQ(r.graph_destroys[0].capture_id, 1u);
+    EXPECT_EQ(r.graph_destroys[0].t, 8);
+    EXPECT_TRUE(r.warnings.empty());
+}
+
+// An exec handle destroyed and handed out again: L and D refer to the most recent G of the handle.
+TEST(ReportGraphs, ExecHandleReuse) {
+    Report r = parse(kMinor1 + "C 1 1 1 7fab relaxed -\nc 2 1 1 0 aa\nC 3 1 2 7fab relaxed -\nc 4 1 2 0 bb\n"
+                               "G 5 1 e0 aa 1\nL 6 1 e0 7fab\nL 7 1 e0 7fab\nD 8 1 e0\n"
+                               "G 9 1 e0 bb 2\nL 10 1 e0 7fab\nZ 11\n");
+    ASSERT_EQ(r.execs.size(), 2u);
+    EXPECT_EQ(r.execs[0].launches, 2u);
+    EXPECT_EQ(r.execs[0].t_destroy, std::optional<int64_t>(8));
+    EXPECT_EQ(r.execs[0].capture_id, 1u);
+    EXPECT_EQ(r.execs[1].launches, 1u);
+    EXPECT_FALSE(r.execs[1].t_destroy.has_value());
+    EXPECT_EQ(r.execs[1].capture_id, 2u);
+    EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(ReportGraphs, GraphHandleReuseAndGraphsFromNoCapture) {
+    // Graph aa ends capture 1, is destroyed, then ends capture 2; the second K belongs to capture 2.
+    // K of a graph memguard never saw captured (built by hand) is normal: no warning.
+    Report r = parse(kMinor1 + "C 1 1 1 7fab relaxed -\nc 2 1 1 0 aa\nK 3 1 aa\nC 4 1 2 7fab relaxed -\n"
+                               "c 5 1 2 0 aa\nK 6 1 ff\nK 7 1 aa\nZ 8\n");
+    EXPECT_EQ(r.captures[0].t_graph_destroy, std::optional<int64_t>(3));
+    EXPECT_EQ(r.captures[1].t_graph_destroy, std::optional<int64_t>(7));
+    ASSERT_EQ(r.graph_destroys.size(), 3u);
+    EXPECT_EQ(r.graph_destroys[1].capture_id, 0u);
+    EXPECT_EQ(r.graph_destroys[2].capture_id, 2u);
+    EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(ReportGraphs, UnknownAndDestroyedExecsAreWarnings) {
+    Report r = parse(kMinor1 + "L 1 1 e0 7fab\nG 2 1 e1 aa 0\nD 3 1 e1\nL 4 1 e1 7fab\nD 5 1 e1\nD 6 1 e2\nZ 9\n");
+    ASSERT_EQ(r.execs.size(), 1u);
+    EXPECT_EQ(r.execs[0].launches, 0u);
+    EXPECT_EQ(r.execs[0].t_destroy, std::optional<int64_t>(3));
+    ASSERT_EQ(r.warnings.size(), 2u);
+    EXPECT_EQ(r.warnings[0], "t.mgr:3: L record names graph exec e0, which no earlier G record instantiated; "
+                             "ignored (and 1 more like it)");
+    EXPECT_EQ(r.warnings[1], "t.mgr:6: L record names graph exec e1, which was destroyed (D) and not instantiated "
+                             "again; ignored (and 1 more like it)");
+}
+
+TEST(ReportGraphs, InstantiatingALiveExecHandleEndsTheEarlierExec) {
+    Report r = parse(kMinor1 + "G 1 1 e0 aa 0\nG 2 1 e0 bb 0\nL 3 1 e0 7fab\nZ 9\n");
+    ASSERT_EQ(r.execs.size(), 2u);
+    EXPECT_EQ(r.execs[0].t_destroy, std::optional<int64_t>(2));
+    EXPECT_EQ(r.execs[1].launches, 1u);
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_TRUE(contains(r.warnings[0], "t.mgr:4: graph exec e0 instantiated while already alive"));
+}
+
+TEST(ReportHazards, AllThreeKinds) {
+    Report r = parse(kMinor1 + "M 0 0 ffff 0 - /a\nS 4 10\nC 1 7 1 7fab global -\n"
+                               "W 2 8 unsafe_call cudaMalloc 1 global thread_local\n"
+                               "A 3 7 b0 64 device cudaMalloc 0 - 4 1\nc 4 7 1 0 aa\nG 5 7 e0 aa 1\n"
+                               "F 6 7 b0 64 cudaFree -\nW 6 7 free_live_graph b0 64 1 e0\n"
+                               "W 7 7 warmup_retention 1 end 5 4 2 4096\nW 8 7 warmup_retention 1 begin 0 0 1 1\nZ 9\n");
+    ASSERT_EQ(r.hazards.unsafe_calls.size(), 1u);
+    const UnsafeCall& u = r.hazards.unsafe_calls[0];
+    EXPECT_EQ(u.t, 2);
+    EXPECT_EQ(u.tid, 8u);
+    EXPECT_EQ(u.api, "cudaMalloc");
+    EXPECT_EQ(u.capture_id, 1u);
+    EXPECT_EQ(u.capture_mode, CaptureMode::Global);
+    EXPECT_EQ(u.thread_mode, CaptureMode::ThreadLocal);
+    ASSERT_EQ(r.hazards.frees_while_graph_alive.size(), 1u);
+    const FreeWhileGraphAlive& h = r.hazards.frees_while_graph_alive[0];
+    EXPECT_EQ(h.t, 6);
+    EXPECT_EQ(h.addr, 0xb0u);
+    EXPECT_EQ(h.size, 64u);
+    EXPECT_EQ(h.capture_id, 1u);
+    EXPECT_EQ(h.exec, 0xe0u);
+    EXPECT_EQ(h.block, std::optional<size_t>(0));
+    EXPECT_EQ(h.exec_index, std::optional<size_t>(0));
+    ASSERT_EQ(r.hazards.warmup_retention.size(), 2u);
+    const WarmupRetention& w = r.hazards.warmup_retention[0];
+    EXPECT_EQ(w.t, 7);
+    EXPECT_EQ(w.capture_id, 1u);
+    EXPECT_EQ(w.phase, CapturePhase::End);
+    EXPECT_EQ(w.since, 5);
+    EXPECT_EQ(w.stack_id, 4u);
+    EXPECT_EQ(w.blocks, 2u);
+    EXPECT_EQ(w.bytes, 4096u);
+    EXPECT_EQ(r.hazards.warmup_retention[1].phase, CapturePhase::Begin);
+    EXPECT_STREQ(capture_phase_name(CapturePhase::End), "end");
+    EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(ReportHazards, FreeHazardFindsTheBlockOfItsCapture) {
+    // Written before the F (the block still live), or after another thread reallocated the address.
+    Report before = parse(kMinor1 + "C 1 1 1 7fab relaxed -\nA 2 1 b0 64 device m 0 - 0 1\n"
+                                    "W 3 1 free_live_graph b0 64 1 e0\nF 3 1 b0 64 cudaFree -\nZ 9\n");
+    EXPECT_EQ(before.hazards.frees_while_graph_alive.at(0).block, std::optional<size_t>(0));
+    Report realloc = parse(kMinor1 + "C 1 1 1 7fab relaxed -\nA 2 1 b0 64 device m 0 - 0 1\n"
+                                     "F 3 1 b0 64 cudaFree -\nA 3 2 b0 32 device m 0 - 0 0\n"
+                                     "W 3 1 free_live_graph b0 64 1 e0\nZ 9\n");
+    EXPECT_EQ(realloc.hazards.frees_while_graph_alive.at(0).block, std::optional<size_t>(1));  // the only candidate
+    Report unknown = parse(kMinor1 + "C 1 1 1 7fab relaxed -\nW 3 1 free_live_graph b0 64 1 e0\nZ 9\n");
+    EXPECT_FALSE(unknown.hazards.frees_while_graph_alive.at(0).block.has_value());
+    ASSERT_EQ(unknown.warnings.size(), 2u);
+    EXPECT_TRUE(contains(unknown.warnings[0], "free_live_graph hazard at b0, which is neither live nor freed"));
+    EXPECT_TRUE(contains(unknown.warnings[1], "W free_live_graph record names graph exec e0"));
+}
+
+TEST(ReportHazards, MalformedAndUnknownKinds) {
+    const std::string h = kHeader + kMinor1;
+    EXPECT_TRUE(contains(error_of(h + "W 1 2\n"), "malformed W record: 3 fields expected, 2 found"));
+    EXPECT_TRUE(contains(error_of(h + "W 1 2 unsafe_call cudaMalloc 1 global\n"),
+                         "malformed W record: 7 fields expected, 6 found"));
+    EXPECT_TRUE(contains(error_of(h + "W 1 2 unsafe_call cudaMalloc 1 global local\n"), "unknown thread mode 'local'"));
+    EXPECT_TRUE(contains(error_of(h + "W 1 2 unsafe_call cudaMalloc 0 global global\n"), "capture id 0 is reserved"));
+    EXPECT_TRUE(contains(error_of(h + "W 1 2 free_live_graph b0 64 1\n"), "7 fields expected, 6 found"));
+    EXPECT_TRUE(contains(error_of(h + "W 1 2 free_live_graph b0 sixty 1 e0\n"), "bad size 'sixty'"));
+    EXPECT_TRUE(contains(error_of(h + "W 1 2 warmup_retention 1 middle 0 1 1 1\n"), "unknown phase 'middle'"));
+    EXPECT_TRUE(contains(error_of(h + "W 1 2 warmup_retention 1 begin 0 1 1\n"), "9 fields expected, 8 found"));
+    EXPECT_TRUE(contains(error_of(h + "W 1 2 warmup_retention 1 begin x 1 1 1\n"), "bad since 'x'"));
+    // A hazard kind of a later minor is ignored, whatever its fields.
+    Report r = parse(kMinor1 + "W 1 2 some_new_kind\nW 1 2 other a b c d e f g\nZ 3\n");
+    EXPECT_TRUE(r.hazards.unsafe_calls.empty());
+    EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(ReportHazards, UnknownCapturesAndStacksInHazardsAreWarnings) {
+    Report r = parse(kMinor1 + "W 1 2 unsafe_call cudaFree 3 global global\n"
+                               "W 1 2 warmup_retention 4 begin 0 9 1 1\nZ 3\n");
+    EXPECT_EQ(r.hazards.unsafe_calls.size(), 1u);
+    EXPECT_EQ(r.hazards.warmup_retention.size(), 1u);
+    ASSERT_EQ(r.warnings.size(), 2u);
+    EXPECT_EQ(r.warnings[0], "t.mgr:3: W unsafe_call record names capture 3, which no earlier C record began "
+                             "(and 1 more like it)");
+    EXPECT_EQ(r.warnings[1], "t.mgr:4: W warmup_retention record uses stack 9, which no earlier S record defines");
+}
+
+// --- format minor 2: Python ------------------------------------------------------------------------
+
+TEST(ReportPython, FramesAndStacks) {
+    Report r = parse(kMinor2 + "p 1 42 forward /opt/app/model%20v2.py\np 2 -1 %3Clambda%3E ?\np 3 0 % %\n"
+                               "P 1 1 2\nP 2 2\nP 3\n"
+                               "A 10 1 7f00 16 device cudaMalloc 0 - 0 0 1\nZ 20\n");
+    ASSERT_EQ(r.python_frames.size(), 3u);
+    const PythonFrame& f = r.python_frames.at(1);
+    EXPECT_EQ(f.id, 1u);
+    EXPECT_EQ(f.line, 42);
+    EXPECT_EQ(f.function, "forward");
+    EXPECT_EQ(f.filename, "/opt/app/model v2.py");
+    EXPECT_EQ(r.python_frames.at(2).line, -1);
+    EXPECT_EQ(r.python_frames.at(2).function, "<lambda>");
+    EXPECT_EQ(r.python_frames.at(3).function, "");
+    EXPECT_EQ(r.python_stacks.at(1).frames, (std::vector<uint32_t>{1, 2}));
+    EXPECT_EQ(r.python_stacks.at(2).id, 2u);
+    EXPECT_TRUE(r.python_stacks.at(3).frames.empty());
+    EXPECT_EQ(r.blocks[0].python_stack_id, 1u);
+    EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(ReportPython, MalformedAndUnknownFramesAndStacks) {
+    const std::string h = kHeader + kMinor2;
+    EXPECT_TRUE(contains(error_of(h + "p 1 2 f\n"), "malformed p record: 4 fields expected, 3 found"));
+    EXPECT_TRUE(contains(error_of(h + "p 0 2 f /a\n"), "malformed p record: Python frame id 0 is not allowed"));
+    EXPECT_TRUE(contains(error_of(h + "p 1 x f /a\n"), "bad line 'x'"));
+    EXPECT_TRUE(contains(error_of(h + "p 1 2 f%2 /a\n"), "bad function 'f%2'"));
+    EXPECT_TRUE(contains(error_of(h + "P\n"), "malformed P record: 1 fields expected, 0 found"));
+    EXPECT_TRUE(contains(error_of(h + "P 0 1\n"), "Python stack id 0 is reserved"));
+    EXPECT_TRUE(contains(error_of(h + "P 1 a\n"), "malformed P record: bad frame id 'a'"));
+    Report r = parse(kMinor2 + "p 1 2 f /a\np 1 3 g /b\nP 1 1 5\nP 1 1\n"
+                               "A 10 1 7f00 16 device cudaMalloc 0 - 0 0 7\nE 11 1 16 device m 0 - 0 2 0 8\nZ 20\n");
+    EXPECT_EQ(r.python_frames.at(1).function, "f");
+    EXPECT_EQ(r.python_stacks.at(1).frames, (std::vector<uint32_t>{1, 5}));
+    ASSERT_EQ(r.warnings.size(), 4u);
+    EXPECT_EQ(r.warnings[0], "t.mgr:4: Python frame 1 defined twice; the second p record is ignored");
+    EXPECT_EQ(r.warnings[1], "t.mgr:5: P record uses Python frame 5, which no earlier p record defines");
+    EXPECT_EQ(r.warnings[2], "t.mgr:6: Python stack 1 defined twice; the second P record is ignored");
+    EXPECT_EQ(r.warnings[3], "t.mgr:7: A record uses Python stack 7, which no earlier P record defines "
+                             "(and 1 more like it)");
+}
+
+TEST(ReportPython, CompilesAndCollections) {
+    Report r = parse(kMinor2 + "X 100 7 0/0\nX 110 8 ?\nX 120 7 %5B0/1%5D\n"
+                               "Y 200 7 automatic 0 1500 12 0 - - -\n"
+                               "Y 300 7 explicit 2 2500 40 1 -4096 - -\n"
+                               "Y 400 7 memguard 2 9000 100 3 1048576 0/0,0/1 250\n"
+                               "Y 500 8 memguard 1 10 0 0 0 ? 0\nZ 600\n");
+    ASSERT_EQ(r.compiles.size(), 3u);
+    EXPECT_EQ(r.compiles[0].t, 100);
+    EXPECT_EQ(r.compiles[0].tid, 7u);
+    EXPECT_EQ(r.compiles[0].id, "0/0");
+    EXPECT_EQ(r.compiles[1].id, "?");
+    EXPECT_EQ(r.compiles[2].id, "[0/1]");
+    ASSERT_EQ(r.collections.size(), 4u);
+    const Collection& a = r.collections[0];
+    EXPECT_EQ(a.t, 200);
+    EXPECT_EQ(a.tid, 7u);
+    EXPECT_EQ(a.trigger, GcTrigger::Automatic);
+    EXPECT_EQ(a.generation, 0);
+    EXPECT_EQ(a.duration_ns, 1500);
+    EXPECT_EQ(a.collected, 12);
+    EXPECT_EQ(a.uncollectable, 0);
+    EXPECT_FALSE(a.cuda_bytes_freed.has_value());
+    EXPECT_TRUE(a.compile_ids.empty());
+    EXPECT_FALSE(a.mark_age_ns.has_value());
+    EXPECT_EQ(r.collections[1].trigger, GcTrigger::Explicit);
+    EXPECT_EQ(r.collections[1].cuda_bytes_freed, std::optional<int64_t>(-4096));  // the counter may grow
+    const Collection& m = r.collections[2];
+    EXPECT_EQ(m.trigger, GcTrigger::Memguard);
+    EXPECT_EQ(m.cuda_bytes_freed, std::optional<int64_t>(1048576));
+    EXPECT_EQ(m.compile_ids, (std::vector<std::string>{"0/0", "0/1"}));
+    EXPECT_EQ(m.mark_age_ns, std::optional<int64_t>(250));
+    EXPECT_EQ(r.collections[3].compile_ids, std::vector<std::string>{"?"});
+    EXPECT_EQ(r.collections[3].mark_age_ns, std::optional<int64_t>(0));
+    EXPECT_STREQ(trigger_name(GcTrigger::Memguard), "memguard");
+    EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(ReportPython, MalformedCompilesAndCollections) {
+    const std::string h = kHeader + kMinor2;
+    EXPECT_TRUE(contains(error_of(h + "X 1 2\n"), "malformed X record: 3 fields expected, 2 found"));
+    EXPECT_TRUE(contains(error_of(h + "X 1 2 \n"), "bad compile id ''"));
+    EXPECT_TRUE(contains(error_of(h + "Y 1 2 automatic 0 1 1 0 - -\n"), "malformed Y record: 10 fields expected, 9 found"));
+    EXPECT_TRUE(contains(error_of(h + "Y 1 2 manual 0 1 1 0 - - -\n"), "malformed Y record: unknown trigger 'manual'"));
+    EXPECT_TRUE(contains(error_of(h + "Y 1 2 automatic g 1 1 0 - - -\n"), "bad generation 'g'"));
+    EXPECT_TRUE(contains(error_of(h + "Y 1 2 automatic 0 - 1 0 - - -\n"), "bad duration '-'"));
+    EXPECT_TRUE(contains(error_of(h + "Y 1 2 automatic 0 1 1 0 x - -\n"), "bad CUDA bytes freed 'x'"));
+    EXPECT_TRUE(contains(error_of(h + "Y 1 2 memguard 0 1 1 0 0 0/0%zz 1\n"), "bad compile ids"));
+    EXPECT_TRUE(contains(error_of(h + "Y 1 2 memguard 0 1 1 0 0 0/0 soon\n"), "bad mark age 'soon'"));
+}
+
+TEST(ReportPython, TimesOfNewRecordsExtendAnIncompleteReport) {
+    Report r = parse(kMinor2 + "A 10 1 a0 1 device m 0 - 0 0 0\nY 900 1 automatic 0 1 1 0 - - -\n");
+    EXPECT_EQ(r.end_t, 900);
+    Report g = parse(kMinor1 + "G 700 1 e0 aa 0\n");
+    EXPECT_EQ(g.end_t, 700);
+}
+
 // --- incomplete files -------------------------------------------------------------------------------
 
 TEST(ReportIncomplete, NoEndRecordIsAWarningNamingTheLastFlush) {

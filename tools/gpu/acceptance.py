@@ -137,15 +137,18 @@ def top_names_torch(ctx):
         assert isinstance(sj[key], int), key
     top = ctx.run([str(ctx.cli), "top", str(report), "-n", "5", "--frames", "12"])
     print(top.stdout)
-    tj = json.loads(ctx.run([str(ctx.cli), "top", "--json", str(report)]).stdout)
-    python_facing = []
+    tj = json.loads(ctx.run([str(ctx.cli), "top", "--json", "--frames", "64", str(report)]).stdout)
+    python_paths = []
     for site in tj["sites"]:
-        for fr in site["frames"]:
-            if "libtorch_python" in (fr.get("module") or "") and fr.get("function"):
-                python_facing.append(fr["function"])
-                break
-    print("Python-facing frames of the top sites:", python_facing[:5])
-    assert python_facing, "no site has a symbolized libtorch_python.so frame"
+        frames = [fr for fr in site["frames"] if fr.get("kind") == "python"]
+        torch_frames = [f"{fr.get('function')} ({fr.get('file')}:{fr.get('line')})" for fr in frames
+                        if "/torch/" in (fr.get("file") or "")]
+        if torch_frames:
+            python_paths.append((site["bytes"], torch_frames[0], frames[-1].get("file")))
+    print("top sites' innermost PyTorch Python frame:")
+    for bytes_, frame, outer in python_paths[:5]:
+        print(f"  {bytes_ / (1 << 20):8.2f} MiB  {frame}  (called from {outer})")
+    assert python_paths, "no top site names a PyTorch Python frame"
 
 
 # ------------------------------------------------------------------ issue 3: capture-pool ownership

@@ -68,7 +68,7 @@ void print_totals(const std::array<report::TriggerTotals, report::kTriggerCount>
 void print_text(const report::Report& r, const Args& args) {
     auto totals = report::collection_totals(r);
     if (r.collections.empty()) {
-        std::printf("no garbage collections\n");
+        std::printf("no garbage collections%s\n", format_note(r, 2).c_str());
     } else {
         std::printf("Garbage collections: %zu (%llu automatic, %llu explicit, %llu memguard)\n", r.collections.size(),
                     static_cast<unsigned long long>(totals[0].count), static_cast<unsigned long long>(totals[1].count),

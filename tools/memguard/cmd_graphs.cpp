@@ -57,7 +57,7 @@ void print_text(const report::Report& r, const std::vector<report::CaptureStats>
     report::Summary sum = report::summarize(r);
     OtherExecs other = other_execs(r);
     if (stats.empty()) {
-        std::printf("no stream captures\n");
+        std::printf("no stream captures%s\n", format_note(r, 1).c_str());
     } else {
         std::printf("%s; %s, %s; alive at exit: %s, %s\n\n", plural(sum.captures, "stream capture", "stream captures").c_str(),
                     plural(sum.execs, "graph exec", "graph execs").c_str(),

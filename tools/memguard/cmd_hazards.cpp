@@ -99,7 +99,7 @@ void print_retention(const report::Report& r, const HazardView& v, const SiteSym
 
 void print_text(const report::Report& r, const HazardView& v, const SiteSymbolizer& sym) {
     if (r.hazards.unsafe_calls.empty() && r.hazards.frees_while_graph_alive.empty() && v.boundaries.empty()) {
-        std::printf("no hazards\n");
+        std::printf("no hazards%s\n", format_note(r, 1).c_str());
         return;
     }
     print_unsafe(r);

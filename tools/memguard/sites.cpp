@@ -144,6 +144,11 @@ void SiteSymbolizer::resolve() {
     print_warnings(sym.take_warnings());
 }
 
+std::string format_note(const report::Report& r, int minor) {
+    if (r.format_minor >= minor) return "";
+    return " (format 1." + std::to_string(r.format_minor) + " does not record them)";
+}
+
 std::string site_ids_text(uint32_t stack_id, uint32_t python_stack_id) {
     std::string out = "(stack " + std::to_string(stack_id);
     if (python_stack_id != 0) out += ", Python stack " + std::to_string(python_stack_id);

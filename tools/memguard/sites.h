@@ -45,6 +45,10 @@ private:
 std::string hex(uint64_t v);  // "0x7f00"
 std::string plural(uint64_t n, const char* one, const char* many);
 
+/// "" when the report's format minor has the records of `minor`, else a note for an empty answer:
+/// " (format 1.0 does not record them)".
+std::string format_note(const report::Report& r, int minor);
+
 /// "(stack 3)" or "(stack 3, Python stack 2)".
 std::string site_ids_text(uint32_t stack_id, uint32_t python_stack_id);
 
