@@ -306,12 +306,15 @@ PyObject* end_callback(PyObject*, PyObject* args) {
         if (!t_mark.compile_ids.empty()) t_mark.compile_ids.push_back(',');
         t_mark.compile_ids += id;
     }
-    if (g_settings.collect_compile_garbage && !t_mark.profiling) {
+    if (g_settings.collect_compile_garbage) {
+        // sys.getprofile() is None both when no profiler runs and when ours does (it has no
+        // object); anything else is a profiler of the user's, which replaced or precedes ours.
         Ref current(a->PyObject_CallObject(g_obj.sys_getprofile, nullptr));
         if (current && current.get() == a->none) {
             a->PyEval_SetProfile(profile_fn, nullptr);
             t_mark.profiling = true;
         } else {
+            t_mark.profiling = false;
             a->PyErr_Clear();
             static bool warned = false;
             if (!warned) {

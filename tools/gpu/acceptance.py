@@ -307,6 +307,28 @@ def cycles_bytes(ctx):
             assert j["totals"]["memguard"]["cuda_bytes_freed"] >= held
 
 
+@check(4, "benchmark: warm compiled step time with the hook vs without (3 runs each, alternating)")
+def step_time(ctx):
+    import statistics
+    arms = {"no memguard": [], "memguard": []}
+    extra = {}
+    for rep in range(3):
+        for name, preload in (("no memguard", False), ("memguard", True)):
+            result = ctx.out / f"step_{rep}_{preload}.json"
+            env = {"MEMGUARD_OUTPUT": str(ctx.out / f"step_{rep}.%p.mgr")}
+            ctx.run([ctx.python, str(HERE / "workloads" / "step_time.py"), str(result), "--steps", "40"], env=env,
+                    preload=preload)
+            data = json.loads(result.read_text())
+            arms[name].append(statistics.median(data["step_ms"]))
+            extra[name] = data
+    for name, meds in arms.items():
+        print(f"{name:12s}: median step {statistics.mean(meds):.3f} ms (runs: {', '.join(f'{m:.3f}' for m in meds)}); "
+              f"{extra[name]['collections_per_step']:.2f} collections per step; torch.cuda.memory_allocated() "
+              f"{extra[name]['memory_allocated_us']:.1f} us")
+    ratio = statistics.mean(arms["memguard"]) / statistics.mean(arms["no memguard"])
+    print(f"ratio memguard / no memguard: {ratio:.4f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
