@@ -189,7 +189,8 @@ def _calibrate():
 
 
 def calibrate_profile_probe():
-    """Call once, early, on the main thread while no profiler (memguard's included) is installed."""
+    """Runs once, when this module is imported (before any compile, so no profile function of
+    memguard's can be replaced by the calibration's sys.setprofile)."""
     global _profilefunc_offset
     if _profilefunc_offset is None:
         _profilefunc_offset = _calibrate()
@@ -207,6 +208,7 @@ def _memguard_ranges():
 
 
 def profile_func_address():
+    calibrate_profile_probe()
     return ctypes.c_void_p.from_address(_ts_get() + _profilefunc_offset).value or 0
 
 
@@ -236,3 +238,6 @@ def convert_frame_on_stack():
 
 def memguard_loaded():
     return bool(_memguard_ranges())
+
+
+calibrate_profile_probe()

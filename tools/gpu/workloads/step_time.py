@@ -22,13 +22,14 @@ def main():
     out = sys.argv[1]
     steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 50
     torch.manual_seed(0)
-    model = TinyGPT(d_model=1024, layers=8, heads=16, seq=256).cuda().to(torch.bfloat16)
+    model = TinyGPT(d_model=1024, layers=8, heads=16, seq=256).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     step_fn = torch.compile(model)
     tokens = torch.randint(0, 1024, (16, 257), device="cuda")
 
     def step():
-        logits = step_fn(tokens[:, :-1])
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = step_fn(tokens[:, :-1])
         loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
