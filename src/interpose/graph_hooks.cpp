@@ -28,6 +28,10 @@ cudaError_t observe(Call&& call, After&& after) {
 
 CaptureMode mode_of(cudaStreamCaptureMode m) { return static_cast<CaptureMode>(static_cast<int>(m)); }
 
+memguard::track::StreamArg stream_of(cudaStream_t s, const char* hook_name) {
+    return memguard::interpose::stream_arg(s, memguard::interpose::is_ptsz(hook_name));
+}
+
 }  // namespace
 
 // --- capture ------------------------------------------------------------------------------------
@@ -35,7 +39,7 @@ CaptureMode mode_of(cudaStreamCaptureMode m) { return static_cast<CaptureMode>(s
     MG_EXPORT cudaError_t name(cudaStream_t stream, cudaStreamCaptureMode mode) {                    \
         MG_REAL(name, cudaStream_t, cudaStreamCaptureMode);                                           \
         return observe([&] { return fn(stream, mode); }, [&](Recorder& rec, cudaError_t err) {       \
-            if (err == cudaSuccess) rec.record_capture_begin(handle(stream), mode_of(mode), 0);       \
+            if (err == cudaSuccess) rec.record_capture_begin(stream_of(stream, #name), mode_of(mode), 0); \
         });                                                                                           \
     }
 MG_BEGIN_CAPTURE(cudaStreamBeginCapture)
@@ -49,19 +53,21 @@ MG_BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz)
         return observe([&] { return fn(stream, graph, deps, edge_data, num_deps, mode); },                   \
                        [&](Recorder& rec, cudaError_t err) {                                                 \
                            if (err == cudaSuccess)                                                           \
-                               rec.record_capture_begin(handle(stream), mode_of(mode), handle(graph));       \
+                               rec.record_capture_begin(stream_of(stream, #name), mode_of(mode), handle(graph)); \
                        });                                                                                   \
     }
 MG_BEGIN_CAPTURE_TO_GRAPH(cudaStreamBeginCaptureToGraph)
 MG_BEGIN_CAPTURE_TO_GRAPH(cudaStreamBeginCaptureToGraph_ptsz)
 
-// The capture ends whatever the result: an invalidated capture returns an error and no graph.
+// The capture ends when the call succeeds, and also when it fails because the capture was
+// invalidated (901, no graph); other errors (wrong thread, a stream not capturing) leave it going.
 #define MG_END_CAPTURE(name)                                                                           \
     MG_EXPORT cudaError_t name(cudaStream_t stream, cudaGraph_t* graph) {                             \
         MG_REAL(name, cudaStream_t, cudaGraph_t*);                                                     \
         return observe([&] { return fn(stream, graph); }, [&](Recorder& rec, cudaError_t err) {       \
+            if (err != cudaSuccess && err != cudaErrorStreamCaptureInvalidated) return;                \
             uintptr_t g = err == cudaSuccess && graph ? handle(*graph) : 0;                            \
-            rec.record_capture_end(handle(stream), static_cast<int>(err), g);                          \
+            rec.record_capture_end(stream_of(stream, #name), static_cast<int>(err), g);                \
         });                                                                                            \
     }
 MG_END_CAPTURE(cudaStreamEndCapture)

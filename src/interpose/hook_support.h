@@ -23,7 +23,17 @@ Fn real_or_report(RealFunction<Fn>& real) {
     return fn;
 }
 
-inline track::StreamArg stream_arg(cudaStream_t s) { return track::StreamArg{true, reinterpret_cast<uintptr_t>(s)}; }
+/// The stream argument of a call; `ptsz_call` for the per-thread-default-stream (_ptsz) variants.
+inline track::StreamArg stream_arg(cudaStream_t s, bool ptsz_call) {
+    return track::make_stream_arg(reinterpret_cast<uintptr_t>(s), ptsz_call);
+}
+
+/// True for the name of a _ptsz variant (a compile-time check on the hook's own name).
+constexpr bool is_ptsz(const char* name) {
+    const char* end = name;
+    while (*end) ++end;
+    return end - name > 5 && end[-5] == '_' && end[-4] == 'p' && end[-3] == 't' && end[-2] == 's' && end[-1] == 'z';
+}
 
 inline uintptr_t handle(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 

@@ -50,7 +50,7 @@ cudaError_t allocate(const AllocCall& what, void** out, Call&& call) {
     HookScope scope;
     Recorder& rec = Recorder::instance();
     if (!scope.outermost() || !rec.active()) return call();
-    if (memguard::track::is_potentially_unsafe(what.api)) {
+    if (memguard::track::is_potentially_unsafe(what.api) && what.requested > 0) {
         ErrnoKeeper keep_errno;
         rec.check_unsafe_call(what.api);
     }
@@ -135,18 +135,18 @@ MG_EXPORT cudaError_t cudaFreeHost(void* ptr) {
 #define MG_MALLOC_ASYNC(name)                                                                                  \
     MG_EXPORT cudaError_t name(void** devPtr, size_t size, cudaStream_t stream) {                             \
         MG_REAL(name, void**, size_t, cudaStream_t);                                                           \
-        return allocate({Api::cudaMallocAsync, Kind::Async, stream_arg(stream), size}, devPtr,                \
+        return allocate({Api::cudaMallocAsync, Kind::Async, stream_arg(stream, memguard::interpose::is_ptsz(#name)), size}, devPtr,                \
                         [&] { return fn(devPtr, size, stream); });                                            \
     }
 #define MG_FREE_ASYNC(name)                                                                \
     MG_EXPORT cudaError_t name(void* devPtr, cudaStream_t stream) {                       \
         MG_REAL(name, void*, cudaStream_t);                                                \
-        return release(Api::cudaFreeAsync, devPtr, stream_arg(stream), [&] { return fn(devPtr, stream); }); \
+        return release(Api::cudaFreeAsync, devPtr, stream_arg(stream, memguard::interpose::is_ptsz(#name)), [&] { return fn(devPtr, stream); }); \
     }
 #define MG_MALLOC_FROM_POOL_ASYNC(name)                                                                  \
     MG_EXPORT cudaError_t name(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {     \
         MG_REAL(name, void**, size_t, cudaMemPool_t, cudaStream_t);                                      \
-        return allocate({Api::cudaMallocFromPoolAsync, Kind::Async, stream_arg(stream), size}, ptr,     \
+        return allocate({Api::cudaMallocFromPoolAsync, Kind::Async, stream_arg(stream, memguard::interpose::is_ptsz(#name)), size}, ptr,     \
                         [&] { return fn(ptr, size, pool, stream); });                                    \
     }
 

@@ -13,17 +13,25 @@ const char* capture_mode_name(CaptureMode m) noexcept {
 
 namespace {
 thread_local CaptureMode t_thread_mode = CaptureMode::Global;  // CUDA's default
+thread_local int t_untracked = 0;  // captures this thread began that did not fit in the view
 }
 
 CaptureMode thread_capture_mode() noexcept { return t_thread_mode; }
 void set_thread_capture_mode(CaptureMode m) noexcept { t_thread_mode = m; }
 
-uint32_t CaptureView::begin(uintptr_t stream, CaptureMode mode, uint64_t tid) noexcept {
+bool CaptureView::on_stream(const Slot& s, StreamArg stream, uint64_t tid) noexcept {
+    if (s.stream.load(std::memory_order_relaxed) != stream.handle) return false;
+    bool per_thread = s.per_thread.load(std::memory_order_relaxed);
+    return per_thread == stream.per_thread && (!per_thread || s.tid.load(std::memory_order_relaxed) == tid);
+}
+
+uint32_t CaptureView::begin(StreamArg stream, CaptureMode mode, uint64_t tid) noexcept {
     for (Slot& s : slots_) {
         uint32_t expected = 0;
         // Claim the slot with a placeholder id, fill it, then publish the real id.
         if (!s.id.compare_exchange_strong(expected, UINT32_MAX, std::memory_order_acq_rel)) continue;
-        s.stream.store(stream, std::memory_order_relaxed);
+        s.stream.store(stream.handle, std::memory_order_relaxed);
+        s.per_thread.store(stream.per_thread, std::memory_order_relaxed);
         s.mode.store(static_cast<int>(mode), std::memory_order_relaxed);
         s.tid.store(tid, std::memory_order_relaxed);
         s.seq.store(next_seq_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
@@ -32,6 +40,7 @@ uint32_t CaptureView::begin(uintptr_t stream, CaptureMode mode, uint64_t tid) no
         active_.fetch_add(1, std::memory_order_acq_rel);
         return id;
     }
+    ++t_untracked;
     return 0;
 }
 
@@ -39,39 +48,42 @@ CaptureInfo CaptureView::read(const Slot& s, uint32_t id) const noexcept {
     CaptureInfo info;
     info.id = id;
     info.stream = s.stream.load(std::memory_order_relaxed);
+    info.per_thread_stream = s.per_thread.load(std::memory_order_relaxed);
     info.mode = static_cast<CaptureMode>(s.mode.load(std::memory_order_relaxed));
     info.tid = s.tid.load(std::memory_order_relaxed);
     return info;
 }
 
-CaptureInfo CaptureView::end(uintptr_t stream) noexcept {
+CaptureInfo CaptureView::end(StreamArg stream, uint64_t tid) noexcept {
     for (Slot& s : slots_) {
         uint32_t id = s.id.load(std::memory_order_acquire);
-        if (id == 0 || id == UINT32_MAX || s.stream.load(std::memory_order_relaxed) != stream) continue;
+        if (id == 0 || id == UINT32_MAX || !on_stream(s, stream, tid)) continue;
         CaptureInfo info = read(s, id);
         if (s.id.compare_exchange_strong(id, 0, std::memory_order_acq_rel)) {
             active_.fetch_sub(1, std::memory_order_acq_rel);
             return info;
         }
     }
+    if (t_untracked > 0) --t_untracked;
     return {};
 }
 
-CaptureInfo CaptureView::owner_for(uintptr_t stream, bool has_stream, uint64_t tid) const noexcept {
+CaptureInfo CaptureView::owner_for(StreamArg stream, uint64_t tid) const noexcept {
     if (active() == 0) return {};
     CaptureInfo best;
     uint64_t best_seq = 0;
     for (const Slot& s : slots_) {
         uint32_t id = s.id.load(std::memory_order_acquire);
         if (id == 0 || id == UINT32_MAX) continue;
-        if (has_stream && s.stream.load(std::memory_order_relaxed) == stream) return read(s, id);
+        if (stream.present && on_stream(s, stream, tid)) return read(s, id);
         uint64_t seq = s.seq.load(std::memory_order_relaxed);
         if (s.tid.load(std::memory_order_relaxed) == tid && seq > best_seq) {
             best = read(s, id);
             best_seq = seq;
         }
     }
-    return best;
+    // With an untracked capture of this thread in progress, the thread's block may be its.
+    return t_untracked > 0 ? CaptureInfo{} : best;
 }
 
 CaptureInfo CaptureView::prohibiting(uint64_t tid, CaptureMode thread_mode) const noexcept {
@@ -89,6 +101,7 @@ CaptureInfo CaptureView::prohibiting(uint64_t tid, CaptureMode thread_mode) cons
 void CaptureView::clear() noexcept {
     for (Slot& s : slots_) s.id.store(0, std::memory_order_relaxed);
     active_.store(0, std::memory_order_relaxed);
+    t_untracked = 0;
 }
 
 void GraphRegistry::captured(uintptr_t graph, uint32_t capture_id) {

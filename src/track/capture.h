@@ -13,6 +13,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "track/events.h"
+
 namespace memguard::track {
 
 /// CUDA's cudaStreamCaptureMode values.
@@ -22,6 +24,7 @@ const char* capture_mode_name(CaptureMode m) noexcept;
 struct CaptureInfo {
     uint32_t id = 0;  // memguard's capture id, from 1; 0: none
     uintptr_t stream = 0;
+    bool per_thread_stream = false;
     CaptureMode mode = CaptureMode::Global;
     uint64_t tid = 0;  // thread that began the capture
 };
@@ -30,16 +33,19 @@ class CaptureView {
 public:
     static constexpr int kSlots = 64;
 
-    /// Registers a capture that began on `stream`; returns its new id (0 if every slot is taken).
-    uint32_t begin(uintptr_t stream, CaptureMode mode, uint64_t tid) noexcept;
-    /// Ends the capture on `stream`; returns what it was (id 0 when none was known).
-    CaptureInfo end(uintptr_t stream) noexcept;
+    /// Registers a capture that began on `stream` in thread `tid`; returns its new id, or 0 when
+    /// every slot is taken (the capture is then untracked, and until it ends the thread's blocks
+    /// are owned only through the stream their call names).
+    uint32_t begin(StreamArg stream, CaptureMode mode, uint64_t tid) noexcept;
+    /// The capture on `stream` (as seen from thread `tid`) ended; returns what it was (id 0 when
+    /// it was not tracked).
+    CaptureInfo end(StreamArg stream, uint64_t tid) noexcept;
 
     /// Number of captures in progress (one relaxed load).
     int active() const noexcept { return active_.load(std::memory_order_acquire); }
 
     /// The capture in progress on `stream`, or the most recent one begun by thread `tid`.
-    CaptureInfo owner_for(uintptr_t stream, bool has_stream, uint64_t tid) const noexcept;
+    CaptureInfo owner_for(StreamArg stream, uint64_t tid) const noexcept;
 
     /// CUDA's rule for "potentially unsafe" calls (cudaMalloc, cudaFree, ...) from thread `tid`
     /// whose capture interaction mode is `thread_mode`: prohibited if the thread has a capture in
@@ -55,10 +61,12 @@ private:
         std::atomic<uint32_t> id{0};
         std::atomic<uint64_t> seq{0};  // begin order, to find the most recent
         std::atomic<uintptr_t> stream{0};
+        std::atomic<bool> per_thread{false};
         std::atomic<int> mode{0};
         std::atomic<uint64_t> tid{0};
     };
     CaptureInfo read(const Slot& s, uint32_t id) const noexcept;
+    static bool on_stream(const Slot& s, StreamArg stream, uint64_t tid) noexcept;
 
     Slot slots_[kSlots];
     std::atomic<int> active_{0};

@@ -181,7 +181,7 @@ void Recorder::record_alloc(Api api, Kind kind, uintptr_t addr, uint64_t size, i
     uint32_t sid = intern(ips, n);
     int64_t t = now();
     uint64_t tid = current_tid();
-    uint32_t owner = captures_.owner_for(stream.handle, stream.present, tid).id;
+    uint32_t owner = captures_.owner_for(stream, tid).id;
     auto replaced = blocks_.insert(addr, LiveBlock{size, sid, kind, device, owner, t});
     if (replaced) {
         // The earlier block at this address was released by a path memguard does not see.
@@ -238,17 +238,17 @@ void Recorder::record_free_failed(uintptr_t addr, const LiveBlock& block, int er
     writer_.append(line.finish());
 }
 
-void Recorder::record_capture_begin(uintptr_t stream, CaptureMode mode, uintptr_t target_graph) {
+void Recorder::record_capture_begin(StreamArg stream, CaptureMode mode, uintptr_t target_graph) {
     uint64_t tid = current_tid();
     uint32_t id = captures_.begin(stream, mode, tid);
     if (id == 0) {
         MG_LOG_WARN("more than {} stream captures at once; capture on stream {:#x} is not tracked", CaptureView::kSlots,
-                    stream);
+                    stream.handle);
         return;
     }
     if (!ensure_started()) return;
     Line line('C');
-    line.sdec(now()).dec(tid).dec(id).hex(stream).word(capture_mode_name(mode));
+    line.sdec(now()).dec(tid).dec(id).hex(stream.handle).word(capture_mode_name(mode));
     if (target_graph) {
         line.hex(target_graph);
     } else {
@@ -258,8 +258,8 @@ void Recorder::record_capture_begin(uintptr_t stream, CaptureMode mode, uintptr_
     write_warmup_retention(id, "begin");
 }
 
-void Recorder::record_capture_end(uintptr_t stream, int error, uintptr_t graph) {
-    CaptureInfo c = captures_.end(stream);
+void Recorder::record_capture_end(StreamArg stream, int error, uintptr_t graph) {
+    CaptureInfo c = captures_.end(stream, current_tid());
     if (c.id == 0) return;
     if (graph) graphs_.captured(graph, c.id);
     if (state_.load(std::memory_order_acquire) != State::Recording) return;

@@ -54,9 +54,9 @@ public:
 
     // --- stream capture and CUDA graphs (docs/report-format.md, minor 1) -------------------
     /// A capture began on `stream` (target_graph: cudaStreamBeginCaptureToGraph's graph, or 0).
-    void record_capture_begin(uintptr_t stream, CaptureMode mode, uintptr_t target_graph);
-    /// The capture on `stream` ended with `error`; `graph` is the captured graph (0 on failure).
-    void record_capture_end(uintptr_t stream, int error, uintptr_t graph);
+    void record_capture_begin(StreamArg stream, CaptureMode mode, uintptr_t target_graph);
+    /// The runtime ended the capture on `stream`: with success and `graph`, or invalidated (901).
+    void record_capture_end(StreamArg stream, int error, uintptr_t graph);
     void record_instantiate(uintptr_t exec, uintptr_t graph);
     void record_launch(uintptr_t exec, uintptr_t stream);
     void record_exec_destroy(uintptr_t exec);

@@ -1,4 +1,6 @@
-// A fake CUDA runtime for tests: the allocation subset of libcudart.so.13, backed by host memory.
+// A fake CUDA runtime for tests: the allocation subset of libcudart.so.13, backed by host memory,
+// with stream capture (per-stream capture state, per-thread interaction modes, CUDA's rule for
+// potentially unsafe calls) and graphs that do nothing when launched.
 //
 // It is built as libcudart.so.13 with the real library's symbol version node (libcudart.so.13)
 // and DT_SYMBOLIC, and every function is defined against <cuda_runtime_api.h>, so programs link

@@ -23,6 +23,26 @@ const char* const k_allocation_api[] = {
     "cudaHostAlloc", "cudaFreeHost",
 };
 
+// The stream capture and graph entry points memguard interposes (src/interpose/graph_hooks.cpp).
+const char* const k_capture_api[] = {
+    "cudaStreamBeginCapture",          "cudaStreamBeginCapture_ptsz",
+    "cudaStreamBeginCaptureToGraph",   "cudaStreamBeginCaptureToGraph_ptsz",
+    "cudaStreamEndCapture",            "cudaStreamEndCapture_ptsz",
+    "cudaThreadExchangeStreamCaptureMode",
+    "cudaGraphInstantiate",            "cudaGraphInstantiateWithFlags",
+    "cudaGraphInstantiateWithParams",  "cudaGraphInstantiateWithParams_ptsz",
+    "cudaGraphLaunch",                 "cudaGraphLaunch_ptsz",
+    "cudaGraphExecDestroy",            "cudaGraphDestroy",
+};
+
+// What else of the capture and graph API the fake runtime defines for the test programs.
+const char* const k_fake_capture_extras[] = {
+    "cudaStreamIsCapturing",    "cudaStreamIsCapturing_ptsz", "cudaStreamGetCaptureInfo",
+    "cudaStreamGetCaptureInfo_ptsz", "cudaGraphCreate",       "cudaStreamSynchronize",
+    "cudaStreamSynchronize_ptsz", "cudaEventCreate",          "cudaEventRecord",
+    "cudaEventRecord_ptsz",     "cudaEventQuery",             "cudaEventDestroy",
+};
+
 /// Defined symbols a library exports: binding global, weak or unique, in some section.
 std::vector<ElfSymbol> exported(const ElfFile& file) {
     std::vector<ElfSymbol> symbols;
@@ -124,11 +144,49 @@ TEST(Elf, FakeRuntimeIsShapedLikeTheRealOne) {
     }
 }
 
+TEST(Elf, CaptureAndGraphEntryPointsAreInterposedAndFaked) {
+    ElfFile lib = ElfFile::load(Paths::memguard_lib());
+    ElfFile fake = ElfFile::load(Paths::fake_cudart());
+    std::vector<ElfSymbol> hooks = exported(lib);
+    std::vector<ElfSymbol> faked = exported(fake);
+    auto find = [](const std::vector<ElfSymbol>& symbols, const std::string& name) {
+        return std::find_if(symbols.begin(), symbols.end(), [&](const ElfSymbol& s) { return s.name == name; });
+    };
+    for (const char* api : k_capture_api) {
+        SCOPED_TRACE(api);
+        auto hook = find(hooks, api);
+        ASSERT_NE(hook, hooks.end()) << "libmemguard.so does not export " << api;
+        EXPECT_EQ(hook->type, static_cast<unsigned>(STT_FUNC));
+        EXPECT_TRUE(hook->version.empty() || hook->version == "libcudart.so.13") << hook->version;
+        auto real = find(faked, api);
+        ASSERT_NE(real, faked.end()) << "the fake runtime does not export " << api;
+        EXPECT_EQ(real->version, "libcudart.so.13");
+    }
+    for (const char* api : k_fake_capture_extras) {
+        auto real = find(faked, api);
+        ASSERT_NE(real, faked.end()) << "the fake runtime does not export " << api;
+        EXPECT_EQ(real->version, "libcudart.so.13") << api;
+    }
+    // graph_pool reaches the _ptsz entry points, as programs built for per-thread default streams do.
+    ElfFile program = ElfFile::load(Paths::app("graph_pool"));
+    std::set<std::string> references;
+    for (const ElfSymbol& symbol : program.dynamic_symbols()) {
+        if (!symbol.is_defined()) references.insert(symbol.name);
+    }
+    for (const char* api : {"cudaStreamBeginCapture_ptsz", "cudaStreamBeginCaptureToGraph_ptsz",
+                            "cudaStreamEndCapture_ptsz", "cudaGraphInstantiateWithParams_ptsz",
+                            "cudaGraphLaunch_ptsz", "cudaStreamBeginCapture", "cudaStreamEndCapture",
+                            "cudaGraphLaunch"}) {
+        EXPECT_EQ(references.count(api), 1u) << "graph_pool does not call " << api;
+    }
+}
+
 TEST(Elf, TestProgramsLinkTheRuntimeLikeRealPrograms) {
     std::string fake_dir = real_path(Paths::fake_cudart());
     fake_dir = fake_dir.substr(0, fake_dir.rfind('/'));
     for (const char* app : {"alloc_kinds", "oom", "threads", "fork", "fork_exec", "killed", "noop",
-                            "exit_code"}) {
+                            "exit_code", "graph_pool", "unsafe_calls", "free_live_graph", "warmup",
+                            "many_captures", "capture_misuse"}) {
         SCOPED_TRACE(app);
         ElfFile program = ElfFile::load(Paths::app(app));
         EXPECT_NE(std::find(program.needed().begin(), program.needed().end(), "libcudart.so.13"),

@@ -27,6 +27,9 @@ std::string Paths::app(const std::string& name) {
         {"fork", APP_FORK},               {"fork_exec", APP_FORK_EXEC},
         {"killed", APP_KILLED},           {"noop", APP_NOOP},
         {"exit_code", APP_EXIT_CODE},
+        {"graph_pool", APP_GRAPH_POOL},   {"unsafe_calls", APP_UNSAFE_CALLS},
+        {"free_live_graph", APP_FREE_LIVE_GRAPH}, {"warmup", APP_WARMUP},
+        {"many_captures", APP_MANY_CAPTURES}, {"capture_misuse", APP_CAPTURE_MISUSE},
     };
     auto it = apps.find(name);
     if (it == apps.end()) throw std::runtime_error("unknown test application " + name);

@@ -34,12 +34,15 @@ class LeakyBackend:
     Each compile appends (compile_id, weakref to the held tensor) to `leaked`. The cycle is kept
     reachable (in `keepalive`) until the compiled callable first runs, then dropped. With
     `promote=True` the backend runs gc.collect(1) itself (needed where dynamo does not, e.g. the
-    backward compilers). `raise_on_run` (a callable returning bool) makes the compiled callable raise
+    backward compilers). With `until_run=False` the cycle is dropped when the backend returns (after
+    the promotion): garbage as soon as the compile ends. `raise_on_run` (a callable returning bool) makes the compiled callable raise
     RuntimeError after dropping the cycle: an error inside the compiled region.
     """
 
-    def __init__(self, hold_numel=1 << 16, promote=False, boxed=False, raise_on_run=None, on_compile=None):
+    def __init__(self, hold_numel=1 << 16, promote=False, boxed=False, raise_on_run=None, on_compile=None,
+                 until_run=True):
         self.hold_numel = hold_numel
+        self.until_run = until_run
         self.promote = promote
         self.boxed = boxed
         self.raise_on_run = raise_on_run
@@ -72,6 +75,8 @@ class LeakyBackend:
             del frame, frames, cycle, scratch
             if self.promote:
                 gc.collect(1)
+            if not self.until_run:
+                self.keepalive.clear()
             self.compiles += 1
             return self._runner(gm)
         finally:
@@ -208,13 +213,14 @@ def _memguard_ranges():
 
 
 def profile_func_address():
-    calibrate_profile_probe()
+    # No Python-level call before the read: each return of one could be memguard's safe point.
     return ctypes.c_void_p.from_address(_ts_get() + _profilefunc_offset).value or 0
 
 
 def profile_owner():
-    """'none', 'memguard' (a function inside libmemguard.so) or 'other'."""
-    addr = profile_func_address()
+    """'none', 'memguard' (a function inside libmemguard.so) or 'other'. Reads the thread state
+    before any Python-level call returns."""
+    addr = ctypes.c_void_p.from_address(_ts_get() + _profilefunc_offset).value or 0
     if addr == 0:
         return "none"
     return "memguard" if any(lo <= addr < hi for lo, hi in _memguard_ranges()) else "other"

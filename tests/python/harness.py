@@ -130,6 +130,13 @@ class Run:
         mine = [r for r in self.reports if f".{self.pid}.mgr" in os.path.basename(r)]
         return Report(mine[0]) if mine else None
 
+    def need_report(self):
+        """The child's own report; an AssertionError (with the child's output) when there is none."""
+        rep = self.report
+        if rep is None:
+            raise AssertionError("the child wrote no report\n" + self.describe())
+        return rep
+
     def describe(self):
         return (f"child {self.argv} rc={self.rc} pid={self.pid} workdir={self.workdir}\n"
                 f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-8000:]}")
@@ -137,10 +144,7 @@ class Run:
     def align(self, probe_events):
         """Matches the child's GcProbe events to the report's Y records: returns the Y record of
         each event, in order (the run of Y records that equals the events, which must be unique)."""
-        rep = self.report
-        if rep is None:
-            raise AssertionError("no report to align the gc probe with\n" + self.describe())
-        ys = rep.Y
+        ys = self.need_report().Y
         n = len(probe_events)
 
         def key(d):

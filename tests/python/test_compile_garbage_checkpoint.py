@@ -133,8 +133,7 @@ class CompileGarbageCheckpoint(harness.ChildTestCase):
     def test_report_names_the_compiles(self):
         run = self.on
         self.assertChildOk(run)
-        rep = run.report
-        self.assertIsNotNone(rep, "no report\n" + run.describe())
+        rep = run.need_report()
         tid = run.result["tid"]
         x_ids = [cid for _, t, cid in rep.X if t == tid]
         self.assertEqual(sorted(x_ids), sorted(run.result["leaked_ids"]), "one X record per compile")
