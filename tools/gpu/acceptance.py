@@ -74,17 +74,24 @@ def reports(ctx, prefix):
     return sorted(ctx.out.glob(prefix + "*.mgr"))
 
 
-def train_run(ctx, tag, preload, extra_env=None):
+def workload(ctx, script, tag, preload, env=None, args=()):
+    """Runs tools/gpu/workloads/<script>.py once per (script, tag) with its report named
+    <script>_<tag>.<pid>.mgr; returns its JSON result plus the wall time and stderr."""
     def go():
-        result = ctx.out / f"train_{tag}.json"
-        env = {"MEMGUARD_OUTPUT": str(ctx.out / f"train_{tag}.%p.mgr")}
-        env.update(extra_env or {})
-        p = ctx.run([ctx.python, str(HERE / "workloads" / "train_small.py"), str(result)], env=env, preload=preload)
+        result = ctx.out / f"{script}_{tag}.json"
+        full_env = {"MEMGUARD_OUTPUT": str(ctx.out / f"{script}_{tag}.%p.mgr")}
+        full_env.update(env or {})
+        p = ctx.run([ctx.python, str(HERE / "workloads" / f"{script}.py"), str(result), *args], env=full_env,
+                    preload=preload)
         data = json.loads(result.read_text())
         data["seconds"] = p.seconds
         data["stderr"] = p.stderr
         return data
-    return ctx.once(("train", tag), go)
+    return ctx.once((script, tag), go)
+
+
+def train_run(ctx, tag, preload):
+    return workload(ctx, "train_small", tag, preload)
 
 
 # ---------------------------------------------------------------------------------- issue 2: core
@@ -103,7 +110,7 @@ def self_contained(ctx):
 @check(2, "training loop: every cudaMalloc/cudaFree recorded (= num_device_alloc/free)")
 def alloc_counts(ctx):
     data = train_run(ctx, "preload", preload=True)
-    files = reports(ctx, "train_preload.")
+    files = reports(ctx, "train_small_preload.")
     assert len(files) == 1, files
     allocs, frees, info = parse_report(files[0])
     n_malloc = sum(1 for a in allocs if a[6] == "cudaMalloc")
@@ -129,7 +136,7 @@ def bitwise_losses(ctx):
 @check(2, "memguard summary/top read the report; top names the Python-facing PyTorch path")
 def top_names_torch(ctx):
     train_run(ctx, "preload", preload=True)
-    report = reports(ctx, "train_preload.")[0]
+    report = reports(ctx, "train_small_preload.")[0]
     summary = ctx.run([str(ctx.cli), "summary", str(report)])
     print(summary.stdout)
     sj = json.loads(ctx.run([str(ctx.cli), "summary", "--json", str(report)]).stdout)
@@ -163,16 +170,8 @@ def records(path, kinds):
     return out
 
 
-def graphs_run(ctx, tag, preload, extra_env=None):
-    def go():
-        result = ctx.out / f"graphs_{tag}.json"
-        env = {"MEMGUARD_OUTPUT": str(ctx.out / f"graphs_{tag}.%p.mgr")}
-        env.update(extra_env or {})
-        p = ctx.run([ctx.python, str(HERE / "workloads" / "graphs.py"), str(result)], env=env, preload=preload)
-        data = json.loads(result.read_text())
-        data["stderr"] = p.stderr
-        return data
-    return ctx.once(("graphs", tag), go)
+def graphs_run(ctx, tag, preload):
+    return workload(ctx, "graphs", tag, preload)
 
 
 def graphs_report(ctx):
@@ -253,16 +252,8 @@ def warmup_retention(ctx):
 
 # ------------------------------------------------------------------ issue 4: compile garbage
 def garbage_run(ctx, tag, preload, env):
-    def go():
-        result = ctx.out / f"garbage_{tag}.json"
-        full_env = {"MEMGUARD_OUTPUT": str(ctx.out / f"garbage_{tag}.%p.mgr")}
-        full_env.update(env)
-        p = ctx.run([ctx.python, str(HERE / "workloads" / "compile_garbage.py"), str(result), "--device", "cuda",
-                     "--layers", "4", "--hold-mib", "512"], env=full_env, preload=preload)
-        data = json.loads(result.read_text())
-        data["seconds"] = p.seconds
-        return data
-    return ctx.once(("garbage", tag), go)
+    return workload(ctx, "compile_garbage", tag, preload, env,
+                    ("--device", "cuda", "--layers", "4", "--hold-mib", "512"))
 
 
 @check(4, "compile garbage on CUDA: lower cold incremental peak with the hook, bitwise-equal losses")
@@ -289,7 +280,7 @@ def compile_garbage_peak(ctx):
 @check(4, "memguard cycles reports the CUDA bytes its collections freed")
 def cycles_bytes(ctx):
     on = garbage_run(ctx, "on", True, {})
-    files = reports(ctx, "garbage_on.")
+    files = reports(ctx, "compile_garbage_on.")
     assert len(files) == 1, files
     ys = [y for y in records(files[0], {"Y"}) if y[3] == "memguard"]
     freed = sum(int(y[8]) for y in ys if y[8] != "-")
