@@ -324,13 +324,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", help="run only checks whose name contains this (or of this issue)")
+    ap.add_argument("--skip", default="", help="skip checks whose name contains this")
     args = ap.parse_args()
     ctx = Context(args.build, args.out)
     ctx.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for issue, name, fn in CHECKS:
         if args.only and args.only not in name and args.only != str(issue):
+            continue
+        if args.skip and args.skip in name:
             continue
         print(f"\n=== issue {issue}: {name}", flush=True)
         t0 = time.time()
