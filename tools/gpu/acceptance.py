@@ -298,12 +298,12 @@ def cycles_bytes(ctx):
             assert j["totals"]["memguard"]["cuda_bytes_freed"] >= held
 
 
-@check(4, "benchmark: warm compiled step time with the hook vs without (3 runs each, alternating)")
+@check(4, "benchmark: warm compiled step time with the hook vs without (4 runs each, alternating)")
 def step_time(ctx):
     import statistics
     arms = {"no memguard": [], "memguard": []}
     extra = {}
-    for rep in range(3):
+    for rep in range(4):
         for name, preload in (("no memguard", False), ("memguard", True)):
             result = ctx.out / f"step_{rep}_{preload}.json"
             env = {"MEMGUARD_OUTPUT": str(ctx.out / f"step_{rep}.%p.mgr")}
@@ -315,7 +315,7 @@ def step_time(ctx):
     for name, meds in arms.items():
         print(f"{name:12s}: median step {statistics.mean(meds):.3f} ms (runs: {', '.join(f'{m:.3f}' for m in meds)}); "
               f"{extra[name]['collections_per_step']:.2f} collections per step; torch.cuda.memory_allocated() "
-              f"{extra[name]['memory_allocated_us']:.1f} us")
+              f"{extra[name]['memory_allocated_us']:.1f} us, raw counter {extra[name]['raw_counter_us']:.1f} us")
     ratio = statistics.mean(arms["memguard"]) / statistics.mean(arms["no memguard"])
     print(f"ratio memguard / no memguard: {ratio:.4f}")
 
