@@ -21,6 +21,14 @@ import threading
 import weakref
 
 
+def no_automatic_full_collections():
+    """The interpreter's own full collections could free compile garbage at any moment; the tests
+    turn them off (generation-2 threshold out of reach; generations 0 and 1 keep their thresholds),
+    so that whatever frees the garbage is the collection the test is about."""
+    g0, g1, _ = gc.get_threshold()
+    gc.set_threshold(g0, g1, 10 ** 9)
+
+
 def write_result(path, result):
     with open(path, "w") as f:
         json.dump(result, f, indent=1, sort_keys=True)

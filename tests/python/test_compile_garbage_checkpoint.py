@@ -31,7 +31,7 @@ def child(arm):
 
     import childlib
 
-    gc.set_threshold(gc.get_threshold()[0], gc.get_threshold()[1], 10 ** 6)  # no automatic full gc
+    childlib.no_automatic_full_collections()
     torch.manual_seed(0)
     backend = childlib.LeakyBackend(HOLD)
     ends = childlib.EndCallbacks()

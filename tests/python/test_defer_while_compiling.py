@@ -1,4 +1,4 @@
-"""2. No memguard collection while dynamo compiles on the thread.
+"""2. No memguard collection while dynamo compiles on the thread (nor inside a torch.compile region).
 
 Scenario A (dynamo compiles): a function with two graph breaks is compiled with a leaky backend, so
 the compiles of the resume functions run while the mark of the first compile is pending (the
@@ -6,11 +6,15 @@ backend checks that memguard's profile function is installed on the thread at th
 deferral is exercised, not vacuous).
 Scenario B (a lazy backward compile, aot_autograd): its mark is set inside the compile context
 of the backward compile, with no frame boundary, so the compile context is all that defers it.
+Scenario C (a torch.compile region): f calls g, which has a graph break, so g runs as its own
+compiled frame inside f's region; a second call changes a value only g's resume function guards on,
+so only that resume function recompiles, with the compiling call (g) deep inside f's region: its
+safe point must wait until f's region is left.
 
 Every collection is recorded with its context by a gc.callbacks probe and matched to the report's Y
 records. Checks: no memguard collection while a compile context is set, while convert_frame.py is
-on the stack, or while a backend runs; yet every compile's garbage is collected by memguard, once
-the compiling call has returned.
+on the stack, while a backend runs, or while an eval-frame callback is set (inside a region); yet
+every compile's garbage is collected by memguard, once the compiling call has returned.
 """
 import os
 import sys
@@ -27,6 +31,7 @@ def child(arm):
 
     import childlib
 
+    childlib.no_automatic_full_collections()
     state = {"phase": "setup"}
     seen_in_backend = []
 
@@ -40,9 +45,12 @@ def child(arm):
     bw = childlib.LeakyBackend(1 << 16, promote=True, boxed=True, on_compile=on_compile, until_run=False)
     ends = childlib.EndCallbacks()
 
+    from torch._C._dynamo.eval_frame import get_eval_frame_callback
+
     def ctx():
         return {"phase": state["phase"], "compiling": childlib.compiling(),
                 "convert_frame": childlib.convert_frame_on_stack(),
+                "in_region": get_eval_frame_callback() is not None,
                 "in_backend": dyn.in_backend + fw.in_backend + bw.in_backend > 0,
                 "alive": dyn.alive() + fw.alive() + bw.alive()}
 
@@ -72,9 +80,30 @@ def child(arm):
     loss.backward()
     state["phase"] = "B.after"
     alive_b = fw.alive() + bw.alive()
+
+    scale = [1.0]
+
+    def inner(y):
+        torch._dynamo.graph_break()
+        return y * scale[0]  # read after the break: only the resume function guards on it
+
+    def outer(x):
+        return torch.cos(inner(torch.sin(x) + 1))
+
+    co = torch.compile(outer, backend=dyn)
+    state["phase"] = "C.call1"
+    co(torch.randn(16))
+    scale[0] = 2.0
+    n = len(dyn.leaked)
+    state["phase"] = "C.call2"
+    co(torch.randn(16))
+    state["phase"] = "C.after"
+    c_recompiled = [cid for cid, _ in dyn.leaked[n:]]
+    alive_c = dyn.alive()
     events = probe.stop()
     return {"tid": threading.get_native_id(), "probe": events, "ends": ends.events,
-            "in_backend": seen_in_backend, "alive_a": alive_a, "alive_b": alive_b,
+            "in_backend": seen_in_backend, "alive_a": alive_a, "alive_b": alive_b, "alive_c": alive_c,
+            "c_recompiled": c_recompiled,
             "out_a": float(out_a.sum()).hex(),
             "leaked": [cid for b in (dyn, fw, bw) for cid, _ in b.leaked]}
 
@@ -106,6 +135,7 @@ class DeferWhileCompiling(harness.ChildTestCase):
             self.assertFalse(c["compiling"], f"memguard collected inside a compile context: {e} {y}")
             self.assertFalse(c["convert_frame"], f"memguard collected inside convert_frame: {e} {y}")
             self.assertFalse(c["in_backend"], f"memguard collected inside a backend: {e} {y}")
+            self.assertFalse(c["in_region"], f"memguard collected inside a torch.compile region: {e} {y}")
 
     def test_every_compile_collected_after_it(self):
         run = self.run_
@@ -113,12 +143,15 @@ class DeferWhileCompiling(harness.ChildTestCase):
         r = run.result
         self.assertEqual(r["alive_a"], 0, "scenario A's garbage collected after the call")
         self.assertEqual(r["alive_b"], 0, "scenario B's garbage collected by the end of backward")
+        self.assertEqual(r["alive_c"], 0, "scenario C's garbage collected after the call")
+        self.assertEqual(len(r["c_recompiled"]), 1, "the second call of C recompiles one resume function")
         ys = run.align(r["probe"])
         mine = [(e, y) for e, y in zip(r["probe"], ys) if y["trigger"] == "memguard"]
         phases = [e["ctx"]["phase"] for e, _ in mine]
         # A: one collection for the call and its resume functions' compiles; B: one after the forward
-        # compile, one for the lazy backward compile.
-        self.assertEqual(phases, ["A.call", "B.forward", "B.backward"], "\n" + run.describe())
+        # compile, one for the lazy backward compile; C: one per call.
+        self.assertEqual(phases, ["A.call", "B.forward", "B.backward", "C.call1", "C.call2"], "\n" + run.describe())
+        self.assertEqual(mine[-1][1]["compile_ids"], r["c_recompiled"])
         a_ids = sorted(mine[0][1]["compile_ids"])
         self.assertEqual(a_ids, sorted(e["compile_id"] for e in r["ends"][:3]))
         for e, y in mine:

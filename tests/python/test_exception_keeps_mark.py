@@ -22,6 +22,7 @@ def child(arm):
 
     import childlib
 
+    childlib.no_automatic_full_collections()
     state = {"phase": "setup", "raise": True}
     backend = childlib.LeakyBackend(1 << 16, raise_on_run=lambda: state["raise"] and backend.compiles == 2)
 

@@ -29,6 +29,7 @@ def child(arm):
 
     import childlib
 
+    childlib.no_automatic_full_collections()
     ends = childlib.EndCallbacks()
     fw = childlib.LeakyBackend(1 << 16, promote=True, boxed=True)
     bw_compile = childlib.LeakyBackend(1 << 16, promote=True, boxed=True, until_run=False)

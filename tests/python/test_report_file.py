@@ -23,6 +23,7 @@ def child(arm):
 
     import childlib
 
+    childlib.no_automatic_full_collections()
     result = {"memguard_loaded": childlib.memguard_loaded(), "tid": threading.get_native_id()}
     kind = arm["kind"]
     if kind == "plain":

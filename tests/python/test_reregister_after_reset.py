@@ -21,6 +21,7 @@ def child(arm):
 
     import childlib
 
+    childlib.no_automatic_full_collections()
     def memguard_callbacks():
         return sum(1 for c in cb.callback_handler.end_callbacks
                    if getattr(c, "__name__", "") == "memguard_compile_end")

@@ -24,6 +24,7 @@ def child(arm):
 
     import childlib
 
+    childlib.no_automatic_full_collections()
     ends = childlib.EndCallbacks()
     a_in_call = threading.Event()    # A is inside its compiling call, its mark pending
     b_compiling = threading.Event()  # B's backend runs
