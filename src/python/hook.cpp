@@ -216,18 +216,25 @@ void collect_now() {
     t_mark = cleared;
 }
 
-bool is_convert_frame(PyFrameObject* f) {
+enum class FrameRole { Other, ConvertFrame, AotRuntime };
+
+/// dynamo's frame callback (torch/_dynamo/convert_frame.py) or AOTAutograd's runtime wrappers
+/// (torch/_functorch/_aot_autograd/, where a lazy backward compile starts).
+FrameRole frame_role(PyFrameObject* f) {
     const CApi* a = capi();
     Ref code(reinterpret_cast<PyObject*>(a->PyFrame_GetCode(f)));
     Ref name(code ? a->PyObject_GetAttrString(code.get(), "co_filename") : nullptr);
     const char* s = name ? a->PyUnicode_AsUTF8(name.get()) : nullptr;
     if (!s) {
         a->PyErr_Clear();
-        return false;
+        return FrameRole::Other;
     }
     size_t n = std::strlen(s);
-    static constexpr char kTail[] = "_dynamo/convert_frame.py";
-    return n >= sizeof(kTail) - 1 && std::strcmp(s + n - (sizeof(kTail) - 1), kTail) == 0;
+    static constexpr char kConvert[] = "_dynamo/convert_frame.py";
+    if (n >= sizeof(kConvert) - 1 && std::strcmp(s + n - (sizeof(kConvert) - 1), kConvert) == 0) {
+        return FrameRole::ConvertFrame;
+    }
+    return std::strstr(s, "_functorch/_aot_autograd/") ? FrameRole::AotRuntime : FrameRole::Other;
 }
 
 /// Profile function, installed on a thread only while it has a pending mark.
@@ -274,27 +281,30 @@ std::string compile_id_of(PyObject* args) {
 }
 
 /// Sets the mark's depth to the current frame depth and its boundary to the depth of the frame
-/// that called the frame being compiled: the frame just below the deepest convert_frame.py frame
-/// (dynamo's frame callback), if any.
+/// whose return means the compiling call has returned: for a dynamo compile, the frame that called
+/// the frame being compiled (just below the deepest convert_frame.py frame); for a lazy backward
+/// compile, the outermost AOTAutograd runtime frame (CompiledFunction.backward), inside which the
+/// compiled backward runs; -1 when neither is on the stack.
 void locate_compiling_call() {
     const CApi* a = capi();
-    std::vector<bool> convert;  // top first
+    std::vector<FrameRole> roles;  // top first
     PyFrameObject* f = a->PyEval_GetFrame();
     if (f) a->Py_IncRef(reinterpret_cast<PyObject*>(f));
     while (f) {
-        convert.push_back(is_convert_frame(f));
+        roles.push_back(frame_role(f));
         PyFrameObject* back = a->PyFrame_GetBack(f);
         a->Py_DecRef(reinterpret_cast<PyObject*>(f));
         f = back;
     }
-    int depth = static_cast<int>(convert.size());  // the top frame's depth (bottom frame: 1)
-    int boundary = -1;
-    for (int i = depth - 1; i >= 0; --i) {  // from the bottom up: the deepest convert_frame frame
-        if (convert[static_cast<size_t>(i)]) {
-            boundary = depth - i - 1;  // its caller's depth
-            break;
-        }
+    int depth = static_cast<int>(roles.size());  // the top frame's depth (bottom frame: 1)
+    int convert_boundary = -1, aot_boundary = -1;
+    for (int i = depth - 1; i >= 0; --i) {  // from the bottom up
+        int frame_depth = depth - i;
+        FrameRole role = roles[static_cast<size_t>(i)];
+        if (role == FrameRole::ConvertFrame && convert_boundary < 0) convert_boundary = frame_depth - 1;
+        if (role == FrameRole::AotRuntime && aot_boundary < 0) aot_boundary = frame_depth;
     }
+    int boundary = convert_boundary >= 0 ? convert_boundary : aot_boundary;
     t_mark.depth = depth;
     // Compiles that share one collection wait for the outermost compiling call.
     int old = t_mark.pending ? t_mark.boundary : -1;

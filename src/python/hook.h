@@ -9,8 +9,9 @@
 //
 // Policy: a dynamo compile marks its own thread (the callback only marks). While a mark is pending
 // on a thread, a C profile function on that thread waits for the first safe point: a normal
-// return with the thread outside any torch.compile region, not compiling, and no stream capturing
-// anywhere in the process. There one full gc.collect() runs and the mark clears. With no mark
+// return of the frame that made the compiling call (or of a shallower one), with the thread
+// outside any torch.compile region, not compiling, and no stream capturing anywhere in the
+// process. There one full gc.collect() runs and the mark clears. With no mark
 // pending no profile function is installed.
 //
 // Accounting: a gc.callbacks entry turns every collection (automatic, explicit, memguard's) into

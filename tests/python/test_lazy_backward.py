@@ -102,14 +102,10 @@ class LazyBackward(harness.ChildTestCase):
         self.assertEqual(len(on_main), 1, "the forward compile: one collection on the main thread")
         self.assertEqual(r["fw_alive_after_forward"], 0)
 
-    @unittest.expectedFailure
     def test_run_garbage_freed_by_end_of_backward(self):
-        """LIBRARY BUG (expected failure): a lazy backward mark has no frame boundary (-1), so it is
-        collected at the first return after the compile context ends, inside
-        CompiledFunction.backward and BEFORE the compiled backward first runs. Garbage that is
-        reachable until the compiled code first runs (the pattern dynamo's forward compiles are
-        tested with, and which memguard frees for them) is therefore not freed: it is still alive
-        after loss.backward() returned. Expected: 0 alive after backward; observed: 1."""
+        """A lazy backward mark waits for the outermost AOTAutograd runtime frame
+        (CompiledFunction.backward) to return, so garbage that stays reachable until the compiled
+        backward first runs is freed too: nothing is alive after loss.backward() returned."""
         run = self.run_
         self.assertChildOk(run)
         self.assertEqual(run.result["dropped_at_run_alive"], 0)
