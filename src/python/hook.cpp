@@ -32,9 +32,54 @@ struct Objects {
     PyObject* end_callback = nullptr;            // ours, registered with dynamo
     PyObject* memory_stats = nullptr;            // torch._C._cuda_memoryStats
     PyObject* get_device = nullptr;              // torch._C._cuda_getDevice
+    PyObject* gc_freeze = nullptr, *gc_unfreeze = nullptr, *gc_freeze_count = nullptr;
+    PyObject* start_callback = nullptr;          // ours, registered with dynamo
     bool dynamo_registered = false;
 };
 Objects g_obj;
+
+// --- the compile window ----------------------------------------------------------------------------
+// A full collection costs time in proportion to every tracked object, and a PyTorch process holds
+// hundreds of thousands of them; compile garbage is only objects made during the compile. So when
+// a compile starts and no mark is pending anywhere, memguard freezes the objects that exist
+// (gc.freeze(), O(1)); its collection at the safe point then scans only what was made since, and
+// unfreezes right after. Objects older than the compile that became garbage meanwhile are left to
+// the next ordinary collection. Never done when the program froze objects itself.
+struct Freeze {
+    bool active = false;
+    int64_t since = 0;
+    static constexpr int64_t kMaxNs = 30LL * 1000000000LL;  // safety net: thaw a forgotten window
+};
+Freeze g_freeze;
+int g_pending_marks = 0;  // threads with a pending mark (GIL-protected)
+
+bool call_ok(PyObject* fn) {
+    if (!fn) return false;
+    Ref r(capi()->PyObject_CallObject(fn, nullptr));
+    if (!r) capi()->PyErr_Clear();
+    return static_cast<bool>(r);
+}
+
+void thaw() {
+    if (!g_freeze.active) return;
+    g_freeze.active = false;
+    call_ok(g_obj.gc_unfreeze);
+}
+
+void maybe_freeze_for_compile() {
+    const CApi* a = capi();
+    if (g_freeze.active || g_pending_marks > 0 || !g_obj.gc_freeze_count) return;
+    Ref count(a->PyObject_CallObject(g_obj.gc_freeze_count, nullptr));
+    long n = count ? a->PyLong_AsLong(count.get()) : -1;
+    if (n != 0) {  // the program froze objects itself (or the call failed): leave its freeze alone
+        a->PyErr_Clear();
+        return;
+    }
+    if (call_ok(g_obj.gc_freeze)) {
+        g_freeze.active = true;
+        g_freeze.since = track::monotonic_ns();
+    }
+}
 
 // --- per-thread compile marks -----------------------------------------------------------------
 struct Mark {
@@ -145,6 +190,11 @@ PyObject* gc_callback(PyObject*, PyObject* args) {
     if (!phase || !info) return new_none();
     if (std::strcmp(phase, "start") == 0) {
         g_gc.t0 = track::monotonic_ns();
+        if (g_freeze.active && g_gc.t0 - g_freeze.since > Freeze::kMaxNs && t_trigger != Trigger::Memguard) {
+            // A window nobody closed (its thread ended with a mark pending): thaw so that the
+            // next collections see every object again. (gc.unfreeze only moves lists: safe here.)
+            thaw();
+        }
         g_gc.trigger = t_trigger;
         g_gc.generation = static_cast<int>(dict_int(info, "generation"));
         g_gc.cuda_before = cuda_allocated_bytes();
@@ -211,6 +261,8 @@ void collect_now() {
     Ref r(a->PyObject_CallObject(g_obj.gc_collect, nullptr));
     if (!r) a->PyErr_Clear();
     t_trigger = Trigger::Automatic;
+    if (t_mark.pending && g_pending_marks > 0) --g_pending_marks;
+    if (g_pending_marks == 0) thaw();
     Mark cleared;
     cleared.profiling = t_mark.profiling;
     t_mark = cleared;
@@ -322,7 +374,10 @@ PyObject* end_callback(PyObject*, PyObject* args) {
     locate_compiling_call();
     MG_LOG_DEBUG("compile {} ended on thread {}: frame depth {}, compiling call returns below depth {}", id,
                  track::current_tid(), t_mark.depth, t_mark.boundary);
-    if (!t_mark.pending) t_mark.first_t = track::monotonic_ns();
+    if (!t_mark.pending) {
+        t_mark.first_t = track::monotonic_ns();
+        ++g_pending_marks;
+    }
     t_mark.pending = true;
     if (t_mark.compile_ids.size() < 4096) {
         if (!t_mark.compile_ids.empty()) t_mark.compile_ids.push_back(',');
@@ -338,6 +393,7 @@ PyObject* end_callback(PyObject*, PyObject* args) {
         } else {
             t_mark.profiling = false;
             a->PyErr_Clear();
+            thaw();  // no safe point will come on this thread: do not keep old objects frozen
             static bool warned = false;
             if (!warned) {
                 warned = true;
@@ -350,15 +406,34 @@ PyObject* end_callback(PyObject*, PyObject* args) {
 }
 PyMethodDef g_end_callback_def{"memguard_compile_end", end_callback, METH_VARARGS, nullptr};
 
-void register_end_callback(PyObject* handler) {
+/// dynamo's start-of-compile callback: opens the compile window (see Freeze). Runs under the same
+/// lock as the end callback; does nothing else.
+PyObject* start_callback(PyObject*, PyObject*) {
+    if (!finalizing() && g_settings.collect_compile_garbage) {
+        ErrorGuard keep_error;
+        maybe_freeze_for_compile();
+    }
+    return new_none();
+}
+PyMethodDef g_start_callback_def{"memguard_compile_start", start_callback, METH_VARARGS, nullptr};
+
+void register_one(PyObject* handler, const char* method, PyObject* callback) {
     const CApi* a = capi();
-    Ref reg(a->PyObject_GetAttrString(handler, "register_end_callback"));
+    Ref reg(a->PyObject_GetAttrString(handler, method));
     Ref args(a->PyTuple_New(1));
-    if (!reg || !args) return;
-    a->Py_IncRef(g_obj.end_callback);
-    a->PyTuple_SetItem(args.get(), 0, g_obj.end_callback);  // steals the reference
+    if (!reg || !args || !callback) {
+        a->PyErr_Clear();
+        return;
+    }
+    a->Py_IncRef(callback);
+    a->PyTuple_SetItem(args.get(), 0, callback);  // steals the reference
     Ref r(a->PyObject_CallObject(reg.get(), args.get()));
     if (!r) a->PyErr_Clear();
+}
+
+void register_end_callback(PyObject* handler) {
+    register_one(handler, "register_start_callback", g_obj.start_callback);
+    register_one(handler, "register_end_callback", g_obj.end_callback);
 }
 
 /// Replaces callback_handler.clear (torch._dynamo.reset() calls it): clears, then registers
@@ -392,6 +467,7 @@ void try_register_dynamo() {
     g_obj.get_eval_frame_callback = module_attr("torch._C._dynamo.eval_frame", "get_eval_frame_callback");
     a->PyErr_Clear();
     g_obj.end_callback = make_function(&g_end_callback_def, nullptr);
+    g_obj.start_callback = make_function(&g_start_callback_def, nullptr);
     Ref original_clear(a->PyObject_GetAttrString(handler.get(), "clear"));
     Ref pair(a->PyTuple_New(2));
     if (!g_obj.end_callback || !original_clear || !pair) {
@@ -414,6 +490,7 @@ void try_register_dynamo() {
 // --- start-up and the audit hook -----------------------------------------------------------------
 
 PyObject* atexit_callback(PyObject*, PyObject*) {
+    thaw();
     g_phase.store(Phase::Finalizing, std::memory_order_release);
     return new_none();
 }
@@ -431,6 +508,10 @@ void startup() {
     }
     g_obj.sys_getprofile = a->PyObject_GetAttrString(sys.get(), "getprofile");
     g_obj.gc_collect = a->PyObject_GetAttrString(gc.get(), "collect");
+    g_obj.gc_freeze = a->PyObject_GetAttrString(gc.get(), "freeze");
+    g_obj.gc_unfreeze = a->PyObject_GetAttrString(gc.get(), "unfreeze");
+    g_obj.gc_freeze_count = a->PyObject_GetAttrString(gc.get(), "get_freeze_count");
+    a->PyErr_Clear();
     Ref callbacks(a->PyObject_GetAttrString(gc.get(), "callbacks"));
     Ref cb(make_function(&g_gc_callback_def, nullptr));
     Ref wrapper(make_function(&g_gc_collect_def, g_obj.gc_collect));
