@@ -73,11 +73,13 @@ void maybe_freeze_for_compile() {
     long n = count ? a->PyLong_AsLong(count.get()) : -1;
     if (n != 0) {  // the program froze objects itself (or the call failed): leave its freeze alone
         a->PyErr_Clear();
+        MG_LOG_DEBUG("compile window: {} objects are frozen already; the collection will scan every object", n);
         return;
     }
     if (call_ok(g_obj.gc_freeze)) {
         g_freeze.active = true;
         g_freeze.since = track::monotonic_ns();
+        MG_LOG_DEBUG("compile window opened: older objects frozen until the compile's garbage is collected");
     }
 }
 

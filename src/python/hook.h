@@ -12,7 +12,9 @@
 // return of the frame that made the compiling call (or of a shallower one), with the thread
 // outside any torch.compile region, not compiling, and no stream capturing anywhere in the
 // process. There one full gc.collect() runs and the mark clears. With no mark
-// pending no profile function is installed.
+// pending no profile function is installed. A compile that starts with no mark pending anywhere
+// freezes the objects that already exist (gc.freeze), so that this collection scans only what the
+// compile made; it unfreezes right after.
 //
 // Accounting: a gc.callbacks entry turns every collection (automatic, explicit, memguard's) into
 // a report record, with the CUDA bytes it freed read from PyTorch's allocated-bytes counter.
