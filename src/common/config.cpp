@@ -87,6 +87,9 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
     if (const char* v = getenv_fn("MEMGUARD_PYTHON_STACKS")) {
         parse_switch("MEMGUARD_PYTHON_STACKS", v, r.config.python_stacks, r.problems);
     }
+    if (const char* v = getenv_fn("MEMGUARD_COMPILE_WINDOW")) {
+        parse_switch("MEMGUARD_COMPILE_WINDOW", v, r.config.compile_window, r.problems);
+    }
     if (const char* v = getenv_fn("MEMGUARD_STACK_DEPTH")) parse_depth(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_OUTPUT")) parse_output(v, r.config, r.problems);
     return r;

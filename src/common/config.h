@@ -17,6 +17,7 @@ struct Config {
     LogLevel log_level = LogLevel::Warn;  // MEMGUARD_LOG_LEVEL
     bool collect_compile_garbage = true;  // MEMGUARD_COLLECT_COMPILE_GARBAGE
     bool python_stacks = true;            // MEMGUARD_PYTHON_STACKS
+    bool compile_window = true;           // MEMGUARD_COMPILE_WINDOW
 
     static constexpr int kMaxStackDepth = 256;
 };

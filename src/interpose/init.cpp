@@ -30,7 +30,8 @@ void initialize_once() noexcept {
         track::Recorder::instance().init(parsed.config);
         if (parsed.config.enabled) {
             pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-            python::install({parsed.config.collect_compile_garbage, parsed.config.python_stacks});
+            python::install({parsed.config.collect_compile_garbage, parsed.config.python_stacks,
+                             parsed.config.compile_window});
         }
         g_initialized.store(true, std::memory_order_release);
     });

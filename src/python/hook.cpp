@@ -411,7 +411,7 @@ PyMethodDef g_end_callback_def{"memguard_compile_end", end_callback, METH_VARARG
 /// dynamo's start-of-compile callback: opens the compile window (see Freeze). Runs under the same
 /// lock as the end callback; does nothing else.
 PyObject* start_callback(PyObject*, PyObject*) {
-    if (!finalizing() && g_settings.collect_compile_garbage) {
+    if (!finalizing() && g_settings.collect_compile_garbage && g_settings.compile_window) {
         ErrorGuard keep_error;
         maybe_freeze_for_compile();
     }

@@ -27,6 +27,7 @@ namespace memguard::python {
 struct HookSettings {
     bool collect_compile_garbage = true;  // MEMGUARD_COLLECT_COMPILE_GARBAGE
     bool python_stacks = true;            // Python frames on allocation records
+    bool compile_window = true;           // MEMGUARD_COMPILE_WINDOW: freeze older objects during a compile
 };
 
 /// Called once from the library constructor.

@@ -75,3 +75,21 @@ TEST(Config, EmptyOutputIsAProblem) {
     ASSERT_EQ(r.problems.size(), 1u);
     EXPECT_TRUE(r.config.output_template.empty());
 }
+
+TEST(Config, PythonSwitchesDefaultOnAndTurnOff) {
+    ConfigResult d = parse({});
+    EXPECT_TRUE(d.config.collect_compile_garbage);
+    EXPECT_TRUE(d.config.python_stacks);
+    EXPECT_TRUE(d.config.compile_window);
+    ConfigResult r = parse({{"MEMGUARD_COLLECT_COMPILE_GARBAGE", "0"},
+                            {"MEMGUARD_PYTHON_STACKS", "off"},
+                            {"MEMGUARD_COMPILE_WINDOW", "false"}});
+    EXPECT_TRUE(r.problems.empty());
+    EXPECT_FALSE(r.config.collect_compile_garbage);
+    EXPECT_FALSE(r.config.python_stacks);
+    EXPECT_FALSE(r.config.compile_window);
+    ConfigResult bad = parse({{"MEMGUARD_COMPILE_WINDOW", "maybe"}});
+    ASSERT_EQ(bad.problems.size(), 1u);
+    EXPECT_NE(bad.problems[0].find("MEMGUARD_COMPILE_WINDOW='maybe'"), std::string::npos);
+    EXPECT_TRUE(bad.config.compile_window);
+}
