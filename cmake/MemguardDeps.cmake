@@ -30,6 +30,35 @@ message(STATUS "memguard: CUDA headers in ${MEMGUARD_CUDA_INCLUDE_DIR}")
 add_library(memguard_cuda_headers INTERFACE)
 target_include_directories(memguard_cuda_headers SYSTEM INTERFACE ${MEMGUARD_CUDA_INCLUDE_DIR})
 
+# --- NVTX v3 headers (header-only; memguard is an NVTX injection library) -------------------------
+# The CUDA toolkit ships include/nvtx3; the nvidia-cuda-runtime wheel does not, the nvidia-nvtx wheel
+# does (nvidia/cu13/include/nvtx3).
+set(MEMGUARD_NVTX_INCLUDE_DIR "" CACHE PATH "Directory holding nvtx3/nvToolsExt.h")
+if(NOT MEMGUARD_NVTX_INCLUDE_DIR AND EXISTS "${MEMGUARD_CUDA_INCLUDE_DIR}/nvtx3/nvToolsExt.h")
+  set(MEMGUARD_NVTX_INCLUDE_DIR "${MEMGUARD_CUDA_INCLUDE_DIR}")
+endif()
+if(NOT MEMGUARD_NVTX_INCLUDE_DIR)
+  find_path(_mg_nvtx_inc nvtx3/nvToolsExt.h
+    HINTS $ENV{CUDA_HOME}/include $ENV{CUDA_PATH}/include /usr/local/cuda/include /usr/include
+    NO_CACHE)
+  if(_mg_nvtx_inc)
+    set(MEMGUARD_NVTX_INCLUDE_DIR "${_mg_nvtx_inc}")
+  endif()
+endif()
+if(NOT MEMGUARD_NVTX_INCLUDE_DIR)
+  execute_process(COMMAND python3 -c "import glob, os, sys\nfor p in sys.path:\n    for c in sorted(glob.glob(os.path.join(p, 'nvidia', '*', 'include', 'nvtx3', 'nvToolsExt.h'))):\n        print(os.path.dirname(os.path.dirname(c))); sys.exit(0)"
+    OUTPUT_VARIABLE _mg_pynvtx OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(_mg_pynvtx AND EXISTS "${_mg_pynvtx}/nvtx3/nvToolsExt.h")
+    set(MEMGUARD_NVTX_INCLUDE_DIR "${_mg_pynvtx}")
+  endif()
+endif()
+if(NOT MEMGUARD_NVTX_INCLUDE_DIR OR NOT EXISTS "${MEMGUARD_NVTX_INCLUDE_DIR}/nvtx3/nvToolsExt.h")
+  message(FATAL_ERROR "memguard: NVTX v3 headers (nvtx3/nvToolsExt.h) not found. Install the CUDA toolkit, or `pip install nvidia-nvtx`, or pass -DMEMGUARD_NVTX_INCLUDE_DIR=<dir holding nvtx3/>.")
+endif()
+message(STATUS "memguard: NVTX headers in ${MEMGUARD_NVTX_INCLUDE_DIR}")
+add_library(memguard_nvtx_headers INTERFACE)
+target_include_directories(memguard_nvtx_headers SYSTEM INTERFACE ${MEMGUARD_NVTX_INCLUDE_DIR})
+
 # --- fmt and spdlog, header-only ---------------------------------------------------------------
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)

@@ -4,14 +4,16 @@
 #
 #   compilers and CMake; spdlog, fmt, GoogleTest (Debian packages); dpkg-dev and deb-src entries so
 #   that the build can fetch Debian's libunwind source (tools/build-libunwind.sh); CUDA headers
-#   from /usr/local/cuda when present, else the nvidia-cuda-runtime wheel from PyPI; PyTorch's CPU
+#   from /usr/local/cuda when present, else the nvidia-cuda-runtime wheel from PyPI (NVTX headers:
+#   the nvidia-nvtx wheel); PyTorch's CPU
 #   build for the Python tests.
 set -euo pipefail
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 
-packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip"
+# librsvg2-bin: rsvg-convert renders the picture of `memguard plot` in the tests (report.exports).
+packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip librsvg2-bin"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -41,6 +43,14 @@ if [ ! -f /usr/local/cuda/include/cuda_runtime_api.h ] &&
     echo "setup: installing CUDA headers from the nvidia-cuda-runtime wheel"
     python3 -m pip install -q 'nvidia-cuda-runtime>=13,<14' 2>/dev/null ||
         python3 -m pip install -q --break-system-packages 'nvidia-cuda-runtime>=13,<14'
+fi
+# NVTX v3 headers (build time only): the CUDA toolkit has include/nvtx3, the nvidia-cuda-runtime
+# wheel does not; the nvidia-nvtx wheel does.
+if [ ! -f /usr/local/cuda/include/nvtx3/nvToolsExt.h ] &&
+   ! python3 -c "import glob,os,sys; sys.exit(0 if any(glob.glob(os.path.join(p,'nvidia','*','include','nvtx3','nvToolsExt.h')) for p in sys.path) else 1)"; then
+    echo "setup: installing NVTX headers from the nvidia-nvtx wheel"
+    python3 -m pip install -q 'nvidia-nvtx>=13,<14' 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages 'nvidia-nvtx>=13,<14'
 fi
 # PyTorch (CPU build) for the Python tests of the compile-garbage hook.
 if ! python3 -c "import torch" 2>/dev/null; then

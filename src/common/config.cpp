@@ -75,6 +75,17 @@ void parse_output(const char* v, Config& c, std::vector<std::string>& problems) 
     c.output_template = v;
 }
 
+void parse_allocator(const char* v, Config& c, std::vector<std::string>& problems) {
+    if (!strcasecmp(v, "native")) {
+        c.allocator = AllocatorMode::Native;
+    } else if (!strcasecmp(v, "memguard")) {
+        c.allocator = AllocatorMode::Memguard;
+    } else {
+        problems.push_back("MEMGUARD_ALLOCATOR=" + quoted(v) +
+                           " is not valid: expected native (PyTorch's allocator) or memguard; keeping native");
+    }
+}
+
 }  // namespace
 
 ConfigResult parse_config(const EnvLookup& getenv_fn) {
@@ -90,6 +101,8 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
     if (const char* v = getenv_fn("MEMGUARD_COMPILE_WINDOW")) {
         parse_switch("MEMGUARD_COMPILE_WINDOW", v, r.config.compile_window, r.problems);
     }
+    if (const char* v = getenv_fn("MEMGUARD_NVTX")) parse_switch("MEMGUARD_NVTX", v, r.config.nvtx, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_ALLOCATOR")) parse_allocator(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_STACK_DEPTH")) parse_depth(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_OUTPUT")) parse_output(v, r.config, r.problems);
     return r;

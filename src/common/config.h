@@ -10,6 +10,9 @@ namespace memguard {
 
 enum class LogLevel { Trace, Debug, Info, Warn, Error, Critical, Off };
 
+/// Who allocates PyTorch's CUDA memory (MEMGUARD_ALLOCATOR).
+enum class AllocatorMode { Native, Memguard };
+
 struct Config {
     bool enabled = true;            // MEMGUARD_ENABLE
     std::string output_template;    // MEMGUARD_OUTPUT; empty means the default name
@@ -18,6 +21,8 @@ struct Config {
     bool collect_compile_garbage = true;  // MEMGUARD_COLLECT_COMPILE_GARBAGE
     bool python_stacks = true;            // MEMGUARD_PYTHON_STACKS
     bool compile_window = true;           // MEMGUARD_COMPILE_WINDOW
+    bool nvtx = true;                     // MEMGUARD_NVTX: register as the NVTX injection library
+    AllocatorMode allocator = AllocatorMode::Native;  // MEMGUARD_ALLOCATOR: native or memguard
 
     static constexpr int kMaxStackDepth = 256;
 };

@@ -7,6 +7,8 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "interpose/allocator_api.h"
+#include "interpose/nvtx.h"
 #include "memguard/memguard.h"
 #include "python/hook.h"
 #include "track/recorder.h"
@@ -30,9 +32,11 @@ void initialize_once() noexcept {
         track::Recorder::instance().init(parsed.config);
         if (parsed.config.enabled) {
             pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+            if (parsed.config.allocator == AllocatorMode::Memguard) python::set_allocator_bridge(allocator_bridge());
             python::install({parsed.config.collect_compile_garbage, parsed.config.python_stacks,
                              parsed.config.compile_window});
         }
+        register_nvtx_injection(parsed.config.enabled && parsed.config.nvtx);
         g_initialized.store(true, std::memory_order_release);
     });
 }
@@ -55,6 +59,18 @@ MG_EXPORT int memguard_flush(void) {
     if (Recorder::instance().report_path().empty()) return -1;
     Recorder::instance().flush();
     return 0;
+}
+
+MG_EXPORT uint64_t memguard_phase_begin(const char* name) {
+    memguard::interpose::ensure_initialized();
+    return Recorder::instance().record_phase_begin(memguard::track::PhaseSource::Api, name ? name : "");
+}
+
+MG_EXPORT void memguard_phase_end(uint64_t id) { Recorder::instance().record_phase_end(id); }
+
+MG_EXPORT void memguard_mark(const char* name) {
+    memguard::interpose::ensure_initialized();
+    Recorder::instance().record_mark(memguard::track::PhaseSource::Api, name ? name : "");
 }
 
 MG_EXPORT size_t memguard_report_path(char* buf, size_t len) {

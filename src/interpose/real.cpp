@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "interpose/driver_table.h"
 #include "track/modules.h"
 
 namespace memguard::interpose {
@@ -36,7 +37,7 @@ void* search_loaded_objects(const char* name) {
     for (const std::string& path : objects) {
         void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
         if (!handle) continue;
-        void* sym = dlsym(handle, name);
+        void* sym = real_dlsym(handle, name);
         dlclose(handle);
         if (sym && !is_ours(sym)) return sym;
     }
@@ -46,7 +47,9 @@ void* search_loaded_objects(const char* name) {
 }  // namespace
 
 void* find_real(const char* name) noexcept {
-    void* sym = dlsym(RTLD_NEXT, name);
+    // The real dlsym, called from here: RTLD_NEXT is the object after libmemguard.so, and no
+    // lookup of ours ever swaps the result for one of our wrappers (lookup_hooks.cpp).
+    void* sym = real_dlsym(RTLD_NEXT, name);
     if (sym && !is_ours(sym)) return sym;
     return search_loaded_objects(name);
 }

@@ -42,6 +42,13 @@ CApi* load() {
     resolve(api->PyUnicode_FromString, "PyUnicode_FromString");
     resolve(api->PyLong_AsLong, "PyLong_AsLong");
     resolve(api->PyLong_AsLongLong, "PyLong_AsLongLong");
+    resolve(api->PyLong_FromLongLong, "PyLong_FromLongLong");
+    resolve(api->PyLong_FromUnsignedLongLong, "PyLong_FromUnsignedLongLong");
+    resolve(api->PyDict_New, "PyDict_New");
+    resolve(api->PyDict_SetItemString, "PyDict_SetItemString");
+    resolve(api->PyGILState_GetThisThreadState, "PyGILState_GetThisThreadState");
+    resolve(api->PyGILState_Ensure, "PyGILState_Ensure");
+    resolve(api->PyGILState_Release, "PyGILState_Release");
     resolve(api->PyDict_GetItemString, "PyDict_GetItemString");
     resolve(api->PyTuple_Size, "PyTuple_Size");
     resolve(api->PyTuple_GetItem, "PyTuple_GetItem");

@@ -55,6 +55,14 @@ struct CApi {
     PyObject* (*PyUnicode_FromString)(const char*) = nullptr;
     long (*PyLong_AsLong)(PyObject*) = nullptr;
     long long (*PyLong_AsLongLong)(PyObject*) = nullptr;
+    PyObject* (*PyLong_FromLongLong)(long long) = nullptr;  // optional (the memguard module)
+    // Optional (allocator mode, python/allocator_mode.cpp).
+    PyObject* (*PyLong_FromUnsignedLongLong)(unsigned long long) = nullptr;
+    PyObject* (*PyDict_New)() = nullptr;
+    int (*PyDict_SetItemString)(PyObject*, const char*, PyObject*) = nullptr;
+    void* (*PyGILState_GetThisThreadState)() = nullptr;
+    int (*PyGILState_Ensure)() = nullptr;  // PyGILState_STATE is an enum (int-sized)
+    void (*PyGILState_Release)(int) = nullptr;
     PyObject* (*PyDict_GetItemString)(PyObject*, const char*) = nullptr;
     ptrdiff_t (*PyTuple_Size)(PyObject*) = nullptr;
     PyObject* (*PyTuple_GetItem)(PyObject*, ptrdiff_t) = nullptr;

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "common/log.h"
+#include "python/allocator_mode.h"
 #include "python/capi.h"
 #include "python/frames.h"
+#include "python/module.h"
 #include "python/state.h"
 #include "track/clock.h"
 #include "track/recorder.h"
@@ -191,6 +193,7 @@ PyObject* gc_callback(PyObject*, PyObject* args) {
     PyObject* info = a->PyTuple_GetItem(args, 1);
     if (!phase || !info) return new_none();
     if (std::strcmp(phase, "start") == 0) {
+        set_collecting_on_this_thread(true);  // allocator mode: frees from here on are marked gc
         g_gc.t0 = track::monotonic_ns();
         if (g_freeze.active && g_gc.t0 - g_freeze.since > Freeze::kMaxNs && t_trigger != Trigger::Memguard) {
             // A window nobody closed (its thread ended with a mark pending): thaw so that the
@@ -203,6 +206,7 @@ PyObject* gc_callback(PyObject*, PyObject* args) {
         g_gc.mark_age_ns = t_trigger == Trigger::Memguard ? g_gc.t0 - t_mark.first_t : -1;
         return new_none();
     }
+    set_collecting_on_this_thread(false);
     Recorder::Collection c;
     c.trigger = trigger_name(g_gc.trigger);
     c.generation = g_gc.generation;
@@ -532,6 +536,7 @@ void startup() {
     Ref r(a->PyObject_CallObject(reg.get(), args.get()));
     a->PyErr_Clear();
     if (g_settings.python_stacks) Recorder::instance().set_python_stack_provider(&capture_python_stack);
+    install_module();
     MG_LOG_DEBUG("Python hook active (CPython 3.{})", a->minor);
 }
 
@@ -558,6 +563,10 @@ int audit_hook(const char* event, PyObject*, void*) {
         startup();
     }
     calibrate_when_possible();
+    if (event[0] == 'i' && allocator_install_pending() && std::strcmp(event, "import") == 0) {
+        ErrorGuard keep_error;
+        maybe_install_allocator();  // MEMGUARD_ALLOCATOR=memguard, once torch.cuda.memory has loaded
+    }
     if (event[0] == 'i' && !g_obj.dynamo_registered && std::strcmp(event, "import") == 0) {
         ErrorGuard keep_error;
         try_register_dynamo();

@@ -1,7 +1,7 @@
 #include "report/analysis.h"
 
 #include <algorithm>
-#include <unordered_map>
+#include <tuple>
 
 #include "report/captures.h"
 #include "report/collections.h"
@@ -10,25 +10,16 @@ namespace memguard::report {
 
 namespace {
 
-/// Live bytes and blocks of one category, and its peak.
-struct Level {
+/// A peak: the most bytes at once, and when first reached.
+struct Peak {
     uint64_t bytes = 0;
-    uint64_t blocks = 0;
-    uint64_t peak = 0;
-    std::optional<int64_t> peak_t;
+    std::optional<int64_t> t;
 
-    /// Returns true when this change set a new peak.
-    bool change(const Block& b, bool live, int64_t t) {
-        if (live) {
-            bytes += b.size;
-            ++blocks;
-        } else {
-            bytes -= std::min(bytes, b.size);
-            blocks -= blocks > 0 ? 1 : 0;
-        }
-        if (bytes <= peak) return false;
-        peak = bytes;
-        peak_t = t;
+    /// Returns true when `now` is a new peak.
+    bool update(uint64_t now, int64_t at) {
+        if (now <= bytes) return false;
+        bytes = now;
+        t = at;
         return true;
     }
 };
@@ -61,34 +52,78 @@ void count_failures(const Report& r, Summary& s) {
 }
 
 void replay_levels(const Report& r, Summary& s) {
-    Level gpu;
-    std::array<Level, kKindCount> kinds;
-    std::map<int, Level> devices;
-    for (size_t i = 0; i < r.events.size(); ++i) {
-        const Event& e = r.events[i];
-        const Block& b = r.blocks[e.block];
-        bool live = e.type != Event::Free;
-        kinds[kind_index(b.kind)].change(b, live, e.t);
-        if (!is_gpu(b.kind)) continue;
-        devices[b.device].change(b, live, e.t);
-        if (gpu.change(b, live, e.t)) s.peak_events = i + 1;
+    Peak gpu, mapped, physical, reserved;
+    std::array<Peak, kKindCount> kinds;
+    std::map<int, Peak> devices;
+    LevelWalk walk(r);
+    while (walk.step()) {
+        const Event& e = r.events[walk.applied() - 1];
+        const Levels& l = walk.levels();
+        if (e.is_block()) {
+            size_t k = kind_index(r.blocks[e.block].kind);
+            kinds[k].update(l.kind_bytes[k], e.t);
+        }
+        if (auto dev = walk.last_gpu_device()) devices[*dev].update(l.device_bytes.at(*dev), e.t);
+        if (walk.last_changed_gpu() && gpu.update(l.gpu_bytes, e.t)) s.peak_events = walk.applied();
+        mapped.update(l.mapped_bytes, e.t);
+        physical.update(l.physical_bytes, e.t);
+        reserved.update(l.reserved_bytes, e.t);
     }
-    s.peak_bytes = gpu.peak;
-    s.peak_t = gpu.peak_t;
-    s.live_bytes_at_exit = gpu.bytes;
-    s.live_blocks_at_exit = gpu.blocks;
+    const Levels& end = walk.levels();
+    s.peak_bytes = gpu.bytes;
+    s.peak_t = gpu.t;
+    s.live_bytes_at_exit = end.gpu_bytes;
+    s.live_blocks_at_exit = end.gpu_blocks;
     for (size_t k = 0; k < kKindCount; ++k) {
-        s.by_kind[k].peak_bytes = kinds[k].peak;
-        s.by_kind[k].peak_t = kinds[k].peak_t;
-        s.by_kind[k].live_bytes_at_exit = kinds[k].bytes;
-        s.by_kind[k].live_blocks_at_exit = kinds[k].blocks;
+        s.by_kind[k].peak_bytes = kinds[k].bytes;
+        s.by_kind[k].peak_t = kinds[k].t;
+        s.by_kind[k].live_bytes_at_exit = end.kind_bytes[k];
+        s.by_kind[k].live_blocks_at_exit = end.kind_blocks[k];
     }
-    for (const auto& [dev, level] : devices) {
+    for (const auto& [dev, peak] : devices) {
         DeviceStats& d = s.by_device[dev];
-        d.peak_bytes = level.peak;
-        d.peak_t = level.peak_t;
-        d.live_bytes_at_exit = level.bytes;
-        d.live_blocks_at_exit = level.blocks;
+        d.peak_bytes = peak.bytes;
+        d.peak_t = peak.t;
+        auto it = end.device_bytes.find(dev);
+        d.live_bytes_at_exit = it == end.device_bytes.end() ? 0 : it->second;
+    }
+    for (size_t b = 0; b < r.blocks.size(); ++b) {
+        if (walk.block_live(b) && is_gpu(r.blocks[b].kind)) ++s.by_device[r.blocks[b].device].live_blocks_at_exit;
+    }
+    for (size_t h = 0; h < r.handles.size(); ++h) {
+        if (walk.handle_live(h) && r.handles[h].device >= 0) ++s.by_device[r.handles[h].device].live_handles_at_exit;
+    }
+    VirtualStats& v = s.virt;
+    v.reserved_bytes = end.reserved_bytes;
+    v.mapped_bytes = end.mapped_bytes;
+    v.physical_bytes = end.physical_bytes;
+    v.physical_device_bytes = end.physical_device_bytes;
+    v.physical_handles = end.physical_handles;
+    v.physical_device_handles = end.physical_device_handles;
+    v.peak_reserved_bytes = reserved.bytes;
+    v.peak_mapped_bytes = mapped.bytes;
+    v.peak_mapped_t = mapped.t;
+    v.peak_physical_bytes = physical.bytes;
+    v.peak_physical_t = physical.t;
+}
+
+void count_virtual(const Report& r, Summary& s) {
+    VirtualStats& v = s.virt;
+    for (const Event& e : r.events) {
+        switch (e.type) {
+        case Event::Reserve: ++v.reserves; break;
+        case Event::AddressFree: ++v.address_frees; break;
+        case Event::Create: ++v.creates; break;
+        case Event::Release: ++v.releases; break;
+        case Event::Map: ++v.maps; break;
+        default: break;
+        }
+    }
+    v.unmaps = r.unmaps;
+    v.any = !r.reservations.empty() || !r.handles.empty() || !r.mappings.empty();
+    // Handles on a device count on that device even when nothing else was allocated there.
+    for (const PhysicalHandle& h : r.handles) {
+        if (h.device >= 0) s.by_device[h.device];
     }
 }
 
@@ -128,6 +163,7 @@ Summary summarize(const Report& r) {
     s.complete = r.complete;
     count_blocks(r, s);
     count_failures(r, s);
+    count_virtual(r, s);
     replay_levels(r, s);
     count_captures(r, s);
     count_collections(r, s);
@@ -147,12 +183,13 @@ LiveSet live_at(const Report& r, const TimePoint& at) {
         out.events_applied = events_until(r, at.t);
         out.t = at.t;
     }
-    std::vector<char> live(r.blocks.size(), 0);
-    for (size_t i = 0; i < out.events_applied; ++i) {
-        live[r.events[i].block] = r.events[i].type != Event::Free;
+    LevelWalk walk(r);
+    walk.advance_to(out.events_applied);
+    for (size_t b = 0; b < r.blocks.size(); ++b) {
+        if (walk.block_live(b)) out.blocks.push_back(b);
     }
-    for (size_t b = 0; b < live.size(); ++b) {
-        if (live[b]) out.blocks.push_back(b);
+    for (size_t h = 0; h < r.handles.size(); ++h) {
+        if (walk.handle_live(h)) out.handles.push_back(h);
     }
     return out;
 }
@@ -162,28 +199,48 @@ bool kind_matches(Kind k, KindFilter filter) {
     case KindFilter::Gpu: return is_gpu(k);
     case KindFilter::Pinned: return k == Kind::Pinned;
     case KindFilter::All: return true;
+    case KindFilter::Physical: return false;
+    }
+    return false;
+}
+
+bool handle_matches(const PhysicalHandle& h, KindFilter filter) {
+    switch (filter) {
+    case KindFilter::Gpu: return h.device >= 0;
+    case KindFilter::Pinned: return false;
+    case KindFilter::All:
+    case KindFilter::Physical: return true;
     }
     return false;
 }
 
 SiteTable group_by_site(const Report& r, const LiveSet& live, KindFilter filter) {
     SiteTable table;
-    std::unordered_map<uint64_t, size_t> index;  // (stack id, Python stack id) -> site
+    std::map<std::tuple<bool, uint32_t, uint32_t>, size_t> index;  // (physical, stack, Python stack) -> site
+    auto add = [&](bool physical, uint32_t stack_id, uint32_t python_stack_id, uint64_t size) {
+        auto [it, inserted] = index.emplace(std::make_tuple(physical, stack_id, python_stack_id), table.sites.size());
+        if (inserted) table.sites.push_back(Site{stack_id, python_stack_id, physical});
+        Site& site = table.sites[it->second];
+        site.bytes += size;
+        ++site.blocks;
+        table.total_bytes += size;
+    };
     for (size_t b : live.blocks) {
         const Block& block = r.blocks[b];
         if (!kind_matches(block.kind, filter)) continue;
-        uint64_t key = (uint64_t{block.stack_id} << 32) | block.python_stack_id;
-        auto [it, inserted] = index.emplace(key, table.sites.size());
-        if (inserted) table.sites.push_back(Site{block.stack_id, block.python_stack_id});
-        Site& site = table.sites[it->second];
-        site.bytes += block.size;
-        ++site.blocks;
-        table.total_bytes += block.size;
+        add(false, block.stack_id, block.python_stack_id, block.size);
         ++table.total_blocks;
+    }
+    for (size_t h : live.handles) {
+        const PhysicalHandle& handle = r.handles[h];
+        if (!handle_matches(handle, filter)) continue;
+        add(true, handle.stack_id, handle.python_stack_id, handle.size);
+        ++table.total_handles;
     }
     std::sort(table.sites.begin(), table.sites.end(), [](const Site& a, const Site& b) {
         if (a.bytes != b.bytes) return a.bytes > b.bytes;
         if (a.blocks != b.blocks) return a.blocks > b.blocks;
+        if (a.physical != b.physical) return !a.physical;
         if (a.stack_id != b.stack_id) return a.stack_id < b.stack_id;
         return a.python_stack_id < b.python_stack_id;
     });
@@ -192,13 +249,19 @@ SiteTable group_by_site(const Report& r, const LiveSet& live, KindFilter filter)
 
 std::vector<Pool> group_by_pool(const Report& r, const LiveSet& live, KindFilter filter) {
     std::map<uint32_t, LiveSet> by_owner;  // ordered: 0 (ordinary) first, then capture ids
-    for (size_t b : live.blocks) {
-        const Block& block = r.blocks[b];
-        if (!kind_matches(block.kind, filter)) continue;
-        LiveSet& set = by_owner[block.capture_id];
+    auto owner = [&](uint32_t capture_id) -> LiveSet& {
+        LiveSet& set = by_owner[capture_id];
         set.t = live.t;
         set.events_applied = live.events_applied;
-        set.blocks.push_back(b);
+        return set;
+    };
+    for (size_t b : live.blocks) {
+        const Block& block = r.blocks[b];
+        if (kind_matches(block.kind, filter)) owner(block.capture_id).blocks.push_back(b);
+    }
+    for (size_t h : live.handles) {
+        const PhysicalHandle& handle = r.handles[h];
+        if (handle_matches(handle, filter)) owner(handle.capture_id).handles.push_back(h);
     }
     std::vector<Pool> pools;
     for (const auto& [capture_id, set] : by_owner) pools.push_back(Pool{capture_id, group_by_site(r, set, filter)});

@@ -1,9 +1,10 @@
 // Figures derived from a report (docs/report-format.md, "Derived figures"): the summary, the live set
 // at a point in time, and live memory grouped by allocation site.
 //
-// Time semantics: events are replayed in file order. "GPU live bytes" count kinds device, async and
-// managed; pinned host memory is tracked separately. The live set at time T is the state after every
-// event that precedes, in file order, the first event with t > T.
+// Time semantics: events are replayed in file order by LevelWalk (report/levels.h), which defines
+// "GPU live bytes": kinds device, async and managed plus physical memory (cuMemCreate) on devices;
+// pinned host memory is tracked separately. The live set at time T is the state after every event
+// that precedes, in file order, the first event with t > T.
 #pragma once
 
 #include <array>
@@ -12,12 +13,10 @@
 #include <optional>
 #include <vector>
 
+#include "report/levels.h"
 #include "report/report.h"
 
 namespace memguard::report {
-
-constexpr size_t kKindCount = 4;
-inline size_t kind_index(Kind k) { return static_cast<size_t>(k); }
 
 struct KindStats {
     uint64_t allocations = 0;      // A records
@@ -34,10 +33,28 @@ struct DeviceStats {
     uint64_t bytes_allocated = 0;
     uint64_t failed_allocations = 0;
     uint64_t oom_events = 0;
-    uint64_t peak_bytes = 0;
+    uint64_t peak_bytes = 0;  // GPU live bytes of this device (blocks and physical memory)
     std::optional<int64_t> peak_t;
-    uint64_t live_bytes_at_exit = 0;
-    uint64_t live_blocks_at_exit = 0;
+    uint64_t live_bytes_at_exit = 0;   // blocks and physical memory
+    uint64_t live_blocks_at_exit = 0;  // blocks only
+    uint64_t live_handles_at_exit = 0; // physical handles on this device whose memory exists at the end
+};
+
+/// Driver virtual memory management (format minor 3).
+struct VirtualStats {
+    bool any = false;  // the file has V, v, N, n, Q or q records that took effect
+    uint64_t reserves = 0, address_frees = 0, creates = 0, releases = 0, maps = 0, unmaps = 0;
+    // at the end of the file
+    uint64_t reserved_bytes = 0;
+    uint64_t mapped_bytes = 0;
+    uint64_t physical_bytes = 0;         // every location
+    uint64_t physical_device_bytes = 0;  // on devices (part of GPU live bytes)
+    uint64_t physical_handles = 0;
+    uint64_t physical_device_handles = 0;
+    uint64_t peak_reserved_bytes = 0;
+    uint64_t peak_mapped_bytes = 0;
+    uint64_t peak_physical_bytes = 0;
+    std::optional<int64_t> peak_mapped_t, peak_physical_t;
 };
 
 struct Summary {
@@ -46,11 +63,11 @@ struct Summary {
     uint64_t failed_frees = 0; // R records that took effect
     uint64_t failed_allocations = 0;
     uint64_t oom_events = 0;
-    uint64_t peak_bytes = 0;        // GPU live bytes
+    uint64_t peak_bytes = 0;        // GPU live bytes (blocks and physical memory on devices)
     std::optional<int64_t> peak_t;  // empty when no GPU memory was ever live
     size_t peak_events = 0;         // events (in file order) applied when the peak was first reached
-    uint64_t live_bytes_at_exit = 0;   // GPU
-    uint64_t live_blocks_at_exit = 0;  // GPU
+    uint64_t live_bytes_at_exit = 0;   // GPU live bytes
+    uint64_t live_blocks_at_exit = 0;  // GPU blocks (physical handles: virt.physical_handles)
     std::array<KindStats, kKindCount> by_kind;
     std::map<int, DeviceStats> by_device;  // GPU kinds, by device number
     int64_t duration_ns = 0;               // Report::end_t
@@ -70,6 +87,8 @@ struct Summary {
     std::array<uint64_t, kTriggerCount> collections{};       // by GcTrigger
     std::array<int64_t, kTriggerCount> cuda_bytes_freed{};   // by GcTrigger: sum of the known values
     uint64_t compiles = 0;
+    // minor 3
+    VirtualStats virt;
 };
 
 Summary summarize(const Report& r);
@@ -83,29 +102,39 @@ struct LiveSet {
     size_t events_applied = 0;  // prefix of Report::events replayed
     int64_t t = 0;              // the time the set stands for (peak time, end time, or the requested time)
     std::vector<size_t> blocks; // indices into Report::blocks, in allocation order
+    std::vector<size_t> handles; // indices into Report::handles whose physical memory exists, in N order
 };
 
-/// The blocks live at a point in time (every kind; filter with the kind of each block).
+/// The blocks and physical handles live at a point in time (every kind; filter with the kind of each
+/// block and handle_matches).
 LiveSet live_at(const Report& r, const TimePoint& at);
 
-enum class KindFilter { Gpu, Pinned, All };
+/// Gpu: device, async and managed blocks and physical memory on devices; Physical: physical memory
+/// (cuMemCreate handles) only; All: everything.
+enum class KindFilter { Gpu, Pinned, All, Physical };
 bool kind_matches(Kind k, KindFilter filter);
+bool handle_matches(const PhysicalHandle& h, KindFilter filter);
 
 /// An allocation site: the native stack and the Python stack (minor 2; 0 when none) of the allocation.
+/// Physical handles (minor 3) form sites of their own, at the stacks of their N records.
 struct Site {
     uint32_t stack_id = 0;
     uint32_t python_stack_id = 0;
+    bool physical = false;  // the site's entries are physical handles, not blocks
     uint64_t bytes = 0;
-    uint64_t blocks = 0;
+    uint64_t blocks = 0;  // blocks, or handles for a physical site
 };
 
 struct SiteTable {
-    uint64_t total_bytes = 0;
-    uint64_t total_blocks = 0;
-    std::vector<Site> sites;  // by bytes, then blocks, descending; then by stack id, then Python stack id
+    uint64_t total_bytes = 0;    // blocks and handles
+    uint64_t total_blocks = 0;   // blocks only
+    uint64_t total_handles = 0;  // physical handles
+    std::vector<Site> sites;  // by bytes, then blocks, descending; then block sites first, by stack id,
+                              // then Python stack id
 };
 
-/// Live blocks of the selected kinds grouped by allocation site (native stack id, Python stack id).
+/// Live blocks and handles of the selected kinds grouped by allocation site (native stack id, Python
+/// stack id; blocks and handles apart).
 SiteTable group_by_site(const Report& r, const LiveSet& live, KindFilter filter);
 
 /// The live blocks of one owner: ordinary memory, or the private pool of one stream capture.
@@ -114,7 +143,7 @@ struct Pool {
     SiteTable table;
 };
 
-/// Live blocks of the selected kinds split by owner (Block::capture_id), each grouped by site:
+/// Live blocks and handles of the selected kinds split by owner (capture_id), each grouped by site:
 /// ordinary memory first, then the capture pools by capture id. Only owners with live blocks.
 std::vector<Pool> group_by_pool(const Report& r, const LiveSet& live, KindFilter filter);
 

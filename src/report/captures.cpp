@@ -35,6 +35,17 @@ std::vector<CaptureStats> capture_stats(const Report& r) {
             ++s.live_owned_blocks_at_exit;
         }
     }
+    for (const PhysicalHandle& h : r.handles) {
+        auto it = index.find(h.capture_id);
+        if (h.capture_id == 0 || it == index.end()) continue;
+        CaptureStats& s = out[it->second];
+        s.owned_bytes += h.size;
+        ++s.owned_handles;
+        if (!h.t_gone) {
+            s.live_owned_bytes_at_exit += h.size;
+            ++s.live_owned_handles_at_exit;
+        }
+    }
     for (CaptureStats& s : out) {
         s.destroyed = s.capture->t_end && !s.graph_alive_at_exit && s.execs_alive_at_exit == 0;
     }

@@ -13,10 +13,14 @@ struct CaptureStats {
     const Capture* capture = nullptr;
     std::vector<size_t> execs;  // indices into Report::execs of the G records naming this capture
     uint64_t launches = 0;      // L records of those execs
-    uint64_t owned_bytes = 0;   // every block (any kind) whose capture_id is this capture
+    uint64_t owned_bytes = 0;   // every block (any kind) and handle whose capture_id is this capture
     uint64_t owned_blocks = 0;
     uint64_t live_owned_bytes_at_exit = 0;  // of those, the ones never freed
     uint64_t live_owned_blocks_at_exit = 0;
+    // Physical handles (N records, minor 3) created during the capture count as owned like blocks:
+    // their bytes are in owned_bytes and live_owned_bytes_at_exit.
+    uint64_t owned_handles = 0;
+    uint64_t live_owned_handles_at_exit = 0;  // whose memory still exists at the end
     bool graph_alive_at_exit = false;       // the captured graph had no K record
     uint64_t execs_alive_at_exit = 0;       // execs without a D record
     /// Nothing of the capture is left: it ended, its graph (if it produced one) was destroyed, and

@@ -46,6 +46,15 @@ const char* trigger_name(GcTrigger t) {
     return "unknown";
 }
 
+const char* phase_source_name(PhaseSource s) {
+    switch (s) {
+    case PhaseSource::Api: return "api";
+    case PhaseSource::Nvtx: return "nvtx";
+    case PhaseSource::NvtxRange: return "nvtx_range";
+    }
+    return "unknown";
+}
+
 const Capture* Report::find_capture(uint32_t id) const {
     // Ids rise from 1 in file order, so the capture is usually at index id - 1.
     if (id != 0 && id <= captures.size() && captures[id - 1].id == id) return &captures[id - 1];
@@ -131,6 +140,19 @@ private:
     void python_stack();
     void compile();
     void collection();
+    // minor 4
+    PhaseSource source_field(size_t i) const;
+    void phase_begin();
+    void phase_end();
+    void mark();
+    // minor 3
+    void reserve();
+    void address_free();
+    void create();
+    void release();
+    void map();
+    void unmap();
+    void remove_mapping(std::map<uint64_t, size_t>::iterator it, int64_t t);
 
     void need_fields(size_t n) const;
     uint64_t hex_field(size_t i, const char* what) const;
@@ -168,6 +190,11 @@ private:
     std::unordered_map<uint32_t, size_t> captures_;      // capture id -> index
     std::unordered_map<uint64_t, size_t> execs_;         // exec handle -> its most recent G
     std::unordered_map<uint64_t, size_t> live_graphs_;   // captured graph handle -> capture, until K
+    std::unordered_map<uint32_t, size_t> phases_;        // phase id -> index
+    std::unordered_map<uint64_t, size_t> reserved_;      // va -> reservation, until v
+    std::unordered_map<uint64_t, size_t> handles_;       // handle value -> its most recent N
+    std::vector<uint64_t> handle_maps_;                  // per handle: mappings now in place
+    std::map<uint64_t, size_t> mapped_;                  // va -> mapping, until q
 };
 
 void Parser::fail(const std::string& what) const {
@@ -254,6 +281,25 @@ void Parser::record() {
         case 'P': python_stack(); break;
         case 'X': compile(); break;
         case 'Y': collection(); break;
+        default: break;
+        }
+    }
+    if (minor_ >= 4) {
+        switch (type[0]) {
+        case 'B': phase_begin(); break;
+        case 'b': phase_end(); break;
+        case 'J': mark(); break;
+        default: break;
+        }
+    }
+    if (minor_ >= 3) {
+        switch (type[0]) {
+        case 'V': reserve(); break;
+        case 'v': address_free(); break;
+        case 'N': create(); break;
+        case 'n': release(); break;
+        case 'Q': map(); break;
+        case 'q': unmap(); break;
         default: break;
         }
     }
@@ -795,6 +841,223 @@ void Parser::collection() {
     report_.collections.push_back(std::move(y));
 }
 
+// --- minor 3 ------------------------------------------------------------------------------------
+
+void Parser::reserve() {
+    need_fields(7);
+    Reservation v;
+    v.t_reserve = time_field(1);
+    v.tid = dec_field(2, "tid");
+    v.va = hex_field(3, "address");
+    v.size = dec_field(4, "size");
+    v.stack_id = id_field(5, "stack id");
+    v.python_stack_id = id_field(6, "Python stack id");
+    check_stack_ref(v.stack_id, "V");
+    check_python_stack_ref(v.python_stack_id, "V");
+    size_t index = report_.reservations.size();
+    auto old = reserved_.find(v.va);
+    if (old != reserved_.end()) {
+        warn("double-reserve", "address range reserved at " + hex(v.va) + ", which is already reserved; the "
+                               "earlier range is taken as freed (a cuMemAddressFree was not recorded)");
+        report_.reservations[old->second].t_free = v.t_reserve;
+        add_event(Event::AddressFree, old->second, v.t_reserve);
+    }
+    reserved_[v.va] = index;
+    report_.reservations.push_back(v);
+    add_event(Event::Reserve, index, v.t_reserve);
+}
+
+void Parser::address_free() {
+    need_fields(5);
+    int64_t t = time_field(1);
+    dec_field(2, "tid");
+    uint64_t va = hex_field(3, "address");
+    dec_field(4, "size");
+    auto it = reserved_.find(va);
+    if (it == reserved_.end()) {
+        warn("address-free-not-reserved", "address free of " + hex(va) + ", which is not reserved; ignored");
+        return;
+    }
+    report_.reservations[it->second].t_free = t;
+    add_event(Event::AddressFree, it->second, t);
+    reserved_.erase(it);
+}
+
+void Parser::create() {
+    need_fields(9);
+    PhysicalHandle h;
+    h.t_create = time_field(1);
+    h.tid = dec_field(2, "tid");
+    h.handle = hex_field(3, "handle");
+    h.size = dec_field(4, "size");
+    h.device = int_field(5, "device");
+    h.stack_id = id_field(6, "stack id");
+    h.python_stack_id = id_field(7, "Python stack id");
+    h.capture_id = id_field(8, "capture id");
+    check_stack_ref(h.stack_id, "N");
+    check_python_stack_ref(h.python_stack_id, "N");
+    check_capture_ref(h.capture_id, "N");
+    auto old = handles_.find(h.handle);
+    if (old != handles_.end() && !report_.handles[old->second].t_release) {
+        warn("double-create", "physical memory created with handle " + hex(h.handle) + ", which is not released; "
+                              "the earlier handle is taken as released (a cuMemRelease was not recorded)");
+        PhysicalHandle& prev = report_.handles[old->second];
+        prev.t_release = h.t_create;
+        if (handle_maps_[old->second] == 0) prev.t_gone = h.t_create;
+        add_event(Event::Release, old->second, h.t_create);
+    }
+    size_t index = report_.handles.size();
+    handles_[h.handle] = index;
+    handle_maps_.push_back(0);
+    report_.handles.push_back(h);
+    add_event(Event::Create, index, h.t_create);
+}
+
+void Parser::release() {
+    need_fields(4);
+    int64_t t = time_field(1);
+    dec_field(2, "tid");
+    uint64_t handle = hex_field(3, "handle");
+    auto it = handles_.find(handle);
+    if (it == handles_.end() || report_.handles[it->second].t_release) {
+        warn("release-not-created", "release of handle " + hex(handle) + ", which no unreleased N record created; "
+                                    "ignored");
+        return;
+    }
+    PhysicalHandle& h = report_.handles[it->second];
+    h.t_release = t;
+    // The driver returns the memory at the release only when nothing maps it; else at the last unmap.
+    if (handle_maps_[it->second] == 0) h.t_gone = t;
+    add_event(Event::Release, it->second, t);
+}
+
+void Parser::remove_mapping(std::map<uint64_t, size_t>::iterator it, int64_t t) {
+    size_t index = it->second;
+    mapped_.erase(it);
+    Mapping& m = report_.mappings[index];
+    m.t_unmap = t;
+    if (m.handle) {
+        uint64_t& maps = handle_maps_[*m.handle];
+        maps -= maps > 0 ? 1 : 0;
+        PhysicalHandle& h = report_.handles[*m.handle];
+        if (maps == 0 && h.t_release && !h.t_gone) h.t_gone = t;
+    }
+    add_event(Event::Unmap, index, t);
+}
+
+void Parser::map() {
+    need_fields(7);
+    Mapping m;
+    m.t_map = time_field(1);
+    m.tid = dec_field(2, "tid");
+    m.va = hex_field(3, "address");
+    m.size = dec_field(4, "size");
+    m.offset = dec_field(5, "offset");
+    m.handle_value = hex_field(6, "handle");
+    auto h = handles_.find(m.handle_value);
+    if (h != handles_.end() && !report_.handles[h->second].t_gone) {
+        m.handle = h->second;
+        if (report_.handles[h->second].t_release) {
+            warn("map-released", "mapping of handle " + hex(m.handle_value) + ", which was released");
+        }
+    } else {
+        warn("map-unknown-handle", "mapping at " + hex(m.va) + " of handle " + hex(m.handle_value) +
+                                       ", which no N record created; counted as mapped, not as physical memory");
+    }
+    auto old = mapped_.find(m.va);
+    if (old != mapped_.end()) {
+        warn("double-map", "mapping at " + hex(m.va) + ", which is already mapped; the earlier mapping is taken as "
+                           "unmapped (a cuMemUnmap was not recorded)");
+        remove_mapping(old, m.t_map);
+    }
+    size_t index = report_.mappings.size();
+    if (m.handle) {
+        ++handle_maps_[*m.handle];
+        ++report_.handles[*m.handle].maps;
+    }
+    mapped_[m.va] = index;
+    report_.mappings.push_back(m);
+    add_event(Event::Map, index, m.t_map);
+}
+
+void Parser::unmap() {
+    need_fields(5);
+    int64_t t = time_field(1);
+    dec_field(2, "tid");
+    uint64_t va = hex_field(3, "address");
+    uint64_t size = dec_field(4, "size");
+    // cuMemUnmap takes whole mappings: every mapping that starts in the range goes.
+    uint64_t end = va + size < va ? UINT64_MAX : va + size;
+    auto it = mapped_.lower_bound(va);
+    if (it == mapped_.end() || it->first >= end) {
+        warn("unmap-not-mapped", "unmap of " + hex(va) + ", which is not mapped; ignored");
+        return;
+    }
+    while (it != mapped_.end() && it->first < end) remove_mapping(it++, t);
+    ++report_.unmaps;
+}
+
+// --- minor 4 ------------------------------------------------------------------------------------
+
+PhaseSource Parser::source_field(size_t i) const {
+    std::string_view s = f_[i];
+    if (s == "api") return PhaseSource::Api;
+    if (s == "nvtx") return PhaseSource::Nvtx;
+    if (s == "nvtx_range") return PhaseSource::NvtxRange;
+    malformed("unknown source " + quoted(s));
+}
+
+void Parser::phase_begin() {
+    need_fields(6);
+    Phase p;
+    p.t_begin = time_field(1);
+    p.tid = dec_field(2, "tid");
+    p.id = id_field(3, "phase id");
+    if (p.id == 0) malformed("phase id 0 is not allowed (ids start at 1)");
+    p.source = source_field(4);
+    p.name = string_field(5, "name");
+    p.events_at_begin = report_.events.size();
+    p.begin_line = line_no_;
+    if (phases_.count(p.id) != 0) {
+        warn("dup-phase", "phase " + std::to_string(p.id) + " begun twice; the second B record is ignored");
+        return;
+    }
+    phases_[p.id] = report_.phases.size();
+    report_.phases.push_back(std::move(p));
+}
+
+void Parser::phase_end() {
+    need_fields(4);
+    int64_t t = time_field(1);
+    uint64_t tid = dec_field(2, "tid");
+    uint32_t id = id_field(3, "phase id");
+    auto it = phases_.find(id);
+    if (it == phases_.end()) {
+        warn("unknown-phase", "b record ends phase " + std::to_string(id) + ", which no earlier B record began; ignored");
+        return;
+    }
+    Phase& p = report_.phases[it->second];
+    if (p.t_end) {
+        warn("phase-ended-twice", "phase " + std::to_string(id) + " ended twice; the second b record is ignored");
+        return;
+    }
+    p.t_end = t;
+    p.end_tid = tid;
+    p.events_at_end = report_.events.size();
+    p.end_line = line_no_;
+}
+
+void Parser::mark() {
+    need_fields(5);
+    Mark m;
+    m.t = time_field(1);
+    m.tid = dec_field(2, "tid");
+    m.source = source_field(3);
+    m.name = string_field(4, "name");
+    m.events_before = report_.events.size();
+    report_.marks.push_back(std::move(m));
+}
+
 void Parser::warn_frames_outside_modules() {
     size_t outside = 0, total = 0;
     for (const auto& [id, s] : report_.stacks) {
@@ -822,6 +1085,9 @@ Report Parser::finish() {
         std::string flushed = heartbeat_t_ && *heartbeat_t_ == report_.end_t ? " (last flush)" : "";
         warnings_.add_first(report_.path + ": no end record: the process did not exit normally (killed?); " +
                             "data up to t=" + seconds_fixed3(report_.end_t) + " s" + flushed);
+    }
+    for (Phase& p : report_.phases) {
+        if (!p.t_end) p.events_at_end = report_.events.size();
     }
     warn_frames_outside_modules();
     report_.warnings = warnings_.finish();

@@ -190,11 +190,85 @@ struct Collection {
     std::optional<int64_t> mark_age_ns;       // memguard collections: first mark to the collection's start
 };
 
-/// One change of the live set, in file order.
+// --- minor 3: driver virtual memory management -------------------------------------------------
+
+/// V (cuMemAddressReserve) and, once released, its v (cuMemAddressFree).
+struct Reservation {
+    uint64_t va = 0, size = 0;
+    uint64_t tid = 0;
+    int64_t t_reserve = 0;
+    std::optional<int64_t> t_free;  // empty while reserved
+    uint32_t stack_id = 0;
+    uint32_t python_stack_id = 0;
+};
+
+/// N (cuMemCreate) and its n (cuMemRelease). Handle values may be reused after the memory is gone:
+/// n and Q records refer to the most recent N of their handle.
+struct PhysicalHandle {
+    uint64_t handle = 0, size = 0;
+    int device = -1;  // -1: not located on a device
+    uint64_t tid = 0;
+    int64_t t_create = 0;
+    std::optional<int64_t> t_release;  // the n record; empty while not released
+    /// When the memory was returned: at the n when nothing mapped it then, else at the q that
+    /// removed its last mapping. Empty while the memory exists (at the end: not released, or mapped).
+    std::optional<int64_t> t_gone;
+    uint32_t stack_id = 0;
+    uint32_t python_stack_id = 0;
+    uint32_t capture_id = 0;
+    uint64_t maps = 0;  // Q records that mapped it
+};
+
+/// Q (cuMemMap) and the q (cuMemUnmap) that removed it.
+struct Mapping {
+    uint64_t va = 0, size = 0, offset = 0;
+    uint64_t handle_value = 0;
+    std::optional<size_t> handle;  // index into Report::handles; empty when no N created the handle
+    uint64_t tid = 0;
+    int64_t t_map = 0;
+    std::optional<int64_t> t_unmap;  // empty while mapped
+};
+
+// --- minor 4: phases and marks -------------------------------------------------------------------
+
+/// Where a phase or a mark came from: the C API / Python module, an NVTX push/pop range (per thread),
+/// or an NVTX start/end range (process-wide).
+enum class PhaseSource { Api, Nvtx, NvtxRange };
+const char* phase_source_name(PhaseSource s);
+
+/// B ... b: a named span. Positions are prefixes of Report::events, so the memory at its begin and
+/// end is the state after that many events, whatever kinds of events there are.
+struct Phase {
+    uint32_t id = 0;
+    PhaseSource source = PhaseSource::Api;
+    std::string name;
+    uint64_t tid = 0;
+    int64_t t_begin = 0;
+    size_t events_at_begin = 0;     // events before the B record
+    std::optional<int64_t> t_end;   // empty: never ended (no b record)
+    uint64_t end_tid = 0;
+    size_t events_at_end = 0;       // events before the b record; Report::events.size() when not ended
+    size_t begin_line = 0, end_line = 0;  // line numbers of B and b (0: no b), to order them exactly
+};
+
+/// J: an instant event.
+struct Mark {
+    int64_t t = 0;
+    uint64_t tid = 0;
+    PhaseSource source = PhaseSource::Api;
+    std::string name;
+    size_t events_before = 0;  // events before the J record
+};
+
+/// One change of the memory state, in file order. `block` indexes the vector of its record type:
+/// Report::blocks (Alloc, Free, Restore), Report::reservations (Reserve, AddressFree),
+/// Report::handles (Create, Release), Report::mappings (Map, Unmap). Walk them with LevelWalk
+/// (report/levels.h), the one definition of live bytes.
 struct Event {
-    enum Type { Alloc, Free, Restore } type;
-    size_t block;  // index into Report::blocks
+    enum Type { Alloc, Free, Restore, Reserve, AddressFree, Create, Release, Map, Unmap } type;
+    size_t block;
     int64_t t;
+    bool is_block() const { return type == Alloc || type == Free || type == Restore; }
 };
 
 struct Report {
@@ -205,7 +279,7 @@ struct Report {
     std::unordered_map<uint32_t, Stack> stacks;
     std::vector<Block> blocks;  // in order of allocation
     std::vector<FailedAlloc> failures;
-    std::vector<Event> events;
+    std::vector<Event> events;  // every kind of Event, in file order
     bool complete = false;     // an end record (Z) was read
     int64_t end_t = 0;         // time of Z, else of the last record or heartbeat
     std::vector<std::string> warnings;  // non-fatal remarks (e.g. "no end record: process killed?")
@@ -224,6 +298,14 @@ struct Report {
     std::unordered_map<uint32_t, PythonStack> python_stacks;
     std::vector<Compile> compiles;
     std::vector<Collection> collections;
+    // minor 3
+    std::vector<Reservation> reservations;  // in order of V records
+    std::vector<PhysicalHandle> handles;    // in order of N records
+    std::vector<Mapping> mappings;          // in order of Q records
+    uint64_t unmaps = 0;                    // q records that removed at least one mapping
+    // minor 4
+    std::vector<Phase> phases;  // in order of B records
+    std::vector<Mark> marks;    // in order of J records
 
     /// The capture with id `id`, or null.
     const Capture* find_capture(uint32_t id) const;

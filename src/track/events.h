@@ -31,6 +31,16 @@ enum class Api : uint8_t {
     cudaMallocHost,
     cudaHostAlloc,
     cudaFreeHost,
+    // Driver API (docs/report-format.md, minor 3): the driver function's base name.
+    cuMemAlloc,
+    cuMemFree,
+    cuMemAllocAsync,
+    cuMemFreeAsync,
+    cuMemAllocFromPoolAsync,
+    cuMemAllocManaged,
+    cuMemAllocPitch,
+    cuMemHostAlloc,
+    cuMemFreeHost,
 };
 
 inline const char* api_name(Api a) noexcept {
@@ -45,6 +55,15 @@ inline const char* api_name(Api a) noexcept {
     case Api::cudaMallocHost: return "cudaMallocHost";
     case Api::cudaHostAlloc: return "cudaHostAlloc";
     case Api::cudaFreeHost: return "cudaFreeHost";
+    case Api::cuMemAlloc: return "cuMemAlloc";
+    case Api::cuMemFree: return "cuMemFree";
+    case Api::cuMemAllocAsync: return "cuMemAllocAsync";
+    case Api::cuMemFreeAsync: return "cuMemFreeAsync";
+    case Api::cuMemAllocFromPoolAsync: return "cuMemAllocFromPoolAsync";
+    case Api::cuMemAllocManaged: return "cuMemAllocManaged";
+    case Api::cuMemAllocPitch: return "cuMemAllocPitch";
+    case Api::cuMemHostAlloc: return "cuMemHostAlloc";
+    case Api::cuMemFreeHost: return "cuMemFreeHost";
     }
     return "unknown";
 }
@@ -52,7 +71,8 @@ inline const char* api_name(Api a) noexcept {
 /// Calls that CUDA forbids while a stream capture makes "potentially unsafe" calls illegal
 /// (cudaStreamCaptureMode). Stream-ordered allocation is legal during capture.
 inline bool is_potentially_unsafe(Api a) noexcept {
-    return a != Api::cudaMallocAsync && a != Api::cudaFreeAsync && a != Api::cudaMallocFromPoolAsync;
+    return a != Api::cudaMallocAsync && a != Api::cudaFreeAsync && a != Api::cudaMallocFromPoolAsync &&
+           a != Api::cuMemAllocAsync && a != Api::cuMemFreeAsync && a != Api::cuMemAllocFromPoolAsync;
 }
 
 /// The stream a call names, if any. Per-thread default streams (cudaStreamPerThread, or the null

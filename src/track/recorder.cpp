@@ -146,7 +146,7 @@ void Recorder::write_header() {
         line.word(key).str(value);
         writer_.append(line.finish());
     };
-    info("format_minor", "2");
+    info("format_minor", "5");  // docs/report-format.md: minor 3 driver memory, 4 phases, 5 allocator mode
     info("pid", std::to_string(getpid()));
     info("ppid", std::to_string(getppid()));
     info("exe", exe_path());
@@ -157,6 +157,7 @@ void Recorder::write_header() {
     info("memguard_version", MEMGUARD_VERSION_STRING);
     info("stack_depth", std::to_string(config_.stack_depth));
     info("unwinder", unwinder_name());
+    if (allocator_mode_.load(std::memory_order_acquire)) info("allocator", "memguard");
 }
 
 void Recorder::on_new_stack(void* self, uint32_t id, const uintptr_t* ips, int n) {
@@ -176,9 +177,15 @@ uint32_t Recorder::intern(const uintptr_t* ips, int n) {
 void Recorder::record_alloc(Api api, Kind kind, uintptr_t addr, uint64_t size, int device, StreamArg stream,
                             const uintptr_t* ips, int n) {
     if (!ensure_started()) return;
-    if (is_gpu(kind)) gpu_seen_.store(true, std::memory_order_relaxed);
     uint32_t py = python_stack();
     uint32_t sid = intern(ips, n);
+    record_alloc_interned(api, kind, addr, size, device, stream, sid, py);
+}
+
+void Recorder::record_alloc_interned(Api api, Kind kind, uintptr_t addr, uint64_t size, int device, StreamArg stream,
+                                     uint32_t sid, uint32_t py) {
+    if (!ensure_started()) return;
+    if (is_gpu(kind)) gpu_seen_.store(true, std::memory_order_relaxed);
     int64_t t = now();
     uint64_t tid = current_tid();
     uint32_t owner = captures_.owner_for(stream, tid).id;
@@ -330,6 +337,56 @@ void Recorder::record_graph_destroy(uintptr_t graph) {
     writer_.append(line.finish());
 }
 
+void Recorder::record_reserve(uintptr_t va, uint64_t size, const uintptr_t* ips, int n) {
+    if (!ensure_started()) return;
+    uint32_t py = python_stack();
+    uint32_t sid = intern(ips, n);
+    Line line('V');
+    line.sdec(now()).dec(current_tid()).hex(va).dec(size).dec(sid).dec(py);
+    writer_.append(line.finish());
+}
+
+void Recorder::record_address_free(uintptr_t va, uint64_t size) {
+    if (state_.load(std::memory_order_acquire) != State::Recording) return;
+    Line line('v');
+    line.sdec(now()).dec(current_tid()).hex(va).dec(size);
+    writer_.append(line.finish());
+}
+
+void Recorder::record_create(uintptr_t handle, uint64_t size, int device, const uintptr_t* ips, int n) {
+    if (!ensure_started()) return;
+    if (device >= 0) gpu_seen_.store(true, std::memory_order_relaxed);
+    uint32_t py = python_stack();
+    uint32_t sid = intern(ips, n);
+    uint64_t tid = current_tid();
+    // No stream is named: a capture owns the handle when this thread is capturing.
+    uint32_t owner = captures_.owner_for(StreamArg{}, tid).id;
+    Line line('N');
+    line.sdec(now()).dec(tid).hex(handle).dec(size).sdec(device).dec(sid).dec(py).dec(owner);
+    writer_.append(line.finish());
+}
+
+void Recorder::record_release(uintptr_t handle) {
+    if (state_.load(std::memory_order_acquire) != State::Recording) return;
+    Line line('n');
+    line.sdec(now()).dec(current_tid()).hex(handle);
+    writer_.append(line.finish());
+}
+
+void Recorder::record_map(uintptr_t va, uint64_t size, uint64_t offset, uintptr_t handle) {
+    if (!ensure_started()) return;
+    Line line('Q');
+    line.sdec(now()).dec(current_tid()).hex(va).dec(size).dec(offset).hex(handle);
+    writer_.append(line.finish());
+}
+
+void Recorder::record_unmap(uintptr_t va, uint64_t size) {
+    if (state_.load(std::memory_order_acquire) != State::Recording) return;
+    Line line('q');
+    line.sdec(now()).dec(current_tid()).hex(va).dec(size);
+    writer_.append(line.finish());
+}
+
 void Recorder::check_unsafe_call(Api api) {
     if (captures_.active() == 0) return;
     uint64_t tid = current_tid();
@@ -391,6 +448,30 @@ void Recorder::record_collection(const Collection& c) {
     append_or_defer(line.finish());
 }
 
+uint64_t Recorder::record_phase_begin(PhaseSource source, std::string_view name) {
+    if (!active()) return 0;
+    uint64_t id = phases_.open();
+    Line line('B');
+    line.sdec(now()).dec(current_tid()).dec(id).word(phase_source_name(source)).str(cut_phase_name(name));
+    append_or_defer(line.finish());
+    return id;
+}
+
+bool Recorder::record_phase_end(uint64_t id) {
+    if (!phases_.close(id)) return false;
+    Line line('b');
+    line.sdec(now()).dec(current_tid()).dec(id);
+    append_or_defer(line.finish());
+    return true;
+}
+
+void Recorder::record_mark(PhaseSource source, std::string_view name) {
+    if (!active()) return;
+    Line line('J');
+    line.sdec(now()).dec(current_tid()).word(phase_source_name(source)).str(cut_phase_name(name));
+    append_or_defer(line.finish());
+}
+
 void Recorder::append_records(std::string_view records) {
     if (state_.load(std::memory_order_acquire) == State::Recording) writer_.append(records);
 }
@@ -411,7 +492,7 @@ std::string Recorder::report_path() {
 }
 
 // Lock order everywhere: start_mu_ -> stack shards -> module map -> block shards -> graph registry
-// -> writer.
+// -> writer. The phase table's lock is a leaf (nothing is taken while it is held).
 void Recorder::before_fork() {
     start_mu_.lock();
     stacks_.lock_all();
@@ -419,9 +500,11 @@ void Recorder::before_fork() {
     blocks_.lock_all();
     graphs_.mutex().lock();
     writer_.lock_for_fork();
+    phases_.mutex().lock();
 }
 
 void Recorder::after_fork_parent() {
+    phases_.mutex().unlock();
     writer_.unlock_after_fork();
     graphs_.mutex().unlock();
     blocks_.unlock_all();
@@ -442,6 +525,7 @@ void Recorder::after_fork_child() {
     modules_.clear();
     captures_.clear();
     graphs_.clear();
+    phases_.clear_open();
     last_capture_end_t_.store(0, std::memory_order_relaxed);
     deferred_.clear();
     deferred_dropped_ = 0;

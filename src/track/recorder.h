@@ -18,6 +18,7 @@
 #include "track/capture.h"
 #include "track/events.h"
 #include "track/modules.h"
+#include "track/phases.h"
 #include "track/stack_table.h"
 #include "track/writer.h"
 
@@ -65,6 +66,22 @@ public:
     /// progress makes it illegal under CUDA's capture-mode rules. The call itself is unchanged.
     void check_unsafe_call(Api api);
 
+    // --- driver virtual memory (docs/report-format.md, minor 3) -----------------------------
+    // Written only after the call succeeded. Reserve and create start the report (with expandable
+    // segments they are the process's first CUDA memory calls); the others need a started report.
+    /// cuMemAddressReserve: `size` bytes of device address space at `va` (V).
+    void record_reserve(uintptr_t va, uint64_t size, const uintptr_t* ips, int n);
+    /// cuMemAddressFree of the range reserved at `va` (v).
+    void record_address_free(uintptr_t va, uint64_t size);
+    /// cuMemCreate: physical memory `handle` of `size` bytes on `device` (-1: not a device) (N).
+    void record_create(uintptr_t handle, uint64_t size, int device, const uintptr_t* ips, int n);
+    /// cuMemRelease of `handle` (n).
+    void record_release(uintptr_t handle);
+    /// cuMemMap of `size` bytes of `handle` from `offset` at `va` (Q).
+    void record_map(uintptr_t va, uint64_t size, uint64_t offset, uintptr_t handle);
+    /// cuMemUnmap of `size` bytes at `va` (q).
+    void record_unmap(uintptr_t va, uint64_t size);
+
     // --- Python (docs/report-format.md, minor 2) ---------------------------------------------
     /// Called on the hook path, before any memguard lock is taken, when an allocation is recorded:
     /// returns the interned Python stack id of the calling thread (0 when it does not hold the
@@ -87,6 +104,56 @@ public:
     /// A garbage collection ended. memguard's own collections create the report file; other
     /// records of a process that has not allocated CUDA memory wait in memory until it does.
     void record_collection(const Collection& c);
+
+    // --- phases and marks (docs/report-format.md, minor 4) -------------------------------------
+    // Like collections, these records wait in memory until the report exists and never create it:
+    // a process that never touches CUDA writes no report, phases or not.
+    /// Begins a phase; returns its id (from 1), or 0 when memguard does not record.
+    uint64_t record_phase_begin(PhaseSource source, std::string_view name);
+    /// Ends phase `id`; false (nothing written) when it is not an open phase of this process.
+    bool record_phase_end(uint64_t id);
+    void record_mark(PhaseSource source, std::string_view name);
+
+    // --- allocator mode (docs/report-format.md, minor 5) ----------------------------------------
+    /// memguard allocates PyTorch's tensors (MEMGUARD_ALLOCATOR=memguard): the report says so
+    /// (`I allocator memguard`), in its header or, when it already exists, right away.
+    void set_allocator_mode();
+    /// Starts the report and interns a native stack; 0 when nothing is recorded or n is 0.
+    uint32_t intern_stack(const uintptr_t* ips, int n);
+    /// The calling thread's Python stack id from the provider; 0 when none.
+    uint32_t python_stack_id() const noexcept { return python_stack(); }
+    /// Like record_alloc, with stacks interned by the caller (the allocator's segments carry the
+    /// stacks of the tensor allocation that made them).
+    void record_alloc_interned(Api api, Kind kind, uintptr_t addr, uint64_t size, int device, StreamArg stream,
+                               uint32_t stack_id, uint32_t python_stack_id);
+    struct TensorBlock {
+        uintptr_t addr = 0;
+        uint64_t size = 0, requested = 0;
+        int device = 0;
+        uintptr_t stream = 0;
+        uint32_t stack_id = 0, python_stack_id = 0;
+        uint32_t capture_id = 0;
+        bool private_pool = false;
+        uint64_t pool_first = 0, pool_second = 0;
+    };
+    /// A block handed to PyTorch (T).
+    void record_block_alloc(const TensorBlock& b);
+    /// PyTorch returned the block at addr (t); written before the allocator may reuse it.
+    void record_block_free(uintptr_t addr, bool during_gc);
+    struct OomSite {
+        uint32_t stack_id, python_stack_id;
+        uint64_t blocks, bytes;
+    };
+    struct AllocatorOom {
+        int device = 0;
+        uint64_t requested = 0, rounded = 0, allocated = 0, reserved = 0, limit = 0;
+        uint32_t stack_id = 0, python_stack_id = 0;
+        const char* rescued = "none";  // none, cache, gc
+        const OomSite* sites = nullptr;
+        size_t site_count = 0;
+    };
+    /// An allocation the allocator could not satisfy (O), then its live blocks by site (o).
+    void record_allocator_oom(const AllocatorOom& oom);
 
     /// Appends complete records built by the Python layer (p/P) to a started report.
     void append_records(std::string_view records);
@@ -140,9 +207,11 @@ private:
     TextRange self_range_;
     CaptureView captures_;
     GraphRegistry graphs_;
+    PhaseTable phases_;
     std::atomic<int64_t> last_capture_end_t_{0};
     std::atomic<PythonStackFn> python_stack_{nullptr};
     std::atomic<bool> gpu_seen_{false};
+    std::atomic<bool> allocator_mode_{false};
     std::atomic<uint32_t> epoch_{0};
     /// Records made before the report exists (a collection before the first CUDA allocation),
     /// written after the header when it is created. Bounded; guarded by start_mu_.

@@ -14,6 +14,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -386,7 +388,14 @@ uint64_t fakecuda_graph_launch_count(void) {
 
 // ---- allocation ---------------------------------------------------------------------------------
 
+namespace {
+bool via_driver();
+cudaError_t driver_malloc(void** devPtr, size_t size);
+cudaError_t driver_free(void* devPtr);
+}  // namespace
+
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
+    if (via_driver()) return driver_malloc(devPtr, size);
     return allocate(devPtr, size, BlockKind::device, current_device, cudaSuccess);
 }
 
@@ -508,7 +517,10 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t 
 
 // ---- free ---------------------------------------------------------------------------------------
 
-cudaError_t cudaFree(void* devPtr) { return release(devPtr, FreeFamily::device, nullptr); }
+cudaError_t cudaFree(void* devPtr) {
+    if (via_driver()) return driver_free(devPtr);
+    return release(devPtr, FreeFamily::device, nullptr);
+}
 
 cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
     return release(devPtr, FreeFamily::device, &hStream);
@@ -1005,6 +1017,15 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) {
     return cudaSuccess;
 }
 
+// Flags are checked like the real runtime's (Default, BlockingSync, DisableTiming, Interprocess);
+// they change nothing here: events never carry timing.
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+    if ((flags & ~(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess)) != 0) {
+        return fail(cudaErrorInvalidValue);
+    }
+    return cudaEventCreate(event);
+}
+
 namespace {
 
 cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool ptsz) {
@@ -1033,6 +1054,17 @@ cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
 
 // Work is synchronous, so an event is complete unless it was last recorded in a capture.
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.events.find(event);
+    if (it == s.events.end()) return fail(cudaErrorInvalidResourceHandle);
+    if (it->second != 0) return fail(cudaErrorCapturedEvent);
+    return cudaSuccess;
+}
+
+// Waits for the event: complete at once (synchronous work), except for an event last recorded in
+// a capture, which never ran (cudaErrorCapturedEvent, like cudaEventQuery).
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     auto it = s.events.find(event);
@@ -1094,4 +1126,109 @@ cudaError_t cudaDriverGetVersion(int* driverVersion) {
     if (driverVersion == nullptr) return fail(cudaErrorInvalidValue);
     *driverVersion = CUDART_VERSION;
     return cudaSuccess;
+}
+
+// ---- the driver behind the runtime ----------------------------------------------------------------
+// As the real runtime does, the fake reaches the driver by dlopen("libcuda.so.1") and
+// dlsym(handle, "cuGetProcAddress_v2"), and asks that for every other driver function, with its
+// own CUDA version. cudaGetDriverEntryPoint* hand the caller's request to it. With
+// FAKE_CUDART_VIA_DRIVER=1, cudaMalloc and cudaFree also go through the driver (cuMemAlloc_v2,
+// cuMemFree_v2), as in the real runtime, instead of the fake's own blocks.
+namespace {
+
+using GetProcAddress = int (*)(const char*, void**, int, unsigned long long, int*);
+
+GetProcAddress driver_lookup() {
+    static GetProcAddress fn = [] {
+        void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        return lib ? reinterpret_cast<GetProcAddress>(dlsym(lib, "cuGetProcAddress_v2")) : nullptr;
+    }();
+    return fn;
+}
+
+bool via_driver() {
+    static const bool on = [] {
+        const char* v = std::getenv("FAKE_CUDART_VIA_DRIVER");
+        return v != nullptr && std::strcmp(v, "1") == 0;
+    }();
+    return on;
+}
+
+void* driver_function(const char* name) {
+    GetProcAddress lookup = driver_lookup();
+    void* fn = nullptr;
+    int status = 0;
+    if (!lookup || lookup(name, &fn, CUDART_VERSION, 0, &status) != 0) return nullptr;
+    return fn;
+}
+
+cudaError_t driver_malloc(void** devPtr, size_t size) {
+    static auto fn = reinterpret_cast<int (*)(unsigned long long*, size_t)>(driver_function("cuMemAlloc"));
+    if (!fn) return fail(cudaErrorInsufficientDriver);
+    if (devPtr == nullptr) return fail(cudaErrorInvalidValue);
+    if (size == 0) {
+        *devPtr = nullptr;
+        return cudaSuccess;
+    }
+    unsigned long long p = 0;
+    if (fn(&p, size) != 0) return fail(cudaErrorMemoryAllocation);
+    *devPtr = reinterpret_cast<void*>(p);
+    return cudaSuccess;
+}
+
+cudaError_t driver_free(void* devPtr) {
+    static auto fn = reinterpret_cast<int (*)(unsigned long long)>(driver_function("cuMemFree"));
+    if (!fn) return fail(cudaErrorInsufficientDriver);
+    if (devPtr == nullptr) return cudaSuccess;
+    return fn(reinterpret_cast<uintptr_t>(devPtr)) == 0 ? cudaSuccess : fail(cudaErrorInvalidValue);
+}
+
+// cudaEnableDefault selects the per-thread variants in the _ptsz entry points.
+unsigned long long driver_flags(unsigned long long flags, bool ptsz_entry) {
+    if (flags & cudaEnablePerThreadDefaultStream) return 2;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+    if (flags & cudaEnableLegacyStream) return 1;            // CU_GET_PROC_ADDRESS_LEGACY_STREAM
+    return ptsz_entry ? 2 : 0;
+}
+
+cudaError_t entry_point(const char* symbol, void** funcPtr, int version, unsigned long long flags, bool ptsz_entry,
+                        cudaDriverEntryPointQueryResult* driverStatus) {
+    if (symbol == nullptr || funcPtr == nullptr) return fail(cudaErrorInvalidValue);
+    if ((flags & ~3ull) != 0) return fail(cudaErrorInvalidValue);
+    GetProcAddress lookup = driver_lookup();
+    if (!lookup) return fail(cudaErrorInsufficientDriver);
+    int status = 0;
+    if (lookup(symbol, funcPtr, version, driver_flags(flags, ptsz_entry), &status) != 0) {
+        *funcPtr = nullptr;
+        return fail(cudaErrorInvalidValue);
+    }
+    if (driverStatus) *driverStatus = static_cast<cudaDriverEntryPointQueryResult>(status);
+    return cudaSuccess;
+}
+
+}  // namespace
+
+extern "C" cudaError_t cudaGetDriverEntryPoint_ptsz(const char*, void**, unsigned long long,
+                                                    cudaDriverEntryPointQueryResult*);
+extern "C" cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char*, void**, unsigned int, unsigned long long,
+                                                             cudaDriverEntryPointQueryResult*);
+
+cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long flags,
+                                    cudaDriverEntryPointQueryResult* driverStatus) {
+    return entry_point(symbol, funcPtr, CUDART_VERSION, flags, false, driverStatus);
+}
+
+cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr, unsigned long long flags,
+                                         cudaDriverEntryPointQueryResult* driverStatus) {
+    return entry_point(symbol, funcPtr, CUDART_VERSION, flags, true, driverStatus);
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int cudaVersion,
+                                             unsigned long long flags, cudaDriverEntryPointQueryResult* driverStatus) {
+    return entry_point(symbol, funcPtr, static_cast<int>(cudaVersion), flags, false, driverStatus);
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char* symbol, void** funcPtr, unsigned int cudaVersion,
+                                                  unsigned long long flags,
+                                                  cudaDriverEntryPointQueryResult* driverStatus) {
+    return entry_point(symbol, funcPtr, static_cast<int>(cudaVersion), flags, true, driverStatus);
 }

@@ -77,14 +77,18 @@ TEST(Elf, LibmemguardExportsOnlyCudaFunctionsAndItsApi) {
         bool version_node = symbol.section == SHN_ABS &&
                             std::find(version_nodes.begin(), version_nodes.end(), symbol.name) !=
                                 version_nodes.end();
+        // dlsym: the lookup interposer of the driver entry points (src/interpose/lookup_hooks.cpp).
         bool allowed = starts_with(symbol.name, "cu") || starts_with(symbol.name, "memguard_") ||
-                       version_node;
+                       symbol.name == "dlsym" || version_node ||
+                       // NVTX's entry point of an injection library (src/interpose/nvtx.cpp).
+                       symbol.name == "InitializeInjectionNvtx2";
         EXPECT_TRUE(allowed) << "libmemguard.so exports " << symbol.name
                              << (starts_with(symbol.name, "_Z") ? " (C++)" : "")
                              << (starts_with(symbol.name, "_U") || starts_with(symbol.name, "unw_")
                                      ? " (libunwind)"
                                      : "");
     }
+    EXPECT_EQ(names.count("InitializeInjectionNvtx2"), 1u) << "libmemguard.so is an NVTX injection library";
     // The interposers: functions, and unversioned (or carrying the runtime's own version), since a
     // program's reference cudaMalloc@libcudart.so.13 binds to nothing else.
     for (const char* api : k_allocation_api) {

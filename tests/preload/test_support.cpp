@@ -30,6 +30,8 @@ std::string Paths::app(const std::string& name) {
         {"graph_pool", APP_GRAPH_POOL},   {"unsafe_calls", APP_UNSAFE_CALLS},
         {"free_live_graph", APP_FREE_LIVE_GRAPH}, {"warmup", APP_WARMUP},
         {"many_captures", APP_MANY_CAPTURES}, {"capture_misuse", APP_CAPTURE_MISUSE},
+        {"nvtx_phases", APP_NVTX_PHASES},
+        {"pluggable_alloc", APP_PLUGGABLE_ALLOC},
     };
     auto it = apps.find(name);
     if (it == apps.end()) throw std::runtime_error("unknown test application " + name);

@@ -38,13 +38,27 @@ bool exercise(const std::string& content, std::mt19937& rng) {
     Summary s = summarize(r);
     EXPECT_GE(s.peak_bytes, s.live_bytes_at_exit);
     EXPECT_LE(s.frees, s.allocations);
-    for (const Event& e : r.events) EXPECT_LT(e.block, r.blocks.size());
+    for (const Event& e : r.events) {
+        switch (e.type) {
+        case Event::Alloc:
+        case Event::Free:
+        case Event::Restore: EXPECT_LT(e.block, r.blocks.size()); break;
+        case Event::Reserve:
+        case Event::AddressFree: EXPECT_LT(e.block, r.reservations.size()); break;
+        case Event::Create:
+        case Event::Release: EXPECT_LT(e.block, r.handles.size()); break;
+        case Event::Map:
+        case Event::Unmap: EXPECT_LT(e.block, r.mappings.size()); break;
+        }
+    }
+    EXPECT_LE(s.virt.physical_bytes, s.virt.peak_physical_bytes);
+    EXPECT_LE(s.virt.mapped_bytes, s.virt.peak_mapped_bytes);
     LiveSet peak = live_at(r, {TimePoint::Peak, 0});
     SiteTable peak_sites = group_by_site(r, peak, KindFilter::Gpu);
     EXPECT_EQ(peak_sites.total_bytes, s.peak_bytes);
     int64_t t = static_cast<int64_t>(rng() % 2000000000u);
     SiteTable at_t = group_by_site(r, live_at(r, {TimePoint::Time, t}), KindFilter::All);
-    EXPECT_LE(at_t.sites.size(), r.blocks.size());
+    EXPECT_LE(at_t.sites.size(), r.blocks.size() + r.handles.size());
     SiteTable at_exit = group_by_site(r, live_at(r, {TimePoint::Exit, 0}), KindFilter::Gpu);
     EXPECT_EQ(at_exit.total_bytes, s.live_bytes_at_exit);
     uint64_t pooled = 0;
@@ -85,7 +99,7 @@ TEST(Fuzz, EveryTruncationOfAValidReport) {
 
 TEST(Fuzz, EveryTruncationOfTheFormat12Reports) {
     std::mt19937 rng(seed());
-    for (const char* name : {"graphs.mgr", "gc.mgr"}) {
+    for (const char* name : {"graphs.mgr", "gc.mgr", "vmm_expandable.mgr", "vmm_release_mapped.mgr", "vmm_mixed.mgr"}) {
         std::string base = golden(name);
         ASSERT_GT(base.size(), 500u) << name;
         for (size_t cut = 0; cut <= base.size(); ++cut) {
@@ -98,11 +112,11 @@ TEST(Fuzz, EveryTruncationOfTheFormat12Reports) {
 TEST(Fuzz, RandomByteMutations) {
     std::mt19937 rng(seed());
     const std::string bases[] = {golden("basic.mgr"), golden("incomplete.mgr"), golden("graphs.mgr"),
-                                 golden("gc.mgr")};
+                                 golden("gc.mgr"), golden("vmm_expandable.mgr"), golden("vmm_release_mapped.mgr")};
     const char interesting[] = {' ', '\n', '%', '-', '0', '9', 'f', 'A', 'F', 'R', 'Z', '\0', '\xff', '\r'};
     size_t parsed = 0, refused = 0;
     for (int iter = 0; iter < 4000; ++iter) {
-        std::string s = bases[iter % 4];
+        std::string s = bases[iter % (sizeof bases / sizeof *bases)];
         int edits = 1 + static_cast<int>(rng() % 4);
         for (int e = 0; e < edits && !s.empty(); ++e) {
             size_t pos = rng() % s.size();
@@ -122,12 +136,12 @@ TEST(Fuzz, RandomByteMutations) {
 TEST(Fuzz, RandomRecordSoup) {
     std::mt19937 rng(seed());
     const char* types[] = {"I", "M", "S", "A", "F", "R", "E", "H", "Z", "X", "",  "C", "c", "G",
-                           "L", "D", "K", "W", "p", "P", "Y", "I format_minor"};
+                           "L", "D", "K", "W", "p", "P", "Y", "I format_minor", "V", "v", "N", "n", "Q", "q"};
     const char* words[] = {"0",      "1",     "-1",    "-",      "7f00",    "ffffffffffffffff", "10000000000000000",
                            "device", "async", "pinned", "managed", "cudaMalloc", "%",       "%zz",
                            "%41",    "2",     "a0",    "99999999999999999999", "/x", "",
                            "relaxed", "global", "begin", "end", "unsafe_call", "free_live_graph", "warmup_retention",
-                           "automatic", "memguard", "0/0,0/1"};
+                           "automatic", "memguard", "0/0,0/1", "3", "7f0000001000", "a001"};
     size_t parsed = 0;
     for (int iter = 0; iter < 3000; ++iter) {
         std::string s = kHeader;

@@ -5,6 +5,7 @@
 
 #include "common/config.h"
 
+using memguard::AllocatorMode;
 using memguard::Config;
 using memguard::ConfigResult;
 using memguard::LogLevel;
@@ -92,4 +93,28 @@ TEST(Config, PythonSwitchesDefaultOnAndTurnOff) {
     ASSERT_EQ(bad.problems.size(), 1u);
     EXPECT_NE(bad.problems[0].find("MEMGUARD_COMPILE_WINDOW='maybe'"), std::string::npos);
     EXPECT_TRUE(bad.config.compile_window);
+}
+
+TEST(Config, NvtxSwitchDefaultsOnAndTurnsOff) {
+    EXPECT_TRUE(parse({}).config.nvtx);
+    ConfigResult off = parse({{"MEMGUARD_NVTX", "0"}});
+    EXPECT_TRUE(off.problems.empty());
+    EXPECT_FALSE(off.config.nvtx);
+    ConfigResult bad = parse({{"MEMGUARD_NVTX", "sometimes"}});
+    ASSERT_EQ(bad.problems.size(), 1u);
+    EXPECT_NE(bad.problems[0].find("MEMGUARD_NVTX='sometimes'"), std::string::npos);
+    EXPECT_TRUE(bad.config.nvtx);
+}
+
+TEST(Config, AllocatorModeDefaultsToNativeAndRejectsUnknownValues) {
+    EXPECT_EQ(parse({}).config.allocator, AllocatorMode::Native);
+    ConfigResult mg = parse({{"MEMGUARD_ALLOCATOR", "memguard"}});
+    EXPECT_TRUE(mg.problems.empty());
+    EXPECT_EQ(mg.config.allocator, AllocatorMode::Memguard);
+    EXPECT_EQ(parse({{"MEMGUARD_ALLOCATOR", "Native"}}).config.allocator, AllocatorMode::Native);
+    ConfigResult bad = parse({{"MEMGUARD_ALLOCATOR", "cudaMallocAsync"}});
+    ASSERT_EQ(bad.problems.size(), 1u);
+    EXPECT_NE(bad.problems[0].find("MEMGUARD_ALLOCATOR='cudaMallocAsync'"), std::string::npos);
+    EXPECT_NE(bad.problems[0].find("keeping native"), std::string::npos);
+    EXPECT_EQ(bad.config.allocator, AllocatorMode::Native);
 }

@@ -49,6 +49,10 @@ private:
     std::optional<std::string> inline_value_;
 };
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 size_t count_value(const std::string& option, const std::string& v, size_t min, const std::string& command) {
     auto n = text::parse_dec(v);
     if (!n || *n < min || *n > 1000000000) {
@@ -76,7 +80,8 @@ report::KindFilter parse_kind(const std::string& v) {
     if (v == "gpu") return report::KindFilter::Gpu;
     if (v == "pinned") return report::KindFilter::Pinned;
     if (v == "all") return report::KindFilter::All;
-    throw UsageError("bad value '" + v + "' for --kind: expected gpu, pinned or all", "top");
+    if (v == "physical") return report::KindFilter::Physical;
+    throw UsageError("bad value '" + v + "' for --kind: expected gpu, pinned, physical or all", "top");
 }
 
 /// Handles one option of `top`; returns false when it is not one of them.
@@ -105,6 +110,27 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
     } else if (command == "cycles" && opt == "--all") {
         cur.no_value(opt);
         args.all = true;
+    } else if ((command == "diff" || command == "merge" || command == "export") && opt == "--frames") {
+        args.frames = count_value(opt, cur.value(opt), 0, command);
+        args.frames_given = true;
+    } else if ((command == "diff" || command == "merge") && (opt == "-n" || opt == "--top")) {
+        args.top_n = count_value(opt, cur.value(opt), 1, command);
+    } else if (command == "phases" && opt == "--marks") {
+        cur.no_value(opt);
+        args.marks = true;
+    } else if (command == "merge" && opt == "--template") {
+        args.rank_template = cur.value(opt);
+        if (args.rank_template.empty()) throw UsageError("option '--template' needs a non-empty value", command);
+    } else if ((command == "plot" || command == "export") && (opt == "-o" || opt == "--output")) {
+        args.output = cur.value(opt);
+        if (args.output.empty()) throw UsageError("option '" + opt + "' needs a non-empty value", command);
+    } else if (command == "export" && (opt == "--memory-viz" || opt == "--perfetto")) {
+        cur.no_value(opt);
+        Args::Format f = opt == "--perfetto" ? Args::Perfetto : Args::MemoryViz;
+        if (args.format != Args::NoFormat && args.format != f) {
+            throw UsageError("give one of --memory-viz and --perfetto, not both", command);
+        }
+        args.format = f;
     } else {
         return false;
     }
@@ -118,7 +144,44 @@ Args::Command command_named(const std::string& name) {
     if (name == "graphs") return Args::Graphs;
     if (name == "hazards") return Args::Hazards;
     if (name == "cycles") return Args::Cycles;
+    if (name == "phases") return Args::Phases;
+    if (name == "diff") return Args::Diff;
+    if (name == "merge") return Args::Merge;
+    if (name == "plot") return Args::Plot;
+    if (name == "export") return Args::Export;
     return Args::Help;
+}
+
+/// Checks the positional arguments (report files) and the options a command cannot go without.
+void check_positional(const std::string& command, const std::vector<std::string>& positional, Args& args) {
+    if (command == "diff") {
+        if (positional.size() < 2) throw UsageError("'diff' needs two report files, A and B", command);
+        if (positional.size() > 2) throw UsageError("unexpected argument '" + positional[2] + "'", command);
+        args.files = positional;
+        return;
+    }
+    if (command == "merge") {
+        if (positional.empty() && args.rank_template.empty()) {
+            throw UsageError("'merge' needs report files or --template", command);
+        }
+        if (!positional.empty() && !args.rank_template.empty()) {
+            throw UsageError("give report files or --template, not both", command);
+        }
+        args.files = positional;
+        return;
+    }
+    if (positional.empty()) throw UsageError("'" + command + "' needs a report FILE", command);
+    if (positional.size() > 1) throw UsageError("unexpected argument '" + positional[1] + "'", command);
+    args.file = positional[0];
+    if ((command == "plot" || command == "export") && args.output.empty()) {
+        throw UsageError("'" + command + "' needs an output file: -o FILE", command);
+    }
+    if (command == "export" && args.format == Args::NoFormat) {
+        throw UsageError("'export' needs a format: --memory-viz or --perfetto", command);
+    }
+    if (command == "plot" && !(ends_with(args.output, ".svg") || ends_with(args.output, ".html"))) {
+        throw UsageError("bad output name '" + args.output + "' for plot: it must end in .svg or .html", command);
+    }
 }
 
 void parse_command(const std::vector<std::string>& argv, Args& args, const std::string& command) {
@@ -135,16 +198,14 @@ void parse_command(const std::vector<std::string>& argv, Args& args, const std::
             args.command = Args::Help;
             args.help_topic = command;
             return;
-        } else if (a == "--json") {
+        } else if (a == "--json" && command != "plot" && command != "export") {
             cur.no_value(a);
             args.json = true;
         } else if (command == "top" ? !top_option(a, cur, args) : !other_option(command, a, cur, args)) {
             throw UsageError("unknown option '" + a + "' for '" + command + "'", command);
         }
     }
-    if (positional.empty()) throw UsageError("'" + command + "' needs a report FILE", command);
-    if (positional.size() > 1) throw UsageError("unexpected argument '" + positional[1] + "'", command);
-    args.file = positional[0];
+    check_positional(command, positional, args);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ public:
 };
 
 struct Args {
-    enum Command { Help, Version, Summary, Top, Graphs, Hazards, Cycles } command = Help;
+    enum Command { Help, Version, Summary, Top, Graphs, Hazards, Cycles, Phases, Diff, Merge, Plot, Export } command = Help;
     std::string help_topic;  // for Help: "" or a command name
     std::string file;
     bool json = false;
@@ -32,10 +32,18 @@ struct Args {
     std::string at_name = "peak";  // "peak", "exit" or "time"
     size_t top_n = 10;
     size_t frames = 6;  // top and hazards
+    bool frames_given = false;  // export: its default is every frame (up to 256)
     report::KindFilter kind = report::KindFilter::Gpu;
     bool pool = false;  // top: split by owner (ordinary memory, capture pools)
     // cycles
     bool all = false;  // list every automatic collection
+    // diff, merge: every report named (diff: A then B; merge: the ranks' reports in order)
+    std::vector<std::string> files;
+    bool marks = false;  // phases --marks: list the marks instead
+    std::string rank_template;  // merge --template
+    // plot, export
+    std::string output;        // -o
+    enum Format { NoFormat, MemoryViz, Perfetto } format = NoFormat;  // export
 };
 
 /// Parses argv[1..]. Throws UsageError.
@@ -50,6 +58,11 @@ int run_top(const Args& args);
 int run_graphs(const Args& args);
 int run_hazards(const Args& args);
 int run_cycles(const Args& args);
+int run_phases(const Args& args);
+int run_diff(const Args& args);
+int run_merge(const Args& args);
+int run_plot(const Args& args);
+int run_export(const Args& args);
 
 /// Prints "memguard: warning: <w>" on stderr for each remark.
 void print_warnings(const std::vector<std::string>& warnings);

@@ -37,6 +37,11 @@ void print_details(const report::Report& r, const report::CaptureStats& s) {
     const report::Capture& c = *s.capture;
     const char* indent = "         ";
     if (!c.t_end) std::printf("%sstill capturing at exit\n", indent);
+    if (s.owned_handles != 0) {
+        std::printf("%sphysical memory (cuMemCreate): %s, %llu alive at exit (in owned and live at exit)\n", indent,
+                    plural(s.owned_handles, "handle", "handles").c_str(),
+                    static_cast<unsigned long long>(s.live_owned_handles_at_exit));
+    }
     if (c.target_graph) std::printf("%scaptured into graph %s\n", indent, hex(*c.target_graph).c_str());
     if (c.graph) {
         std::string fate = c.t_graph_destroy ? "destroyed at " + seconds_fixed3(*c.t_graph_destroy) + " s"
@@ -143,6 +148,8 @@ void print_json(const report::Report& r, const std::vector<report::CaptureStats>
         j.key("owned_blocks").value(s.owned_blocks);
         j.key("live_owned_bytes_at_exit").value(s.live_owned_bytes_at_exit);
         j.key("live_owned_blocks_at_exit").value(s.live_owned_blocks_at_exit);
+        j.key("owned_handles").value(s.owned_handles);
+        j.key("live_owned_handles_at_exit").value(s.live_owned_handles_at_exit);
         j.key("destroyed").value(s.destroyed);
         j.end_object();
     }

@@ -72,11 +72,36 @@ void print_devices(const report::Summary& s) {
         std::string text = plural(d.allocations, "allocation", "allocations") + ", peak " +
                            peak_text(d.peak_bytes, d.peak_t) + ", live at exit " +
                            live_text(d.live_bytes_at_exit, d.live_blocks_at_exit);
+        if (d.live_handles_at_exit != 0) {
+            text += " and " + plural(d.live_handles_at_exit, "physical handle", "physical handles");
+        }
         if (d.failed_allocations != 0) {
             text += ", " + plural(d.failed_allocations, "failed allocation", "failed allocations") + " (" +
                     std::to_string(d.oom_events) + " OOM)";
         }
         std::printf("  cuda:%-4d %s\n", dev, text.c_str());
+    }
+}
+
+/// Format 1.3: driver virtual memory management, only when the run used it.
+void print_virtual(const report::Summary& s) {
+    const report::VirtualStats& v = s.virt;
+    if (!v.any) return;
+    std::printf("\nVirtual memory (driver)  %12s %12s\n", "at end", "peak");
+    std::printf("  %-22s %12s %12s  %s\n", "address space reserved", human_bytes(v.reserved_bytes).c_str(),
+                human_bytes(v.peak_reserved_bytes).c_str(),
+                (plural(v.reserves, "reserve", "reserves") + ", " + std::to_string(v.address_frees) + " freed")
+                    .c_str());
+    std::printf("  %-22s %12s %12s  %s\n", "mapped", human_bytes(v.mapped_bytes).c_str(),
+                human_bytes(v.peak_mapped_bytes).c_str(),
+                (plural(v.maps, "map", "maps") + ", " + plural(v.unmaps, "unmap", "unmaps")).c_str());
+    std::string handles = plural(v.creates, "handle", "handles") + " created, " + std::to_string(v.releases) +
+                          " released, " + std::to_string(v.physical_handles) + " with memory at end";
+    std::printf("  %-22s %12s %12s  %s\n", "physical", human_bytes(v.physical_bytes).c_str(),
+                human_bytes(v.peak_physical_bytes).c_str(), handles.c_str());
+    if (v.physical_bytes != v.physical_device_bytes) {
+        std::printf("  %-22s %12s\n", "physical, not on a GPU",
+                    human_bytes(v.physical_bytes - v.physical_device_bytes).c_str());
     }
 }
 
@@ -133,10 +158,16 @@ void print_text(const report::Report& r, const report::Summary& s) {
     line("Failed allocs",
          std::to_string(s.failed_allocations) + " (" + std::to_string(s.oom_events) + " out of memory)");
     line("Peak GPU", s.peak_t ? bytes_exact(s.peak_bytes) + " at t=" + seconds_fixed3(*s.peak_t) + " s" : "0 B");
-    line("Live at exit", bytes_exact(s.live_bytes_at_exit) + " in " + plural(s.live_blocks_at_exit, "block", "blocks"));
+    std::string live_at_exit = bytes_exact(s.live_bytes_at_exit) + " in " +
+                               plural(s.live_blocks_at_exit, "block", "blocks");
+    if (s.virt.physical_device_handles != 0) {
+        live_at_exit += " and " + plural(s.virt.physical_device_handles, "physical handle", "physical handles");
+    }
+    line("Live at exit", live_at_exit);
     print_runtime(r, s);
     if (s.allocations != 0) print_kinds(s);
     print_devices(s);
+    print_virtual(s);
 }
 
 void json_peak(report::JsonWriter& j, uint64_t bytes, const std::optional<int64_t>& t) {
@@ -176,6 +207,7 @@ void json_devices(report::JsonWriter& j, const report::Summary& s) {
         json_peak(j, d.peak_bytes, d.peak_t);
         j.key("live_bytes_at_exit").value(d.live_bytes_at_exit);
         j.key("live_blocks_at_exit").value(d.live_blocks_at_exit);
+        j.key("live_handles_at_exit").value(d.live_handles_at_exit);
         j.end_object();
     }
     j.end_object();
@@ -212,6 +244,28 @@ void json_runtime(report::JsonWriter& j, const report::Summary& s) {
     j.key("compiles").value(s.compiles);
 }
 
+void json_virtual(report::JsonWriter& j, const report::Summary& s) {
+    const report::VirtualStats& v = s.virt;
+    j.key("virtual").begin_object();
+    j.key("reserved_bytes").value(v.reserved_bytes);
+    j.key("mapped_bytes").value(v.mapped_bytes);
+    j.key("physical_bytes").value(v.physical_bytes);
+    j.key("physical_device_bytes").value(v.physical_device_bytes);
+    j.key("physical_handles").value(v.physical_handles);
+    j.key("peak_reserved_bytes").value(v.peak_reserved_bytes);
+    j.key("peak_mapped_bytes").value(v.peak_mapped_bytes);
+    j.key("peak_physical_bytes").value(v.peak_physical_bytes);
+    j.key("counts").begin_object();
+    j.key("reserves").value(v.reserves);
+    j.key("address_frees").value(v.address_frees);
+    j.key("creates").value(v.creates);
+    j.key("releases").value(v.releases);
+    j.key("maps").value(v.maps);
+    j.key("unmaps").value(v.unmaps);
+    j.end_object();
+    j.end_object();
+}
+
 void print_json(const report::Report& r, const report::Summary& s) {
     report::JsonWriter j;
     j.begin_object();
@@ -232,6 +286,7 @@ void print_json(const report::Report& r, const report::Summary& s) {
     json_kinds(j, s);
     json_devices(j, s);
     json_runtime(j, s);
+    json_virtual(j, s);
     j.key("warnings").begin_array();
     for (const std::string& w : r.warnings) j.value(w);
     j.end_array();

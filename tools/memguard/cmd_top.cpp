@@ -1,4 +1,4 @@
-// memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|all] [-n N] [--frames K] [--pool] [--json]
+// memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool] [--json]
 #include <cstdio>
 #include <iostream>
 
@@ -57,6 +57,7 @@ std::string what_text(report::KindFilter kind) {
     case report::KindFilter::Gpu: return "Live GPU memory";
     case report::KindFilter::Pinned: return "Live pinned host memory";
     case report::KindFilter::All: return "Live GPU and pinned host memory";
+    case report::KindFilter::Physical: return "Live physical memory (cuMemCreate)";
     }
     return "Live memory";
 }
@@ -73,16 +74,23 @@ std::string when_text(const Args& args, const TopView& v) {
     return t;
 }
 
+/// "3 blocks", "2 physical handles", or both.
+std::string count_text(uint64_t blocks, uint64_t handles) {
+    std::string out = blocks != 0 || handles == 0 ? plural(blocks, "block", "blocks") : "";
+    if (handles != 0) out += (out.empty() ? "" : " and ") + plural(handles, "physical handle", "physical handles");
+    return out;
+}
+
 void print_rest(const Shown& s) {
-    uint64_t bytes = 0, blocks = 0;
+    uint64_t bytes = 0, blocks = 0, handles = 0;
     for (size_t i = s.sites.size(); i < s.table->sites.size(); ++i) {
         bytes += s.table->sites[i].bytes;
-        blocks += s.table->sites[i].blocks;
+        (s.table->sites[i].physical ? handles : blocks) += s.table->sites[i].blocks;
     }
     size_t rest = s.table->sites.size() - s.sites.size();
     if (rest == 0) return;
     std::printf("\n%s: %s (%s) in %s\n", plural(rest, "more site", "more sites").c_str(), human_bytes(bytes).c_str(),
-                report::percent(bytes, s.table->total_bytes).c_str(), plural(blocks, "block", "blocks").c_str());
+                report::percent(bytes, s.table->total_bytes).c_str(), count_text(blocks, handles).c_str());
 }
 
 void print_sites(const report::Report& r, const Shown& s, const SiteSymbolizer& sym) {
@@ -90,7 +98,8 @@ void print_sites(const report::Report& r, const Shown& s, const SiteSymbolizer& 
         const report::Site& site = *s.sites[i];
         std::printf("\n#%-3zu %10s %7s  %s  %s\n", i + 1, human_bytes(site.bytes).c_str(),
                     report::percent(site.bytes, s.table->total_bytes).c_str(),
-                    plural(site.blocks, "block", "blocks").c_str(),
+                    site.physical ? ("physical, " + plural(site.blocks, "handle", "handles")).c_str()
+                                  : plural(site.blocks, "block", "blocks").c_str(),
                     site_ids_text(site.stack_id, site.python_stack_id).c_str());
         print_site_frames(sym.get(s.frames[i]), r);
     }
@@ -111,19 +120,20 @@ void print_pools(const report::Report& r, const TopView& v, const SiteSymbolizer
         const report::SiteTable& t = v.pools[p].table;
         std::printf("\n== %s: %s (%s) in %s from %s\n", pool_title(r, v.pools[p].capture_id).c_str(),
                     human_bytes(t.total_bytes).c_str(), report::percent(t.total_bytes, v.table.total_bytes).c_str(),
-                    plural(t.total_blocks, "block", "blocks").c_str(), plural(t.sites.size(), "site", "sites").c_str());
+                    count_text(t.total_blocks, t.total_handles).c_str(),
+                    plural(t.sites.size(), "site", "sites").c_str());
         print_sites(r, v.pool_shown[p], sym);
     }
 }
 
 void print_text(const report::Report& r, const Args& args, const TopView& v, const SiteSymbolizer& sym) {
     std::printf("%s %s: ", what_text(args.kind).c_str(), when_text(args, v).c_str());
-    if (v.table.total_blocks == 0) {
+    if (v.table.total_blocks + v.table.total_handles == 0) {
         std::printf("nothing live\n");
         return;
     }
     std::printf("%s in %s from %s", human_bytes(v.table.total_bytes).c_str(),
-                plural(v.table.total_blocks, "block", "blocks").c_str(),
+                count_text(v.table.total_blocks, v.table.total_handles).c_str(),
                 plural(v.table.sites.size(), "site", "sites").c_str());
     if (!args.pool) {
         std::printf("\n");
@@ -147,8 +157,10 @@ void json_sites(report::JsonWriter& j, const report::Report& r, const Shown& s, 
         j.begin_object();
         j.key("stack_id").value(site.stack_id);
         j.key("python_stack_id").value(site.python_stack_id);
+        j.key("kind").value(site.physical ? "physical" : "blocks");
         j.key("bytes").value(site.bytes);
-        j.key("blocks").value(site.blocks);
+        j.key("blocks").value(site.physical ? 0 : site.blocks);
+        j.key("handles").value(site.physical ? site.blocks : 0);
         j.key("share").number(share(site.bytes, s.table->total_bytes));
         json_site_frames(j, sym.get(s.frames[i]), r);
         j.end_object();
@@ -170,6 +182,7 @@ void json_pools(report::JsonWriter& j, const report::Report& r, const TopView& v
         }
         j.key("bytes").value(pool.table.total_bytes);
         j.key("blocks").value(pool.table.total_blocks);
+        j.key("handles").value(pool.table.total_handles);
         j.key("share").number(share(pool.table.total_bytes, v.table.total_bytes));
         j.key("site_count").value(static_cast<uint64_t>(pool.table.sites.size()));
         json_sites(j, r, v.pool_shown[p], sym);
@@ -179,7 +192,13 @@ void json_pools(report::JsonWriter& j, const report::Report& r, const TopView& v
 }
 
 const char* kind_filter_name(report::KindFilter k) {
-    return k == report::KindFilter::Gpu ? "gpu" : k == report::KindFilter::Pinned ? "pinned" : "all";
+    switch (k) {
+    case report::KindFilter::Gpu: return "gpu";
+    case report::KindFilter::Pinned: return "pinned";
+    case report::KindFilter::Physical: return "physical";
+    case report::KindFilter::All: return "all";
+    }
+    return "all";
 }
 
 void print_json(const report::Report& r, const Args& args, const TopView& v, const SiteSymbolizer& sym) {
@@ -197,6 +216,7 @@ void print_json(const report::Report& r, const Args& args, const TopView& v, con
     j.key("kind").value(kind_filter_name(args.kind));
     j.key("total_bytes").value(v.table.total_bytes);
     j.key("total_blocks").value(v.table.total_blocks);
+    j.key("total_handles").value(v.table.total_handles);
     j.key("site_count").value(static_cast<uint64_t>(v.table.sites.size()));
     json_sites(j, r, v.all, sym);
     if (args.pool) json_pools(j, r, v, sym);

@@ -29,6 +29,11 @@ int dispatch(const Args& args) {
     case Args::Graphs: return run_graphs(args);
     case Args::Hazards: return run_hazards(args);
     case Args::Cycles: return run_cycles(args);
+    case Args::Phases: return run_phases(args);
+    case Args::Diff: return run_diff(args);
+    case Args::Merge: return run_merge(args);
+    case Args::Plot: return run_plot(args);
+    case Args::Export: return run_export(args);
     }
     return kExitInternal;
 }

@@ -180,6 +180,35 @@ void print_site_frames(const SiteFrames& s, const report::Report& r) {
     }
 }
 
+std::string site_key(const SiteFrames& s, const report::Report& r) {
+    std::string key;
+    for (uint32_t id : s.python) key += "py " + python_frame_text(r, id) + "\n";
+    for (const report::Frame& f : s.native) {
+        if (f.module == nullptr) {
+            key += "? " + hex(f.ip) + "\n";  // outside every module: only the address identifies it
+        } else if (f.function.empty()) {
+            key += basename(f.module->path) + "+" + hex(f.offset) + "\n";
+        } else {
+            key += basename(f.module->path) + " " + f.function + "\n";
+        }
+    }
+    if (key.empty()) key = s.stack_id == 0 ? "(no stack)" : "(stack " + std::to_string(s.stack_id) + ")";
+    return key;
+}
+
+std::string site_label(const SiteFrames& s, const report::Report& r) {
+    if (!s.python.empty()) return python_frame_text(r, s.python.front());
+    for (const report::Frame& f : s.native) {
+        std::string module = f.module ? basename(f.module->path) : "";
+        bool allocator = module.find("libmemguard") != std::string::npos ||
+                         module.find("libcudart") != std::string::npos ||
+                         module.find("libc10_cuda") != std::string::npos;
+        if (!allocator) return frame_text(f);
+    }
+    if (!s.native.empty()) return frame_text(s.native.front());
+    return s.stack_id == 0 ? "(no stack)" : "(stack " + std::to_string(s.stack_id) + ")";
+}
+
 void json_site_frames(report::JsonWriter& j, const SiteFrames& s, const report::Report& r) {
     j.key("stack_known").value(s.stack != nullptr);
     j.key("frames_total").value(static_cast<uint64_t>(s.stack ? s.stack->ips.size() : 0));

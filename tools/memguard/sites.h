@@ -55,6 +55,15 @@ std::string site_ids_text(uint32_t stack_id, uint32_t python_stack_id);
 /// Prints the frame lines of a site (6 spaces of indentation), Python first.
 void print_site_frames(const SiteFrames& s, const report::Report& r);
 
+/// A text that names the site by its symbolized frames, the same for the same code in another run:
+/// Python frames (function, file, line), then native ones (module file name and function, or
+/// module+offset). Sites of two reports are matched by it (`memguard diff`).
+std::string site_key(const SiteFrames& s, const report::Report& r);
+
+/// A one-line description of a site: its innermost Python frame, else its innermost native frames
+/// that are not in libmemguard, libcudart or libc10_cuda (the allocator itself); "(no stack)".
+std::string site_label(const SiteFrames& s, const report::Report& r);
+
 /// Writes the members "stack_known", "frames_total", "python_frames_total" and "frames" of a site
 /// object; each frame has "kind": "python" or "native".
 void json_site_frames(report::JsonWriter& j, const SiteFrames& s, const report::Report& r);

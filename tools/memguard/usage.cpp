@@ -5,13 +5,19 @@ namespace memguard::cli {
 std::string synopsis(const std::string& command) {
     if (command == "summary") return "memguard summary FILE [--json]";
     if (command == "top") {
-        return "memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|all] [-n N] [--frames K] [--pool] "
-               "[--json]";
+        return "memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] "
+               "[--pool] [--json]";
     }
     if (command == "graphs") return "memguard graphs FILE [--json]";
     if (command == "hazards") return "memguard hazards FILE [--frames K] [--json]";
     if (command == "cycles") return "memguard cycles FILE [--all] [--json]";
-    return "memguard summary|top|graphs|hazards|cycles FILE [OPTIONS]   (memguard help for more)";
+    if (command == "phases") return "memguard phases FILE [--marks] [--json]";
+    if (command == "diff") return "memguard diff A B [-n N] [--frames K] [--json]";
+    if (command == "merge") return "memguard merge FILE... | --template TEMPLATE [--frames K] [--json]";
+    if (command == "plot") return "memguard plot FILE -o OUT.svg|OUT.html [--frames K]";
+    if (command == "export") return "memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]";
+    return "memguard summary|top|graphs|hazards|cycles|phases|diff|merge|plot|export FILE... [OPTIONS]   "
+           "(memguard help for more)";
 }
 
 namespace {
@@ -20,10 +26,15 @@ const char* const kGeneral = R"(memguard: reads the CUDA memory reports (*.mgr) 
 
 usage:
   memguard summary FILE [--json]
-  memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|all] [-n N] [--frames K] [--pool] [--json]
+  memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool] [--json]
   memguard graphs FILE [--json]
   memguard hazards FILE [--frames K] [--json]
   memguard cycles FILE [--all] [--json]
+  memguard phases FILE [--marks] [--json]
+  memguard diff A B [-n N] [--frames K] [--json]
+  memguard merge FILE... | --template TEMPLATE [--frames K] [--json]
+  memguard plot FILE -o OUT.svg|OUT.html [--frames K]
+  memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
   memguard help [COMMAND]
   memguard --version
 
@@ -35,6 +46,15 @@ commands:
   graphs    one row per stream capture: its graph, execs, launches and the memory it owns
   hazards   unsafe calls during capture, frees while a graph is alive, warm-up retention
   cycles    Python garbage collections (memguard's, explicit, automatic) and compiles
+  phases    per phase (memguard_phase_begin/end, memguard.phase, NVTX ranges): live bytes at
+            entry, peak, incremental peak (peak - entry) and at exit; --marks: the marks
+  diff      two runs side by side: peak, live at exit, collections, each phase (matched by
+            name and occurrence), and the sites at the peak that grew or shrank
+  merge     the reports of a distributed job, one row per rank, with the maximum and the sum
+  plot      GPU memory over time as an SVG or HTML picture, with phases, captures, compiles,
+            collections, OOM events and the peak marked
+  export    the report as a memory snapshot for pytorch.org/memory_viz (--memory-viz) or as
+            a Chrome trace for ui.perfetto.dev (--perfetto)
 
 Run 'memguard help COMMAND' for the options of a command.
 Exit status: 0 success (also for a report with warnings), 2 bad arguments or an unreadable report.
@@ -47,27 +67,34 @@ allocations, frees, failed allocations and out-of-memory events, the peak of liv
 device, async and managed) and when it was first reached, the GPU memory still live at exit, and a
 breakdown per kind (pinned host memory included) and per device. Reports of format 1.1 and later
 add the stream captures, graphs and execs alive at exit and the hazards; 1.2 and later the Python
-garbage collections per trigger with the CUDA memory they freed, and the torch.compile compiles.
+garbage collections per trigger with the CUDA memory they freed, and the torch.compile compiles;
+1.3 and later count physical memory made by cuMemCreate on a device as GPU memory and, when the
+run used driver virtual memory management (as PyTorch's expandable segments do), add a "virtual
+memory" section: address space reserved, bytes mapped and physical bytes, at the end and at peak.
 
 options:
   --json      print one JSON object instead of text
   -h, --help  show this help
 )";
 
-const char* const kTop = R"(usage: memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|all] [-n N]
+const char* const kTop = R"(usage: memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N]
                     [--frames K] [--pool] [--json]
 
 Shows the memory live at one moment grouped by allocation site, largest first, with each site's
 bytes, blocks, share of the total and its innermost frames. A site is the native stack of the
 allocation and, when the allocating thread held the GIL (format 1.2), its Python stack: the Python
 frames come first (marked py#, innermost first, "function at file:line"), then the native ones.
+Physical memory made by cuMemCreate (format 1.3, e.g. PyTorch's expandable segments) is live from
+its creation until it is released and no longer mapped; its sites are the stacks of the
+cuMemCreate calls, marked "physical" (kind "physical" in the JSON).
 
 options:
   --at WHEN      peak (default): when live GPU memory first reached its maximum;
                  exit: after the last record; SECONDS: a time since the run's clock origin
                  (the state after the records up to the first one later than that time)
-  --kind KIND    gpu (default: device, async and managed memory), pinned (page-locked host
-                 memory) or all
+  --kind KIND    gpu (default: device, async and managed memory, and physical memory made
+                 by cuMemCreate on a device), pinned (page-locked host memory), physical
+                 (cuMemCreate handles only, shown at their cuMemCreate stack) or all
   -n N           show the N largest sites (default 10; with --pool, per pool)
   --frames K     show up to K Python frames and up to K native frames per site (default 6)
   --pool         split the live memory by owner: ordinary memory (owned by no capture) and the
@@ -129,9 +156,108 @@ options:
   -h, --help  show this help
 )";
 
+const char* const kPhases = R"(usage: memguard phases FILE [--marks] [--json]
+
+Lists the phases of a report (format 1.4): named spans from memguard_phase_begin/end (C API),
+memguard.phase (Python) and NVTX ranges (source nvtx: push/pop, per thread; nvtx_range:
+start/end, process-wide). For each phase, in order of begin: its id, begin time and duration
+(seconds since the clock origin; "+" when it never ended and is measured to the end of the
+report), the GPU live bytes right before it began (entry), the most during it (peak, from begin to
+end inclusive), the incremental peak (peak - entry: what memory planners predict), the GPU live
+bytes at its end (exit), its source and thread. Names are indented by nesting depth (phases of
+the same thread open at its begin; NVTX start/end ranges nest among themselves).
+
+options:
+  --marks     list the marks (memguard_mark, memguard.mark, NVTX marks) instead: time, GPU
+              live bytes, source, thread, name
+  --json      print a JSON list instead of text: one object per phase (id, name, source,
+              thread, depth, parent, occurrence, begin_t, end_t, ended, duration_s,
+              entry_bytes, peak_bytes, incremental_peak_bytes, peak_t, exit_bytes), or with
+              --marks one per mark (t, thread, source, name, live_bytes)
+  -h, --help  show this help
+)";
+
+const char* const kDiff = R"(usage: memguard diff A B [-n N] [--frames K] [--json]
+
+Shows two reports side by side (A, B, the delta B - A and the ratio B/A): the peak of GPU live
+bytes, live bytes at exit, OOM events, failed allocations, CUDA bytes freed by garbage
+collections per trigger, collections, compiles and phases; then each phase's peak, incremental
+peak, entry and exit bytes, with phases matched by name and occurrence (the second "step" of A
+with the second "step" of B; "#2" marks the occurrence); then the allocation sites live at each
+run's peak that grew and that shrank, biggest change first. Sites are matched by their
+symbolized frames (Python function, file and line; native module and function), so the same
+code matches across runs.
+
+options:
+  -n N        show the N biggest changes of each direction (default 10)
+  --frames K  match sites by up to K Python and K native frames (default 6)
+  --json      print one JSON object instead of text
+  -h, --help  show this help
+)";
+
+const char* const kMerge = R"(usage: memguard merge FILE... | --template TEMPLATE [--frames K] [--json]
+
+One row per report of a distributed job (one process per rank): its rank (the report's
+I rank, else its position), peak GPU live bytes and when, live bytes at exit, OOM events, CUDA
+bytes freed by garbage collections, the file, and the largest allocation site at its peak; then
+the maximum and the sum over the ranks.
+
+options:
+  --template T  find the reports with the MEMGUARD_OUTPUT template of the run: %r is the rank
+                (0, 1, ... while a file matches), %p and %h (pid, host) match anything, %% is a
+                percent sign; e.g. --template 'run.%r.%p.mgr'
+  --frames K    describe the top site by up to K frames (default 6)
+  --json        print one JSON object instead of text (ranks, max, sum)
+  -h, --help    show this help
+)";
+
+const char* const kPlot = R"(usage: memguard plot FILE -o OUT.svg|OUT.html [--frames K]
+
+Draws GPU memory over time: GPU live bytes (filled), and, when the driver's virtual memory calls
+were used (expandable segments), the mapped bytes and the reserved address space; the phases as
+labelled spans by nesting depth above the chart (the outermost ones shaded behind it), stream
+capture windows, memguard's compile-garbage collections (red lines, with the CUDA bytes they
+freed) and other collections (dashed), compiles (triangles on the time axis), OOM events (red
+crosses), and the peak with its time, its largest allocation site and the phase it fell in.
+An .html file embeds the SVG; in a browser every mark shows its figures on hover.
+
+options:
+  -o FILE     the picture to write; its name must end in .svg or .html
+  --frames K  describe the peak's site by up to K frames (default 6)
+  -h, --help  show this help
+)";
+
+const char* const kExport = R"(usage: memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
+
+--memory-viz writes a memory snapshot in the format of torch.cuda.memory._snapshot() (a pickle,
+protocol 4, plain types only) that https://pytorch.org/memory_viz and torch.cuda._memory_viz
+open. Each GPU block memguard recorded is a segment holding one block; the device traces have a
+segment_alloc and an alloc for each allocation and a free_requested, free_completed and
+segment_free for each free, with the allocation's native and Python frames; the segments are
+the blocks live at the end. Memory mapped through the driver (cuMemMap of a handle on a device,
+as with PyTorch's expandable segments) is exported the same way, one expandable segment per
+mapping, with the stack of the handle's cuMemCreate. Pinned host memory, failed allocations and
+reserved address space are not exported.
+
+--perfetto writes a Chrome trace (JSON) for https://ui.perfetto.dev: counters of GPU live bytes
+(and mapped and reserved bytes), the phases as slices on their threads (NVTX start/end ranges and
+stream captures as async slices), garbage collections as slices on a track of their own, and
+compiles and marks as instants.
+
+options:
+  -o FILE     the file to write
+  --frames K  export up to K native and K Python frames per stack (default: all, up to 256)
+  -h, --help  show this help
+)";
+
 }  // namespace
 
 std::string help_text(const std::string& topic) {
+    if (topic == "phases") return kPhases;
+    if (topic == "diff") return kDiff;
+    if (topic == "merge") return kMerge;
+    if (topic == "plot") return kPlot;
+    if (topic == "export") return kExport;
     if (topic == "summary") return kSummary;
     if (topic == "top") return kTop;
     if (topic == "graphs") return kGraphs;

@@ -1,0 +1,173 @@
+// memguard's caching allocator core: per-device pools of device segments, split into blocks,
+// reused in stream order, with private pools for CUDA graph captures. It only talks to the device
+// through a DeviceBackend, so the tests run it against a fake one. The design and how it relates
+// to PyTorch's CUDACachingAllocator are in docs/architecture.md ("Allocator").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "alloc/backend.h"
+#include "alloc/ptr_map.h"
+#include "alloc/stats.h"
+
+namespace memguard::alloc {
+
+/// PyTorch's MempoolId_t: {capture id, 0} for a graph's own pool, {0, uid} for a pool made by
+/// graph_pool_handle() or a MemPool. {0, 0} means "no private pool".
+struct MempoolId {
+    uint64_t first = 0;
+    uint64_t second = 0;
+    bool operator==(const MempoolId& o) const noexcept { return first == o.first && second == o.second; }
+    bool operator!=(const MempoolId& o) const noexcept { return !(*this == o); }
+    bool operator<(const MempoolId& o) const noexcept {
+        return first != o.first ? first < o.first : second < o.second;
+    }
+};
+
+/// Decides which allocations go to a private pool (PyTorch passes one that matches the capturing
+/// stream, or the capturing thread). Called with the allocator lock held: it must not allocate
+/// through this allocator or take other locks.
+using StreamFilter = std::function<bool(Stream)>;
+
+/// An opaque id of the allocation site, chosen by the caller (the bridge passes a stack id).
+using SiteId = uint64_t;
+
+struct AllocatorConfig {
+    /// Blocks of this size or more are never split, and cached blocks this large are not used
+    /// for smaller requests (PYTORCH_CUDA_ALLOC_CONF max_split_size_mb). SIZE_MAX: no limit.
+    size_t max_split_size = SIZE_MAX;
+    /// A request of max_split_size or more may use a cached unsplittable block at most this much
+    /// larger (max_non_split_rounding_mb).
+    size_t max_non_split_rounding_size = 20u << 20;
+    /// Round requests above 1 MiB up to one of this many steps per power-of-two interval
+    /// (roundup_power2_divisions); 0 or 1: plain 512-byte rounding.
+    unsigned roundup_power2_divisions = 0;
+};
+
+/// What the allocator hands the OOM rescue callback.
+struct OomRescueInfo {
+    int device = 0;
+    size_t size = 0;             // the request
+    Stream stream = 0;
+    bool capture_underway = false;  // a capture is in progress (the callback must not collect)
+};
+/// Called once per failing allocation, with no allocator lock held, after the cache was freed.
+/// Returns true when it may have freed memory (the allocation is then tried once more). It may
+/// free blocks through this allocator.
+using OomRescue = std::function<bool(const OomRescueInfo&)>;
+
+struct SiteUsage {
+    SiteId site = 0;
+    uint64_t bytes = 0;   // block sizes (rounded)
+    uint64_t blocks = 0;
+};
+
+/// Why an allocation failed, and what held the memory.
+struct OomReport {
+    int device = 0;
+    int error = kSuccess;        // the backend's error, or kErrorMemoryAllocation
+    size_t requested = 0;
+    size_t rounded = 0;          // the block size the request needed
+    size_t segment_size = 0;     // the device allocation it tried
+    size_t allocated_bytes = 0;
+    size_t reserved_bytes = 0;
+    size_t limit_bytes = 0;      // memory-fraction limit, 0 when none
+    bool over_limit = false;     // refused by the memory fraction, not by the device
+    size_t device_free = 0;      // cudaMemGetInfo (0 when a capture prevented asking)
+    size_t device_total = 0;
+    bool capture_underway = false;
+    bool rescue_called = false;
+    std::vector<SiteUsage> live_by_site;  // allocated blocks by site, largest first
+};
+
+/// One block, as snapshot() reports it.
+struct BlockInfo {
+    uintptr_t segment = 0;  // base address of its device allocation
+    uintptr_t ptr = 0;
+    size_t size = 0;
+    size_t requested = 0;   // 0 unless allocated
+    Stream stream = 0;
+    SiteId site = 0;
+    MempoolId pool;         // {0,0}: the default pools
+    bool small_pool = false;
+    enum class State { Allocated, Pending, Free } state = State::Free;  // Pending: waits for events
+};
+
+class DeviceCachingAllocator;
+
+/// All devices' allocators plus the pointer map. Thread-safe.
+class CachingAllocator {
+public:
+    CachingAllocator(DeviceBackend& backend, int device_count, AllocatorConfig config = {});
+    /// Forgets everything without device calls (at exit the device may already be gone).
+    ~CachingAllocator();
+    CachingAllocator(const CachingAllocator&) = delete;
+    CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+    int device_count() const noexcept { return static_cast<int>(devices_.size()); }
+
+    /// A block of at least `size` bytes for use on `stream`. Returns nullptr with *error set
+    /// (kErrorMemoryAllocation when out of memory, with *oom filled when given) or for size 0
+    /// with *error = kSuccess. *pool, when given, is set to the private pool the block came from
+    /// ({0,0}: the default pools).
+    void* malloc(int device, size_t size, Stream stream, SiteId site = 0, int* error = nullptr,
+                 OomReport* oom = nullptr, MempoolId* pool = nullptr);
+    /// Returns a block. False when ptr is not a live block of this allocator.
+    bool free(void* ptr);
+    /// The block is also used on `stream`: it is reused only after that stream's work queued
+    /// before free() completed (Tensor.record_stream).
+    bool record_stream(void* ptr, Stream stream);
+    /// The block size and requested size of a live block; false when unknown.
+    bool block_sizes(void* ptr, size_t* size, size_t* requested) const;
+
+    /// Returns the cached segments of every device that are wholly free (torch.cuda.empty_cache).
+    /// Returns false, changing nothing, on a device where a capture is in progress.
+    bool empty_cache();
+    bool empty_cache(int device);
+    /// Allocations on `device` fail once reserved memory would exceed fraction * total memory.
+    int set_memory_fraction(int device, double fraction);
+
+    /// Allocations on `device` whose stream `filter` accepts come from private pool `id` (created,
+    /// or its use count raised) until end_allocate_to_pool(id). The newest matching pool wins.
+    bool begin_allocate_to_pool(int device, MempoolId id, StreamFilter filter);
+    /// Ends the routing the calling thread began into `id` (else the newest one into `id`: two
+    /// threads may capture into one shared pool at once). False when none is in progress.
+    bool end_allocate_to_pool(int device, MempoolId id);
+    /// Drops one use of the pool; at zero its segments are returned once its blocks are free (at
+    /// empty_cache or when an allocation needs the memory).
+    bool release_pool(int device, MempoolId id);
+
+    void set_oom_rescue(OomRescue rescue);
+
+    DeviceStats stats(int device) const;
+    void reset_peak_stats(int device);
+    void reset_accumulated_stats(int device);
+
+    std::vector<BlockInfo> snapshot(int device) const;
+    /// Checks the internal invariants of `device` (blocks tile their segments, no two free
+    /// neighbours, pools hold exactly the free blocks, stats equal the sums over blocks).
+    /// Returns "" or what is wrong. For tests; takes the device lock.
+    std::string check_invariants(int device) const;
+
+private:
+    struct alignas(64) Shard {
+        mutable std::mutex mu;
+        PtrMap blocks;  // ptr -> Block*
+    };
+    static constexpr size_t kShards = 64;
+    static size_t shard_of(uintptr_t p) noexcept { return ((p >> 9) * 0x9E3779B97F4A7C15ull) >> 58; }
+    void* take_block(void* ptr);
+    void* find_block(void* ptr) const;
+
+    std::vector<std::unique_ptr<DeviceCachingAllocator>> devices_;
+    Shard shards_[kShards];
+    std::shared_ptr<const OomRescue> rescue_;  // read and replaced with std::atomic_load/store
+};
+
+}  // namespace memguard::alloc

@@ -1,0 +1,87 @@
+#include "common/torch_alloc_conf.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace memguard {
+namespace {
+
+std::string trim(const std::string& s) {
+    size_t a = s.find_first_not_of(" \t");
+    size_t b = s.find_last_not_of(" \t");
+    return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+}
+
+bool to_size(const std::string& v, unsigned long long* out) {
+    if (v.empty()) return false;
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0' || v[0] == '-') return false;
+    *out = n;
+    return true;
+}
+
+}  // namespace
+
+TorchAllocConf parse_torch_alloc_conf(const char* value) {
+    TorchAllocConf c;
+    if (!value) return c;
+    // Items are separated by commas outside brackets (roundup_power2_divisions:[256:8,>:4]).
+    std::vector<std::string> items(1);
+    int depth = 0;
+    for (const char* p = value; *p; ++p) {
+        if (*p == '[') ++depth;
+        if (*p == ']' && depth > 0) --depth;
+        if (*p == ',' && depth == 0) {
+            items.emplace_back();
+        } else {
+            items.back().push_back(*p);
+        }
+    }
+    for (const std::string& raw : items) {
+        std::string item = trim(raw);
+        if (item.empty()) continue;
+        size_t colon = item.find(':');
+        std::string key = trim(item.substr(0, colon));
+        std::string val = colon == std::string::npos ? std::string() : trim(item.substr(colon + 1));
+        unsigned long long n = 0;
+        const std::string where = "PYTORCH_CUDA_ALLOC_CONF " + key + ":" + val;
+        if (key == "max_split_size_mb") {
+            // PyTorch refuses 20 MB or less (its large-segment size).
+            if (to_size(val, &n) && n > 20 && n < (1ull << 40)) {
+                c.max_split_size = static_cast<size_t>(n) << 20;
+            } else {
+                c.notes.push_back(where + ": expected a number of MB above 20; memguard's allocator splits every size");
+            }
+        } else if (key == "max_non_split_rounding_mb") {
+            if (to_size(val, &n) && n < (1ull << 40)) {
+                c.max_non_split_rounding = static_cast<size_t>(n) << 20;
+            } else {
+                c.notes.push_back(where + ": expected a number of MB; keeping 20");
+            }
+        } else if (key == "roundup_power2_divisions") {
+            if (to_size(val, &n) && n > 0 && n <= 1024 && (n & (n - 1)) == 0) {
+                c.roundup_power2_divisions = static_cast<unsigned>(n);
+            } else {
+                c.notes.push_back(where + ": memguard's allocator takes one power of two here (no per-size list); "
+                                          "requests are rounded to 512 bytes");
+            }
+        } else if (key == "expandable_segments") {
+            if (val == "True" || val == "true" || val == "1") {
+                c.notes.push_back(where + ": memguard's allocator does not use expandable segments; its segments "
+                                          "are cudaMalloc'ed (set MEMGUARD_ALLOCATOR=native to keep them)");
+            }
+        } else if (key == "backend") {
+            if (val != "native") {
+                c.notes.push_back(where + ": ignored, memguard's allocator replaces PyTorch's (set "
+                                          "MEMGUARD_ALLOCATOR=native to use " + val + ")");
+            }
+        } else {
+            c.notes.push_back(where + ": not used by memguard's allocator");
+        }
+    }
+    return c;
+}
+
+}  // namespace memguard

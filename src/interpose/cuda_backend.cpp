@@ -1,0 +1,157 @@
+#include "interpose/cuda_backend.h"
+
+#include "interpose/hook_support.h"
+#include "track/recorder.h"
+
+namespace memguard::interpose {
+
+namespace {
+
+using track::Recorder;
+
+thread_local SegmentContext t_context;
+
+template <typename Fn>
+Fn real(RealFunction<Fn>& f) {
+    Fn fn = f.get();
+    if (!fn) report_missing(f.name());
+    return fn;
+}
+
+RealFunction<cudaError_t (*)(void**, size_t)> r_malloc("cudaMalloc");
+RealFunction<cudaError_t (*)(void*)> r_free("cudaFree");
+RealFunction<cudaError_t (*)(size_t*, size_t*)> r_mem_get_info("cudaMemGetInfo");
+RealFunction<cudaError_t (*)(int*)> r_get_device("cudaGetDevice");
+RealFunction<cudaError_t (*)(int)> r_set_device("cudaSetDevice");
+RealFunction<cudaError_t (*)(int*)> r_device_count("cudaGetDeviceCount");
+RealFunction<cudaError_t (*)(cudaEvent_t*, unsigned int)> r_event_create("cudaEventCreateWithFlags");
+RealFunction<cudaError_t (*)(cudaEvent_t)> r_event_destroy("cudaEventDestroy");
+RealFunction<cudaError_t (*)(cudaEvent_t, cudaStream_t)> r_event_record("cudaEventRecord");
+RealFunction<cudaError_t (*)(cudaEvent_t)> r_event_query("cudaEventQuery");
+RealFunction<cudaError_t (*)(cudaEvent_t)> r_event_synchronize("cudaEventSynchronize");
+RealFunction<cudaError_t (*)(cudaStream_t, cudaStreamCaptureStatus*)> r_is_capturing("cudaStreamIsCapturing");
+RealFunction<cudaError_t (*)(cudaStreamCaptureMode*)> r_exchange_mode("cudaThreadExchangeStreamCaptureMode");
+
+/// Makes `device` current for the scope when it is not (cudaMalloc, cudaMemGetInfo and event
+/// creation act on the current device). Reads and sets thread state only: capture-safe.
+class DeviceGuard {
+public:
+    explicit DeviceGuard(int device) noexcept {
+        auto get = real(r_get_device);
+        auto set = real(r_set_device);
+        int current = 0;
+        if (get && set && get(&current) == cudaSuccess && current != device && set(device) == cudaSuccess) {
+            previous_ = current;
+        }
+    }
+    ~DeviceGuard() {
+        if (previous_ >= 0) r_set_device.get()(previous_);
+    }
+    DeviceGuard(const DeviceGuard&) = delete;
+    DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+private:
+    int previous_ = -1;
+};
+
+}  // namespace
+
+SegmentContextScope::SegmentContextScope(const SegmentContext& ctx) noexcept : saved_(t_context) { t_context = ctx; }
+SegmentContextScope::~SegmentContextScope() { t_context = saved_; }
+
+int CudaBackend::segment_malloc(int device, size_t size, void** ptr) {
+    auto fn = real(r_malloc);
+    if (!fn) return kNoRuntime;
+    DeviceGuard guard(device);
+    cudaError_t err = fn(ptr, size);
+    if (err == cudaSuccess && *ptr && t_context.record) {
+        ErrnoKeeper keep_errno;
+        Recorder::instance().record_alloc_interned(track::Api::cudaMalloc, track::Kind::Device,
+                                                   reinterpret_cast<uintptr_t>(*ptr), size, device, track::StreamArg{},
+                                                   t_context.stack_id, t_context.python_stack_id);
+    }
+    return err;
+}
+
+int CudaBackend::segment_free(int device, void* ptr) {
+    (void)device;  // cudaFree finds the device from the pointer
+    auto fn = real(r_free);
+    if (!fn) return kNoRuntime;
+    Recorder& rec = Recorder::instance();
+    // Recorded before the real call, like the cudaFree hook: a reuse of the address by another
+    // thread is then always written after the free.
+    auto block = rec.record_free(track::Api::cudaFree, reinterpret_cast<uintptr_t>(ptr), track::StreamArg{});
+    cudaError_t err = fn(ptr);
+    if (err != cudaSuccess && block) rec.record_free_failed(reinterpret_cast<uintptr_t>(ptr), *block, err);
+    return err;
+}
+
+int CudaBackend::mem_info(int device, size_t* free_bytes, size_t* total_bytes) {
+    auto fn = real(r_mem_get_info);
+    if (!fn) return kNoRuntime;
+    DeviceGuard guard(device);
+    return fn(free_bytes, total_bytes);
+}
+
+int CudaBackend::event_create(int device, alloc::Event* event) {
+    auto fn = real(r_event_create);
+    if (!fn) return kNoRuntime;
+    DeviceGuard guard(device);
+    cudaEvent_t e = nullptr;
+    cudaError_t err = fn(&e, cudaEventDisableTiming);
+    *event = reinterpret_cast<alloc::Event>(e);
+    return err;
+}
+
+int CudaBackend::event_destroy(int, alloc::Event event) {
+    auto fn = real(r_event_destroy);
+    return fn ? fn(reinterpret_cast<cudaEvent_t>(event)) : kNoRuntime;
+}
+
+int CudaBackend::event_record(int, alloc::Event event, alloc::Stream stream) {
+    auto fn = real(r_event_record);
+    return fn ? fn(reinterpret_cast<cudaEvent_t>(event), reinterpret_cast<cudaStream_t>(stream)) : kNoRuntime;
+}
+
+int CudaBackend::event_query(int, alloc::Event event) {
+    auto fn = real(r_event_query);
+    return fn ? fn(reinterpret_cast<cudaEvent_t>(event)) : kNoRuntime;
+}
+
+int CudaBackend::event_synchronize(int, alloc::Event event) {
+    auto fn = real(r_event_synchronize);
+    return fn ? fn(reinterpret_cast<cudaEvent_t>(event)) : kNoRuntime;
+}
+
+bool CudaBackend::stream_capturing(int, alloc::Stream stream) {
+    auto fn = real(r_is_capturing);
+    if (!fn) return false;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaError_t err = fn(reinterpret_cast<cudaStream_t>(stream), &status);
+    // The legacy stream while another blocking stream captures: it is part of that capture.
+    if (err == cudaErrorStreamCaptureImplicit) return true;
+    return err == cudaSuccess && status != cudaStreamCaptureStatusNone;
+}
+
+bool CudaBackend::any_capture_active(int) {
+    // Every capture begun through the runtime or the driver passes memguard's hooks (preload).
+    return Recorder::instance().captures().active() > 0;
+}
+
+int CudaBackend::exchange_capture_mode(int* mode) {
+    auto fn = real(r_exchange_mode);
+    if (!fn) return kNoRuntime;
+    auto m = static_cast<cudaStreamCaptureMode>(*mode);
+    cudaError_t err = fn(&m);
+    *mode = static_cast<int>(m);
+    return err;
+}
+
+int real_device_count() noexcept {
+    auto fn = real(r_device_count);
+    int n = 0;
+    if (!fn || fn(&n) != cudaSuccess) return 0;
+    return n;
+}
+
+}  // namespace memguard::interpose

@@ -1,0 +1,130 @@
+#include "report/levels.h"
+
+namespace memguard::report {
+
+namespace {
+
+void sub(uint64_t& v, uint64_t n) { v -= v < n ? v : n; }
+
+}  // namespace
+
+LevelWalk::LevelWalk(const Report& r)
+    : r_(r),
+      block_live_(r.blocks.size(), 0),
+      handle_live_(r.handles.size(), 0),
+      handle_released_(r.handles.size(), 0),
+      handle_maps_(r.handles.size(), 0),
+      mapping_live_(r.mappings.size(), 0),
+      reservation_live_(r.reservations.size(), 0) {}
+
+void LevelWalk::set_block(size_t b, bool live) {
+    if ((block_live_[b] != 0) == live) return;
+    block_live_[b] = live ? 1 : 0;
+    const Block& block = r_.blocks[b];
+    size_t k = kind_index(block.kind);
+    if (live) {
+        levels_.kind_bytes[k] += block.size;
+        ++levels_.kind_blocks[k];
+    } else {
+        sub(levels_.kind_bytes[k], block.size);
+        sub(levels_.kind_blocks[k], 1);
+    }
+    if (!is_gpu(block.kind)) return;
+    uint64_t& dev = levels_.device_bytes[block.device];
+    if (live) {
+        levels_.gpu_bytes += block.size;
+        ++levels_.gpu_blocks;
+        dev += block.size;
+    } else {
+        sub(levels_.gpu_bytes, block.size);
+        sub(levels_.gpu_blocks, 1);
+        sub(dev, block.size);
+    }
+    last_gpu_device_ = block.device;
+}
+
+void LevelWalk::set_handle_gone(size_t h) {
+    if (handle_live_[h] == 0) return;
+    handle_live_[h] = 0;
+    const PhysicalHandle& p = r_.handles[h];
+    sub(levels_.physical_bytes, p.size);
+    sub(levels_.physical_handles, 1);
+    if (p.device < 0) return;
+    sub(levels_.physical_device_handles, 1);
+    sub(levels_.physical_device_bytes, p.size);
+    sub(levels_.gpu_bytes, p.size);
+    sub(levels_.device_bytes[p.device], p.size);
+    last_gpu_device_ = p.device;
+}
+
+bool LevelWalk::step() {
+    if (done()) return false;
+    const Event& e = r_.events[applied_++];
+    last_gpu_device_.reset();
+    switch (e.type) {
+    case Event::Alloc:
+    case Event::Restore: set_block(e.block, true); break;
+    case Event::Free: set_block(e.block, false); break;
+    case Event::Reserve:
+        if (reservation_live_[e.block] == 0) {
+            reservation_live_[e.block] = 1;
+            levels_.reserved_bytes += r_.reservations[e.block].size;
+            ++levels_.reservations;
+        }
+        break;
+    case Event::AddressFree:
+        if (reservation_live_[e.block] != 0) {
+            reservation_live_[e.block] = 0;
+            sub(levels_.reserved_bytes, r_.reservations[e.block].size);
+            sub(levels_.reservations, 1);
+        }
+        break;
+    case Event::Create: {
+        const PhysicalHandle& p = r_.handles[e.block];
+        handle_live_[e.block] = 1;
+        levels_.physical_bytes += p.size;
+        ++levels_.physical_handles;
+        if (p.device >= 0) {
+            ++levels_.physical_device_handles;
+            levels_.physical_device_bytes += p.size;
+            levels_.gpu_bytes += p.size;
+            levels_.device_bytes[p.device] += p.size;
+            last_gpu_device_ = p.device;
+        }
+        break;
+    }
+    case Event::Release:
+        handle_released_[e.block] = 1;
+        // A released handle that is still mapped keeps its memory until its last unmap.
+        if (handle_maps_[e.block] == 0) set_handle_gone(e.block);
+        break;
+    case Event::Map: {
+        const Mapping& m = r_.mappings[e.block];
+        mapping_live_[e.block] = 1;
+        levels_.mapped_bytes += m.size;
+        ++levels_.mappings;
+        if (m.handle) ++handle_maps_[*m.handle];
+        break;
+    }
+    case Event::Unmap: {
+        if (mapping_live_[e.block] == 0) break;
+        mapping_live_[e.block] = 0;
+        const Mapping& m = r_.mappings[e.block];
+        sub(levels_.mapped_bytes, m.size);
+        sub(levels_.mappings, 1);
+        if (m.handle) {
+            sub(handle_maps_[*m.handle], 1);
+            if (handle_maps_[*m.handle] == 0 && handle_released_[*m.handle] != 0) set_handle_gone(*m.handle);
+        }
+        break;
+    }
+    }
+    return true;
+}
+
+void LevelWalk::advance_to(size_t n) {
+    while (applied_ < n && step()) {
+    }
+}
+
+}  // namespace memguard::report

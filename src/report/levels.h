@@ -1,0 +1,85 @@
+// THE definition of memguard's byte counts over time. Every view that shows live, mapped, reserved
+// or physical bytes (summary, top, graphs, phases, diff, merge, plot, exports) walks
+// Report::events with LevelWalk and reads its Levels: do not count bytes from the records again.
+//
+//   GPU live bytes   = live blocks of kind device, async or managed (A ... F)
+//                    + physical bytes on devices (N records with device >= 0).
+//   physical bytes   = the sizes of handles created (N) whose memory exists: a handle counts until
+//                      it is released (n) AND no mapping of it remains (CUDA frees a released,
+//                      mapped handle at its last cuMemUnmap).
+//   mapped bytes     = the sizes of the mappings in place (Q until its q). With PyTorch's
+//                      expandable segments this is torch.cuda.memory_reserved().
+//   reserved bytes   = the sizes of reserved address ranges (V until its v).
+//
+// Events are applied in file order; the state "at time T" is the state after every event that
+// precedes, in file order, the first event with t > T (docs/report-format.md, "Derived figures").
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "report/report.h"
+
+namespace memguard::report {
+
+constexpr size_t kKindCount = 4;
+inline size_t kind_index(Kind k) { return static_cast<size_t>(k); }
+
+struct Levels {
+    uint64_t gpu_bytes = 0;   // GPU live bytes (see above)
+    uint64_t gpu_blocks = 0;  // live blocks of the GPU kinds (handles not counted)
+    std::array<uint64_t, kKindCount> kind_bytes{};   // live blocks, by Kind
+    std::array<uint64_t, kKindCount> kind_blocks{};
+    std::map<int, uint64_t> device_bytes;  // GPU live bytes by device (blocks and physical memory)
+    uint64_t reserved_bytes = 0;
+    uint64_t reservations = 0;             // live V ranges
+    uint64_t mapped_bytes = 0;
+    uint64_t mappings = 0;                 // mappings in place
+    uint64_t physical_bytes = 0;           // every location (device or not)
+    uint64_t physical_device_bytes = 0;    // on devices: the part of gpu_bytes that is physical memory
+    uint64_t physical_handles = 0;         // handles whose memory exists
+    uint64_t physical_device_handles = 0;  // of those, the ones on devices
+};
+
+/// Replays Report::events one at a time. Cheap to copy state out of; the report must outlive it.
+class LevelWalk {
+public:
+    explicit LevelWalk(const Report& r);
+
+    /// Applies the next event; returns false (and does nothing) when all are applied.
+    bool step();
+    /// Applies events up to (not including) index `n`.
+    void advance_to(size_t n);
+    size_t applied() const { return applied_; }
+    bool done() const { return applied_ == r_.events.size(); }
+    const Levels& levels() const { return levels_; }
+
+    /// What the last step() changed in GPU live bytes: the device, when it changed them.
+    std::optional<int> last_gpu_device() const { return last_gpu_device_; }
+    /// True when the last step() changed gpu_bytes (up or down).
+    bool last_changed_gpu() const { return last_gpu_device_.has_value(); }
+
+    bool block_live(size_t b) const { return block_live_[b] != 0; }
+    /// The handle's physical memory exists (created, and not released-and-unmapped).
+    bool handle_live(size_t h) const { return handle_live_[h] != 0; }
+
+private:
+    void set_block(size_t b, bool live);
+    void set_handle_gone(size_t h);
+
+    const Report& r_;
+    size_t applied_ = 0;
+    Levels levels_;
+    std::optional<int> last_gpu_device_;
+    std::vector<char> block_live_;
+    std::vector<char> handle_live_;
+    std::vector<char> handle_released_;
+    std::vector<uint64_t> handle_maps_;
+    std::vector<char> mapping_live_;
+    std::vector<char> reservation_live_;
+};
+
+}  // namespace memguard::report

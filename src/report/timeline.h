@@ -1,0 +1,58 @@
+// Memory over time: the GPU figures of docs/report-format.md ("Derived figures") after every prefix of
+// Report::events, and the figures of phases and marks (format minor 4) derived from them. Used by
+// `memguard phases`, `diff`, `merge`, `plot` and `export`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/report.h"
+
+namespace memguard::report {
+
+/// The memory state after a prefix of Report::events.
+struct LevelPoint {
+    int64_t t = 0;          // the time of the last event of the prefix (0 for the empty prefix)
+    uint64_t live = 0;      // GPU live bytes
+    uint64_t mapped = 0;    // bytes mapped through the driver's virtual memory calls (minor 3)
+    uint64_t reserved = 0;  // virtual address space reserved through the driver (minor 3)
+};
+
+/// points[k] is the state after the first k events; points.size() == events.size() + 1.
+struct Timeline {
+    std::vector<LevelPoint> points;
+    bool has_vmm = false;  // some V, N or Q record took part: mapped and reserved are meaningful
+
+    /// The largest GPU live bytes over points[from..to] (inclusive), and the first index reaching it.
+    std::pair<uint64_t, size_t> max_live(size_t from, size_t to) const;
+
+    // Maxima of blocks of kBlock points, so that a range maximum costs O(n / kBlock + kBlock).
+    static constexpr size_t kBlock = 1024;
+    std::vector<uint64_t> block_max;
+};
+
+Timeline build_timeline(const Report& r);
+
+struct PhaseStats {
+    size_t index = 0;                 // into Report::phases
+    int depth = 0;                    // open phases of the same thread (same source family) at its begin
+    std::optional<uint32_t> parent;   // the innermost of those
+    uint32_t occurrence = 0;          // earlier phases with the same name (0 for the first)
+    uint64_t entry_bytes = 0;         // GPU live bytes right before B
+    uint64_t peak_bytes = 0;          // max of GPU live bytes from B to b, inclusive
+    int64_t peak_t = 0;
+    size_t peak_events = 0;           // the prefix of events at the peak
+    uint64_t exit_bytes = 0;          // at b (at the end of the report when never ended)
+    int64_t t_end = 0;                // of b, else the end of the report
+    uint64_t incremental_peak() const { return peak_bytes - entry_bytes; }
+};
+
+/// One entry per phase, in order of B records.
+std::vector<PhaseStats> phase_stats(const Report& r, const Timeline& tl);
+
+/// GPU live bytes at a mark.
+uint64_t live_at_mark(const Mark& m, const Timeline& tl);
+
+}  // namespace memguard::report

@@ -1,0 +1,252 @@
+// Allocator mode (MEMGUARD_ALLOCATOR=memguard): libmemguard.so's exported pluggable-allocator
+// functions, called as PyTorch calls them (tests/apps/pluggable_alloc.cpp) against the fake
+// runtime. The report's T/t/O/o records (docs/report-format.md, minor 5) are read raw here; the
+// segments are ordinary A/F records.
+#include <set>
+#include <sstream>
+
+#include "preload_fixture.h"
+
+namespace preload_test {
+namespace {
+
+constexpr uint64_t MiB = 1024 * 1024;
+
+struct LoggedBlock {
+    uint64_t addr = 0, size = 0, stream = 0;
+    std::string function;
+};
+
+uint64_t parse_ptr(const std::string& s) { return s == "(nil)" ? 0 : std::stoull(s, nullptr, 16); }
+uint64_t hexu(const std::string& s) { return std::stoull(s, nullptr, 16); }
+uint64_t decu(const std::string& s) { return std::stoull(s); }
+
+/// The value of the application's `info <key> <value>` line ("" when absent).
+std::string log_value(const std::string& out, const std::string& key) {
+    auto lines = lines_starting_with(out, "info " + key + " ");
+    return lines.empty() ? "" : lines[0].substr(6 + key.size());
+}
+
+std::vector<LoggedBlock> logged_blocks(const std::string& out) {
+    std::vector<LoggedBlock> blocks;
+    for (const std::string& line : lines_starting_with(out, "info block ")) {
+        std::istringstream in(line);
+        std::string info, block, addr, size, stream, function;
+        in >> info >> block >> addr >> size >> stream >> function;
+        blocks.push_back({parse_ptr(addr), decu(size), parse_ptr(stream), function});
+    }
+    return blocks;
+}
+
+class AllocatorMode : public PreloadTest {
+protected:
+    Env env() const {
+        Env e = preload_env();
+        e["MEMGUARD_ALLOCATOR"] = "memguard";
+        return e;
+    }
+};
+
+TEST_F(AllocatorMode, BlocksSegmentsAndFreesAreRecorded) {
+    ChildResult result = run("pluggable_alloc", {"basic"}, env());
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    const std::string path = report_for(result.pid);
+    auto r = load(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->info.at("format_minor"), "5");
+    std::vector<LoggedBlock> logged = logged_blocks(result.out);
+    ASSERT_EQ(logged.size(), 3u) << result.out;
+
+    auto records = raw_records(path, "TtAF");
+    std::vector<std::vector<std::string>> T, t, A, F;
+    for (const auto& rec : records) {
+        if (rec[0] == "T") T.push_back(rec);
+        if (rec[0] == "t") t.push_back(rec);
+        if (rec[0] == "A") A.push_back(rec);
+        if (rec[0] == "F") F.push_back(rec);
+    }
+    ASSERT_EQ(T.size(), 3u);
+    const uint64_t rounded[] = {1024, 3 * MiB, 4096};
+    Symbolizer symbolizer(*r);
+    for (size_t i = 0; i < 3; ++i) {
+        SCOPED_TRACE("block " + std::to_string(i) + " from " + logged[i].function);
+        ASSERT_EQ(T[i].size(), 12u);
+        EXPECT_EQ(hexu(T[i][3]), logged[i].addr);
+        EXPECT_EQ(decu(T[i][4]), rounded[i]);
+        EXPECT_EQ(decu(T[i][5]), logged[i].size);  // requested
+        EXPECT_EQ(T[i][6], "0");                   // device
+        EXPECT_EQ(hexu(T[i][7]), logged[i].stream);
+        EXPECT_EQ(T[i][10], "0");  // no capture
+        EXPECT_EQ(T[i][11], "-");  // default pools
+        uint32_t sid = static_cast<uint32_t>(decu(T[i][8]));
+        EXPECT_TRUE(symbolizer.has_function(sid, logged[i].function)) << symbolizer.describe(sid);
+    }
+    // Every block was returned, once, with no collection running.
+    ASSERT_EQ(t.size(), 3u);
+    std::set<uint64_t> freed;
+    for (const auto& rec : t) {
+        EXPECT_EQ(rec[4], "0");
+        freed.insert(hexu(rec[3]));
+    }
+    EXPECT_EQ(freed, (std::set<uint64_t>{logged[0].addr, logged[1].addr, logged[2].addr}));
+
+    // Segments: a small one per stream and a 20 MiB one for the 3 MiB request, each with the stack
+    // of the tensor allocation that made it; all returned by empty_cache.
+    ASSERT_EQ(A.size(), 3u);
+    std::multiset<uint64_t> sizes;
+    for (const auto& rec : A) {
+        sizes.insert(decu(rec[4]));
+        EXPECT_EQ(rec[5], "device");
+        EXPECT_EQ(rec[6], "cudaMalloc");
+    }
+    EXPECT_EQ(sizes, (std::multiset<uint64_t>{2 * MiB, 2 * MiB, 20 * MiB}));
+    for (size_t i = 0; i + 1 < records.size(); ++i) {
+        if (records[i][0] != "A") continue;
+        ASSERT_EQ(records[i + 1][0], "T") << "a segment is made for the block allocated right after it";
+        EXPECT_EQ(records[i][9], records[i + 1][8]) << "the segment carries the block's native stack";
+        EXPECT_EQ(records[i][11], records[i + 1][9]) << "and its Python stack";
+    }
+    ASSERT_EQ(F.size(), 3u);
+    for (const auto& rec : F) EXPECT_EQ(rec[5], "cudaFree");
+    EXPECT_EQ(log_value(result.out, "fake_live_bytes"), "0");
+}
+
+TEST_F(AllocatorMode, CaptureAllocationsComeFromThePrivatePoolWithoutBreakingTheCapture) {
+    ChildResult result = run("pluggable_alloc", {"capture"}, env());
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    // cudaMalloc during a global-mode capture would invalidate it: memguard allocates in relaxed mode.
+    EXPECT_EQ(lines_starting_with(result.out, "result end_capture_1 0").size(), 1u) << result.out;
+    EXPECT_EQ(lines_starting_with(result.out, "result end_capture_2 0").size(), 1u) << result.out;
+    const std::string path = report_for(result.pid);
+    std::vector<LoggedBlock> logged = logged_blocks(result.out);
+    ASSERT_EQ(logged.size(), 4u) << result.out;  // g1, tmp, outside, g2
+
+    auto records = raw_records(path, "TtAFCcW");
+    std::vector<std::string> capture_ids;
+    for (const auto& rec : records) {
+        if (rec[0] == "C") capture_ids.push_back(rec[3]);
+        if (rec[0] == "W" && rec[3] == "unsafe_call") ADD_FAILURE() << "unsafe call during the capture: " << rec[4];
+    }
+    ASSERT_EQ(capture_ids.size(), 2u);
+    std::map<uint64_t, std::vector<std::string>> blocks;  // addr -> its first T
+    std::vector<std::vector<std::string>> T;
+    for (const auto& rec : records) {
+        if (rec[0] == "T") T.push_back(rec);
+    }
+    ASSERT_EQ(T.size(), 4u);
+    const char* want_capture[] = {capture_ids[0].c_str(), capture_ids[0].c_str(), "0", capture_ids[1].c_str()};
+    const char* want_pool[] = {"1.0", "1.0", "-", "1.0"};
+    for (size_t i = 0; i < 4; ++i) {
+        SCOPED_TRACE("block " + std::to_string(i) + " from " + logged[i].function);
+        EXPECT_EQ(hexu(T[i][3]), logged[i].addr);
+        EXPECT_EQ(T[i][10], want_capture[i]);
+        EXPECT_EQ(T[i][11], want_pool[i]);
+    }
+    // The block freed during the first capture went back to the pool: no cudaFree while capturing,
+    // and segments made during a capture belong to it.
+    bool capturing = false;
+    std::string current;
+    int owned_segments = 0;
+    for (const auto& rec : records) {
+        if (rec[0] == "C") {
+            capturing = true;
+            current = rec[3];
+        } else if (rec[0] == "c") {
+            capturing = false;
+        } else if (rec[0] == "F") {
+            EXPECT_FALSE(capturing) << "a segment was freed during a capture";
+        } else if (rec[0] == "A" && capturing) {
+            EXPECT_EQ(rec[10], current) << "a segment made during a capture belongs to it";
+            ++owned_segments;
+        }
+    }
+    EXPECT_EQ(owned_segments, 2);  // the small segment of capture 1, the large one of capture 2
+    // Released by both graphs and emptied: every segment returned.
+    size_t a = 0, f = 0;
+    for (const auto& rec : records) {
+        a += rec[0] == "A";
+        f += rec[0] == "F";
+    }
+    EXPECT_EQ(a, f);
+    EXPECT_EQ(log_value(result.out, "fake_live_bytes"), "0");
+}
+
+TEST_F(AllocatorMode, OutOfMemoryIsRecordedWithTheLiveBlocksBySiteAndThrown) {
+    Env e = env();
+    e["FAKE_CUDA_CAPACITY"] = std::to_string(100 * MiB);
+    ChildResult result = run("pluggable_alloc", {"oom"}, e);
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    EXPECT_EQ(log_value(result.out, "held"), "4");
+    EXPECT_EQ(log_value(result.out, "held_with_fraction"), "2");
+    auto oom_lines = lines_starting_with(result.out, "info oom ");
+    ASSERT_EQ(oom_lines.size(), 2u);
+    EXPECT_NE(oom_lines[0].find("CUDA out of memory"), std::string::npos) << oom_lines[0];
+    EXPECT_NE(oom_lines[1].find("memory fraction limit of 52428800"), std::string::npos) << oom_lines[1];
+
+    const std::string path = report_for(result.pid);
+    auto r = load(path);
+    ASSERT_TRUE(r);
+    auto records = raw_records(path, "Oo");
+    ASSERT_EQ(records.size(), 4u);  // each O followed by its one site
+    struct Want {
+        uint64_t allocated, limit;
+    };
+    const Want want[] = {{4 * 24 * MiB, 0}, {2 * 24 * MiB, 50 * MiB}};
+    Symbolizer symbolizer(*r);
+    for (size_t i = 0; i < 2; ++i) {
+        const auto& o = records[2 * i];
+        const auto& site = records[2 * i + 1];
+        SCOPED_TRACE("oom " + std::to_string(i));
+        ASSERT_EQ(o[0], "O");
+        ASSERT_EQ(o.size(), 12u);
+        EXPECT_EQ(o[3], "0");
+        EXPECT_EQ(decu(o[4]), 24 * MiB);
+        EXPECT_EQ(decu(o[5]), 24 * MiB);
+        EXPECT_EQ(decu(o[6]), want[i].allocated);
+        EXPECT_EQ(decu(o[7]), want[i].allocated);  // reserved: the cache was emptied first
+        EXPECT_EQ(decu(o[8]), want[i].limit);
+        EXPECT_EQ(o[11], "cache");  // no Python in this process: nothing but the cache to free
+        uint32_t sid = static_cast<uint32_t>(decu(o[9]));
+        EXPECT_TRUE(symbolizer.has_function(sid, "allocate_weights")) << symbolizer.describe(sid);
+        ASSERT_EQ(site[0], "o");
+        EXPECT_EQ(site[2], o[9]) << "the live blocks were allocated at the same site";
+        EXPECT_EQ(decu(site[4]), want[i].allocated / (24 * MiB));
+        EXPECT_EQ(decu(site[5]), want[i].allocated);
+    }
+}
+
+TEST_F(AllocatorMode, UnknownPointerIsIgnoredWithOneWarning) {
+    ChildResult result = run("pluggable_alloc", {"unknown"}, env());
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    EXPECT_EQ(lines_containing(result.err, "was not allocated by memguard's allocator").size(), 1u) << result.err;
+    auto t = raw_records(report_for(result.pid), "t");
+    ASSERT_EQ(t.size(), 1u);  // only the real block's free
+}
+
+TEST_F(AllocatorMode, PyTorchAllocConfSettingsItCannotApplyAreNamedOnce) {
+    Env e = env();
+    e["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True,max_split_size_mb:512";
+    ChildResult result = run("pluggable_alloc", {"basic"}, e);
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    auto lines = lines_containing(result.err, "PYTORCH_CUDA_ALLOC_CONF");
+    ASSERT_EQ(lines.size(), 1u) << result.err;
+    EXPECT_NE(lines[0].find("expandable_segments:True: memguard's allocator does not use expandable segments"),
+              std::string::npos)
+        << lines[0];
+    EXPECT_EQ(raw_records(report_for(result.pid), "T").size(), 3u);
+}
+
+TEST_F(AllocatorMode, BadAllocatorValueWarnsOnceAndKeepsNative) {
+    Env e = preload_env();
+    e["MEMGUARD_ALLOCATOR"] = "pytorch";
+    ChildResult result = run("noop", {}, e);
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    auto lines = lines_containing(result.err, "MEMGUARD_ALLOCATOR");
+    ASSERT_EQ(lines.size(), 1u) << result.err;
+    EXPECT_NE(lines[0].find("'pytorch' is not valid: expected native (PyTorch's allocator) or memguard; keeping native"),
+              std::string::npos)
+        << lines[0];
+}
+
+}  // namespace
+}  // namespace preload_test

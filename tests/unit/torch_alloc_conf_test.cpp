@@ -1,0 +1,35 @@
+#include <gtest/gtest.h>
+
+#include "common/torch_alloc_conf.h"
+
+using memguard::parse_torch_alloc_conf;
+
+TEST(TorchAllocConf, UnsetMeansPyTorchsDefaults) {
+    auto c = parse_torch_alloc_conf(nullptr);
+    EXPECT_EQ(c.max_split_size, static_cast<size_t>(-1));
+    EXPECT_EQ(c.max_non_split_rounding, size_t{20} << 20);
+    EXPECT_EQ(c.roundup_power2_divisions, 0u);
+    EXPECT_TRUE(c.notes.empty());
+}
+
+TEST(TorchAllocConf, AppliesTheSettingsTheAllocatorHas) {
+    auto c = parse_torch_alloc_conf("max_split_size_mb:128, roundup_power2_divisions:4,max_non_split_rounding_mb:64");
+    EXPECT_EQ(c.max_split_size, size_t{128} << 20);
+    EXPECT_EQ(c.roundup_power2_divisions, 4u);
+    EXPECT_EQ(c.max_non_split_rounding, size_t{64} << 20);
+    EXPECT_TRUE(c.notes.empty());
+}
+
+TEST(TorchAllocConf, SaysWhatItDoesNotApply) {
+    auto c = parse_torch_alloc_conf("expandable_segments:True,max_split_size_mb:10,roundup_power2_divisions:[256:8,>:4],"
+                                    "garbage_collection_threshold:0.6,backend:cudaMallocAsync,expandable_segments:False");
+    EXPECT_EQ(c.max_split_size, static_cast<size_t>(-1));
+    EXPECT_EQ(c.roundup_power2_divisions, 0u);
+    ASSERT_EQ(c.notes.size(), 5u);
+    EXPECT_NE(c.notes[0].find("does not use expandable segments"), std::string::npos) << c.notes[0];
+    EXPECT_NE(c.notes[1].find("max_split_size_mb:10: expected a number of MB above 20"), std::string::npos)
+        << c.notes[1];
+    EXPECT_NE(c.notes[2].find("one power of two"), std::string::npos) << c.notes[2];
+    EXPECT_NE(c.notes[3].find("garbage_collection_threshold:0.6: not used"), std::string::npos) << c.notes[3];
+    EXPECT_NE(c.notes[4].find("MEMGUARD_ALLOCATOR=native to use cudaMallocAsync"), std::string::npos) << c.notes[4];
+}

@@ -1,0 +1,189 @@
+# Issue 5: driver entry points. Exec'd by acceptance.py (check, workload, reports, records, Skip,
+# ctx, HERE are its names). Each check reads the report's records itself (docs/report-format.md,
+# minor 3), independently of the CLI, and prints what it saw.
+import os
+import shutil
+
+
+def _replay_vmm(path, upto=None):
+    """Mapped / reserved / physical bytes after the records in the first `upto` bytes of the report
+    (docs/report-format.md, derived figures of minor 3)."""
+    mappings, reserved, handles, released, counts = {}, {}, {}, set(), {}
+    with open(path, "rb") as f:
+        data = f.read() if upto is None else f.read(upto)
+    for raw in data.decode(errors="replace").splitlines():
+        r = raw.split()
+        if not r or r[0] not in "VvNnQq" or len(r[0]) != 1:
+            continue
+        counts[r[0]] = counts.get(r[0], 0) + 1
+        t = r[0]
+        if t == "V":
+            reserved[int(r[3], 16)] = int(r[4])
+        elif t == "v":
+            reserved.pop(int(r[3], 16), None)
+        elif t == "N":
+            handles[int(r[3], 16)] = int(r[4])
+        elif t == "n":
+            released.add(int(r[3], 16))
+        elif t == "Q":
+            mappings[int(r[3], 16)] = (int(r[4]), int(r[6], 16))
+        elif t == "q":
+            lo, size = int(r[3], 16), int(r[4])
+            for va in [va for va in mappings if lo <= va < lo + size]:
+                del mappings[va]
+        mapped_handles = {h for (_, h) in mappings.values()}
+        for h in [h for h in released if h not in mapped_handles]:
+            handles.pop(h, None)
+            released.discard(h)
+    return {"mapped": sum(s for s, _ in mappings.values()), "reserved": sum(reserved.values()),
+            "physical": sum(handles.values()), "counts": counts}
+
+
+def _live_by_api(path, upto, apis):
+    """Bytes of blocks allocated by one of `apis` and live after the first `upto` bytes."""
+    live = {}
+    with open(path, "rb") as f:
+        data = f.read(upto)
+    n_alloc = 0
+    for raw in data.decode(errors="replace").splitlines():
+        r = raw.split()
+        if not r:
+            continue
+        if r[0] == "A" and r[6] in apis:
+            live[r[3]] = int(r[4])
+            n_alloc += 1
+        elif r[0] == "F":
+            live.pop(r[3], None)
+        elif r[0] == "R":
+            pass  # a failed free: the block is live again (not expected here)
+    return sum(live.values()), n_alloc
+
+
+@check(5, "expandable_segments: mapped bytes in the report = torch.cuda.memory_reserved() at each point")
+def expandable_mapped_bytes(ctx):
+    data = workload(ctx, "driver_points", "expandable", True, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    points = data["points"]
+    assert points and all("offset" in p for p in points), "memguard_flush/memguard_report_path unavailable: %s" % points[:1]
+    report = points[0]["report"]
+    bad = []
+    for p in points:
+        v = _replay_vmm(report, p["offset"])
+        print(f"  {p['label']:>12}: reserved {p['reserved']:>11}  mapped {v['mapped']:>11}  "
+              f"physical {v['physical']:>11}  address space {v['reserved']:>13}")
+        if v["mapped"] != p["reserved"]:
+            bad.append(p["label"])
+    final = _replay_vmm(report)
+    print("  record counts:", final["counts"])
+    a_count = len(records(report, "A"))
+    print("  A records (runtime allocations) in the run:", a_count)
+    assert final["counts"].get("Q", 0) > 0, "no cuMemMap recorded with expandable segments"
+    assert max(p["reserved"] for p in points) > 0
+    assert not bad, f"mapped bytes differ from memory_reserved() at {bad}"
+
+
+@check(5, "backend:cudaMallocAsync: every allocation recorded (live async bytes = memory_allocated())")
+def async_backend_recorded(ctx):
+    data = workload(ctx, "driver_points", "async", True, env={"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
+    points = data["points"]
+    assert points and all("offset" in p for p in points)
+    report = points[0]["report"]
+    bad = []
+    for p in points:
+        live, n = _live_by_api(report, p["offset"], {"cudaMallocAsync", "cudaMallocFromPoolAsync", "cuMemAllocAsync",
+                                                     "cuMemAllocFromPoolAsync"})
+        print(f"  {p['label']:>12}: memory_allocated {p['allocated']:>11}  live async bytes {live:>11}  "
+              f"async allocations so far {n}")
+        if live != p["allocated"]:
+            bad.append(p["label"])
+    apis = {}
+    for r in records(report, "A"):
+        apis[r[6]] = apis.get(r[6], 0) + 1
+    print("  A records by api:", apis)
+    assert apis.get("cudaMallocAsync", 0) + apis.get("cuMemAllocAsync", 0) > 10, apis
+    assert not bad, f"live async bytes differ from memory_allocated() at {bad}"
+
+
+def _nvcc():
+    for c in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc", "/usr/local/cuda-13.0/bin/nvcc"):
+        if c and os.path.exists(c):
+            return c
+    return None
+
+
+@check(5, "nvcc program with the default static cudart: every allocation and free recorded")
+def static_cudart_program(ctx):
+    nvcc = _nvcc()
+    if nvcc is None:
+        raise Skip("no nvcc")
+    exe = ctx.out / "static_cudart"
+    ctx.run([nvcc, "-O1", "-cudart", "static", "-o", str(exe), str(HERE / "apps" / "static_cudart.cu")])
+    needed = ctx.run(["readelf", "-d", str(exe)]).stdout
+    print("  NEEDED of the program:", [l.split("[")[-1].rstrip("]") for l in needed.splitlines() if "NEEDED" in l])
+    assert "libcudart" not in needed, "the program links libcudart dynamically"
+    p = ctx.run([str(exe)], env={"MEMGUARD_OUTPUT": str(ctx.out / "static_cudart.%p.mgr")}, preload=True)
+    files = reports(ctx, "static_cudart.")
+    assert len(files) == 1, files
+    allocs = {r[3]: r for r in records(files[0], "A")}
+    frees = {r[3]: r for r in records(files[0], "F")}
+    missing = []
+    for line in p.stdout.splitlines():
+        w = line.split()
+        if w and w[0] == "alloc":
+            r = allocs.get(w[2])
+            print(f"  {w[1]:>18} {w[2]} {w[3]:>9} -> " + (f"A {r[4]} {r[5]} {r[6]}" if r else "NOT RECORDED"))
+            if not r or r[4] != w[3]:
+                missing.append(line)
+        elif w and w[0] == "free":
+            r = frees.get(w[2])
+            print(f"  {w[1]:>18} {w[2]} -> " + (f"F {r[5]}" if r else "NOT RECORDED"))
+            if not r:
+                missing.append(line)
+    assert "done" in p.stdout
+    assert not missing, f"not recorded: {missing}"
+
+
+def _modules_and_stacks(path):
+    modules, stacks = [], {}
+    for r in records(path, "MS"):
+        if r[0] == "M":
+            modules.append((int(r[2], 16), int(r[3], 16), os.path.basename(r[6]) if len(r) > 6 else "?"))
+        else:
+            stacks[r[1]] = [int(x, 16) for x in r[2:]]
+    return modules, stacks
+
+
+def _stack_modules(ips, modules):
+    names = []
+    for ip in ips:
+        for lo, hi, name in modules:
+            if lo <= ip < hi:
+                names.append(name)
+                break
+    return names
+
+
+@check(5, "NCCL's and cuBLAS's own allocations appear with their libraries in the native stacks")
+def nccl_cublas_sites(ctx):
+    env = {"NCCL_DEBUG": "WARN", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"}
+    data = workload(ctx, "nccl_cublas", "preload", True, env=env)
+    print("  torch", data["torch"], "nccl", data["nccl"])
+    files = reports(ctx, "nccl_cublas_preload.")
+    assert len(files) == 1, files
+    modules, stacks = _modules_and_stacks(files[0])
+    found = {"nccl": [], "cublas": []}
+    for r in records(files[0], "AN"):
+        sid = r[9] if r[0] == "A" else r[6]
+        names = _stack_modules(stacks.get(sid, []), modules)
+        kind = r[5] if r[0] == "A" else "physical"
+        api = r[6] if r[0] == "A" else "cuMemCreate"
+        size = int(r[4])
+        if any(n.startswith("libnccl") for n in names):
+            found["nccl"].append((api, kind, size, names[:4]))
+        if any(n.startswith("libcublas") for n in names):
+            found["cublas"].append((api, kind, size, names[:4]))
+    for lib, rows in found.items():
+        print(f"  {lib}: {len(rows)} allocations, {sum(r[2] for r in rows)} bytes")
+        for api, kind, size, names in rows[:6]:
+            print(f"     {api:>24} {kind:>8} {size:>11}  {' <- '.join(names)}")
+    assert found["nccl"], "no allocation with a libnccl frame"
+    assert found["cublas"], "no allocation with a libcublas/libcublasLt frame"

@@ -1,0 +1,151 @@
+# Issue 7: memguard as PyTorch's caching allocator (MEMGUARD_ALLOCATOR=memguard). Exec'd by
+# acceptance.py (check, workload, Skip, ctx are its names). Every scenario of
+# tools/gpu/workloads/allocator_mode.py runs under LD_PRELOAD twice: with MEMGUARD_ALLOCATOR=memguard
+# and with PyTorch's own allocator; the checks compare, read the report's T/t/A/F/O/o records
+# (docs/report-format.md, minor 5) themselves, and print what they saw.
+
+MEMGUARD_MODE = {"MEMGUARD_ALLOCATOR": "memguard"}
+NATIVE_MODE = {"MEMGUARD_ALLOCATOR": "native"}
+
+
+def _alloc_pair(ctx, scenario, args=()):
+    mg = workload(ctx, "allocator_mode", scenario + "_memguard", True, env=MEMGUARD_MODE, args=(scenario, *args))
+    nat = workload(ctx, "allocator_mode", scenario + "_native", True, env=NATIVE_MODE, args=(scenario, *args))
+    print(f"{scenario}: backend with MEMGUARD_ALLOCATOR=memguard: {mg['backend']}, without: {nat['backend']} "
+          f"(torch {mg['torch']})")
+    assert mg["backend"] == "pluggable", "memguard did not install itself\n" + mg["stderr"][-3000:]
+    # The pool hooks take std::pair/std::function: libmemguard.so is built with the cxx11 ABI.
+    assert mg["cxx11_abi"], "torch was built with the old libstdc++ ABI"
+    assert nat["backend"] == "native", nat["backend"]
+    return mg, nat
+
+
+def _records(path, types, upto=None):
+    with open(path, "rb") as f:
+        data = f.read() if upto is None else f.read(upto)
+    out = []
+    for raw in data.decode(errors="replace").splitlines():
+        r = raw.split()
+        if r and r[0] in types and len(r[0]) == 1:
+            out.append(r)
+    return out
+
+
+def _report_of(ctx, tag):
+    files = sorted(ctx.out.glob(f"allocator_mode_{tag}.*.mgr"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+@check(7, "allocator mode: 50 training steps, losses bitwise equal to PyTorch's allocator")
+def alloc_mode_train(ctx):
+    mg, nat = _alloc_pair(ctx, "train", ("--steps", "50"))
+    print("memguard losses (first 3, last):", mg["losses"][:3], mg["losses"][-1])
+    print("native   losses (first 3, last):", nat["losses"][:3], nat["losses"][-1])
+    print(f"max_memory_allocated memguard {mg['max_memory_allocated']} native {nat['max_memory_allocated']}; "
+          f"max_memory_reserved memguard {mg['max_memory_reserved']} native {nat['max_memory_reserved']}")
+    assert len(mg["losses"]) == 50
+    assert mg["losses"] == nat["losses"]
+    path = _report_of(ctx, "train_memguard")
+    info = {r[1]: r[2] for r in _records(path, "I")}
+    blocks = _records(path, "T")
+    with_py = sum(1 for r in blocks if r[9] != "0")
+    print(f"report {path.name}: I allocator={info.get('allocator')}, T records {len(blocks)} "
+          f"({with_py} with a Python stack), t records {len(_records(path, 't'))}")
+    assert info.get("allocator") == "memguard"
+    assert len(blocks) > 50 and with_py > 0
+
+
+@check(7, "allocator mode: CUDA graph capture/replay, two graphs sharing a pool, make_graphed_callables")
+def alloc_mode_graphs(ctx):
+    mg, nat = _alloc_pair(ctx, "graphs")
+    print("replays memguard:", mg["replays"][0], "... native:", nat["replays"][0])
+    print("graphed grads memguard:", mg["graphed_grads"], "native:", nat["graphed_grads"])
+    print(f"reserved after the graphs were released and the cache emptied: memguard "
+          f"{mg['reserved_after_release']} native {nat['reserved_after_release']}")
+    assert mg["replays"] == nat["replays"]
+    assert mg["graphed_grads"] == nat["graphed_grads"]
+    path = _report_of(ctx, "graphs_memguard")
+    captures = _records(path, "C")
+    pooled = [r for r in _records(path, "T") if r[11] != "-"]
+    owners = sorted({r[10] for r in pooled})
+    pools = sorted({r[11] for r in pooled})
+    unsafe = [r for r in _records(path, "W") if r[3] == "unsafe_call"]
+    print(f"captures {len(captures)}; T records from private pools {len(pooled)}, pools {pools}, "
+          f"capture owners {owners}; unsafe calls during captures: {len(unsafe)}")
+    assert len(captures) >= 2 and pooled
+    assert "0" not in owners, "every private-pool block names its capture"
+    assert not unsafe
+
+
+@check(7, "allocator mode: torch.compile default mode, losses equal to PyTorch's allocator")
+def alloc_mode_compile(ctx):
+    mg, nat = _alloc_pair(ctx, "compile", ("--steps", "10"))
+    print("memguard:", mg["losses"])
+    print("native:  ", nat["losses"])
+    assert mg["losses"] == nat["losses"]
+
+
+@check(7, "allocator mode: torch.cuda memory statistics answer from memguard and match the report")
+def alloc_mode_stats(ctx):
+    mg, nat = _alloc_pair(ctx, "stats")
+    for k in ("base", "after", "peak_after", "after_free", "peak_kept", "peak_reset", "reserved_after_empty"):
+        print(f"{k:22s} memguard {mg[k]:>12} native {nat[k]:>12}")
+    print("memory_stats memguard:", mg["stats"])
+    print("memory_stats native:  ", nat["stats"])
+    ten = 10 * 1024 * 1024
+    assert mg["after"] - mg["base"] == ten + 1024, "a 10 MiB and a 1000-byte tensor (rounded to 1024)"
+    assert mg["after"] - mg["base"] == nat["after"] - nat["base"]
+    assert mg["after_free"] == mg["after"] - ten and mg["peak_kept"] == mg["peak_after"]
+    assert mg["peak_reset"] == mg["after_free"]
+    assert mg["stats"]["num_device_alloc"] >= 2 and mg["stats"]["num_ooms"] == 0
+    assert all(v is not None for v in mg["stats"].values()), mg["stats"]
+    # The report up to the flushed point: live T bytes = memory_allocated, live segments = reserved.
+    upto = mg["report_size"]
+    live_t, live_a = {}, {}
+    for r in _records(mg["report"], "TtAF", upto):
+        if r[0] == "T":
+            live_t[r[3]] = int(r[4])
+        elif r[0] == "t":
+            live_t.pop(r[3], None)
+        elif r[0] == "A" and r[6] == "cudaMalloc":
+            live_a[r[3]] = int(r[4])
+        elif r[0] == "F":
+            live_a.pop(r[3], None)
+    print(f"at the flushed point: report T live {sum(live_t.values())}, memory_allocated "
+          f"{mg['at_flush']['allocated']}; report segments {sum(live_a.values())}, memory_reserved "
+          f"{mg['at_flush']['reserved']}")
+    assert sum(live_t.values()) == mg["at_flush"]["allocated"]
+    assert sum(live_a.values()) == mg["at_flush"]["reserved"]
+
+
+@check(7, "allocator mode: cycles holding CUDA tensors: native raises OutOfMemoryError, memguard's rescue avoids it")
+def alloc_mode_oom(ctx):
+    mg, nat = _alloc_pair(ctx, "oom")
+    print(f"native:   {nat['done']}/{nat['iterations']} iterations, error {nat['error']}")
+    print(f"memguard: {mg['done']}/{mg['iterations']} iterations, error {mg['error']}")
+    print(f"a 4 GiB allocation over the 2 GiB fraction: native {nat['hopeless']}; memguard {mg['hopeless']}; "
+          f"afterwards the GPU still works: {mg['still_works']}")
+    assert nat["error"] and nat["error"][0] == "OutOfMemoryError"
+    assert mg["error"] is None and mg["done"] == mg["iterations"]
+    assert mg["hopeless"] is not None and "out of memory" in mg["hopeless"][1].lower()
+    assert mg["still_works"] == 1024.0
+    path = _report_of(ctx, "oom_memguard")
+    ooms = _records(path, "O")
+    sites = _records(path, "o")
+    ys = _records(path, "Y")
+    gc_freed = sum(1 for r in _records(path, "t") if r[4] == "1")
+    print(f"report: O records {[(r[4], r[11]) for r in ooms]}, o records {len(sites)}, "
+          f"blocks freed during collections {gc_freed}, collections {len(ys)}")
+    assert ooms and ooms[-1][11] == "gc", "the final failure tried the cache and a collection"
+    assert gc_freed >= mg["iterations"] // 8
+
+
+@check(7, "allocator mode by hand: CUDAPluggableAllocator(libmemguard.so, memguard_alloc, memguard_free), no LD_PRELOAD")
+def alloc_mode_by_hand(ctx):
+    mg = workload(ctx, "allocator_mode", "byhand_memguard", False, args=("byhand", "--lib", str(ctx.lib)))
+    nat = workload(ctx, "allocator_mode", "byhand_native", False, args=("byhand",))
+    print(f"by hand: backend {mg['backend']}, result {mg['result']}; native: backend {nat['backend']}, "
+          f"result {nat['result']}")
+    assert mg["backend"] == "pluggable" and nat["backend"] == "native"
+    assert mg["result"] == nat["result"]

@@ -1,0 +1,307 @@
+// memguard diff A B [-n N] [--frames K] [--json]: two runs side by side. Phases are matched by name
+// and occurrence (the k-th phase named X in A with the k-th in B); sites live at the peak are
+// matched by their symbolized frames (site_key), so the same code matches across runs even when the
+// stack ids differ.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "cli.h"
+#include "report/collections.h"
+#include "report/json.h"
+#include "report/timeline.h"
+#include "report/units.h"
+#include "sites.h"
+
+namespace memguard::cli {
+
+namespace {
+
+using report::human_bytes;
+
+/// One report and what diff derives from it.
+struct Side {
+    report::Report r;
+    report::Summary summary;
+    std::vector<report::PhaseStats> phases;
+    std::map<std::string, std::pair<uint64_t, std::string>> sites;  // site key -> (bytes at peak, label)
+};
+
+Side load_side(const std::string& path, size_t frames) {
+    Side s{report::load_report(path), {}, {}, {}};
+    print_warnings(s.r.warnings);
+    s.summary = report::summarize(s.r);
+    report::Timeline tl = report::build_timeline(s.r);
+    s.phases = report::phase_stats(s.r, tl);
+    report::SiteTable table = report::group_by_site(s.r, report::live_at(s.r, {report::TimePoint::Peak, 0}),
+                                                    report::KindFilter::Gpu);
+    SiteSymbolizer sym(s.r, frames);
+    std::vector<size_t> handles;
+    for (const report::Site& site : table.sites) handles.push_back(sym.add(site.stack_id, site.python_stack_id));
+    sym.resolve();
+    for (size_t i = 0; i < table.sites.size(); ++i) {
+        const SiteFrames& f = sym.get(handles[i]);
+        auto& entry = s.sites[site_key(f, s.r)];
+        entry.first += table.sites[i].bytes;
+        if (entry.second.empty()) entry.second = site_label(f, s.r);
+    }
+    return s;
+}
+
+/// A row of figures: the value in A and in B (either may be absent).
+struct Row {
+    std::string label;
+    std::optional<int64_t> a, b;
+    bool bytes = true;
+};
+
+std::string value_text(const std::optional<int64_t>& v, bool bytes) {
+    if (!v) return "-";
+    return bytes ? report::human_bytes_signed(*v) : std::to_string(*v);
+}
+
+std::string delta_text(const Row& row) {
+    if (!row.a || !row.b) return "-";
+    int64_t d = *row.b - *row.a;
+    std::string s = value_text(d, row.bytes);
+    return d > 0 ? "+" + s : s;
+}
+
+/// B/A with `decimals` decimals, "-" when A is 0 or a side is absent.
+std::string ratio_text(const Row& row, int decimals = 3) {
+    if (!row.a || !row.b || *row.a == 0) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, static_cast<double>(*row.b) / static_cast<double>(*row.a));
+    return buf;
+}
+
+void print_row(const std::string& first, const Row& row) {
+    std::printf("  %-28s %-20s %11s %11s %12s %7s\n", first.c_str(), row.label.c_str(), value_text(row.a, row.bytes).c_str(),
+                value_text(row.b, row.bytes).c_str(), delta_text(row).c_str(), ratio_text(row).c_str());
+}
+
+int64_t freed_by(const report::Summary& s, report::GcTrigger t) {
+    return s.cuda_bytes_freed[report::trigger_index(t)];
+}
+
+std::vector<Row> total_rows(const Side& a, const Side& b) {
+    auto i = [](uint64_t v) { return std::optional<int64_t>(static_cast<int64_t>(v)); };
+    std::vector<Row> rows;
+    rows.push_back({"peak", i(a.summary.peak_bytes), i(b.summary.peak_bytes)});
+    rows.push_back({"live at exit", i(a.summary.live_bytes_at_exit), i(b.summary.live_bytes_at_exit)});
+    rows.push_back({"OOM events", i(a.summary.oom_events), i(b.summary.oom_events), false});
+    rows.push_back({"failed allocations", i(a.summary.failed_allocations), i(b.summary.failed_allocations), false});
+    for (report::GcTrigger t : {report::GcTrigger::Memguard, report::GcTrigger::Explicit, report::GcTrigger::Automatic}) {
+        rows.push_back({std::string("freed by gc (") + report::trigger_name(t) + ")", freed_by(a.summary, t),
+                        freed_by(b.summary, t)});
+    }
+    rows.push_back({"collections", i(a.r.collections.size()), i(b.r.collections.size()), false});
+    rows.push_back({"compiles", i(a.summary.compiles), i(b.summary.compiles), false});
+    rows.push_back({"phases", i(a.r.phases.size()), i(b.r.phases.size()), false});
+    return rows;
+}
+
+/// A phase of A and/or B with the same name and occurrence.
+struct PhasePair {
+    std::string name;
+    uint32_t occurrence = 0;
+    const report::PhaseStats* a = nullptr;
+    const report::PhaseStats* b = nullptr;
+};
+
+std::vector<PhasePair> match_phases(const Side& a, const Side& b) {
+    std::vector<PhasePair> out;
+    std::map<std::pair<std::string, uint32_t>, size_t> index;
+    for (const report::PhaseStats& s : a.phases) {
+        const std::string& name = a.r.phases[s.index].name;
+        index[{name, s.occurrence}] = out.size();
+        out.push_back({name, s.occurrence, &s, nullptr});
+    }
+    for (const report::PhaseStats& s : b.phases) {
+        const std::string& name = b.r.phases[s.index].name;
+        auto it = index.find({name, s.occurrence});
+        if (it != index.end()) {
+            out[it->second].b = &s;
+        } else {
+            out.push_back({name, s.occurrence, nullptr, &s});
+        }
+    }
+    return out;
+}
+
+std::vector<Row> phase_rows(const PhasePair& p) {
+    auto get = [](const report::PhaseStats* s, uint64_t report::PhaseStats::*f) {
+        return s ? std::optional<int64_t>(static_cast<int64_t>(s->*f)) : std::nullopt;
+    };
+    auto incr = [](const report::PhaseStats* s) {
+        return s ? std::optional<int64_t>(static_cast<int64_t>(s->incremental_peak())) : std::nullopt;
+    };
+    return {{"peak", get(p.a, &report::PhaseStats::peak_bytes), get(p.b, &report::PhaseStats::peak_bytes)},
+            {"incremental peak", incr(p.a), incr(p.b)},
+            {"entry", get(p.a, &report::PhaseStats::entry_bytes), get(p.b, &report::PhaseStats::entry_bytes)},
+            {"exit", get(p.a, &report::PhaseStats::exit_bytes), get(p.b, &report::PhaseStats::exit_bytes)}};
+}
+
+std::string phase_title(const PhasePair& p) {
+    std::string t = p.name;
+    if (p.occurrence != 0) t += " #" + std::to_string(p.occurrence + 1);
+    if (!p.a) t += " (B only)";
+    if (!p.b) t += " (A only)";
+    return t;
+}
+
+struct SiteDelta {
+    std::string key, label;
+    uint64_t a = 0, b = 0;
+    int64_t delta() const { return static_cast<int64_t>(b) - static_cast<int64_t>(a); }
+};
+
+/// Sites at the peak whose bytes changed: grown ones (largest growth first), then shrunk ones.
+std::pair<std::vector<SiteDelta>, std::vector<SiteDelta>> site_changes(const Side& a, const Side& b) {
+    std::map<std::string, SiteDelta> all;
+    for (const auto& [key, v] : a.sites) all[key] = SiteDelta{key, v.second, v.first, 0};
+    for (const auto& [key, v] : b.sites) {
+        SiteDelta& d = all[key];
+        d.key = key;
+        if (d.label.empty()) d.label = v.second;
+        d.b = v.first;
+    }
+    std::vector<SiteDelta> grew, shrank;
+    for (const auto& [key, d] : all) {
+        if (d.delta() > 0) grew.push_back(d);
+        if (d.delta() < 0) shrank.push_back(d);
+    }
+    auto by_size = [](const SiteDelta& x, const SiteDelta& y) {
+        int64_t dx = x.delta() < 0 ? -x.delta() : x.delta(), dy = y.delta() < 0 ? -y.delta() : y.delta();
+        return dx != dy ? dx > dy : x.key < y.key;
+    };
+    std::sort(grew.begin(), grew.end(), by_size);
+    std::sort(shrank.begin(), shrank.end(), by_size);
+    return {grew, shrank};
+}
+
+void print_sites(const char* title, const std::vector<SiteDelta>& sites, size_t n) {
+    std::printf("\nSites at the peak that %s: %zu\n", title, sites.size());
+    for (size_t i = 0; i < sites.size() && i < n; ++i) {
+        const SiteDelta& d = sites[i];
+        Row row{"", static_cast<int64_t>(d.a), static_cast<int64_t>(d.b)};
+        std::printf("  %12s  %11s -> %11s  %s\n", delta_text(row).c_str(), human_bytes(d.a).c_str(),
+                    human_bytes(d.b).c_str(), d.label.c_str());
+    }
+}
+
+void print_text(const Side& a, const Side& b, const Args& args) {
+    std::printf("A: %s\nB: %s\n\n", a.r.path.c_str(), b.r.path.c_str());
+    std::printf("  %-49s %11s %11s %12s %7s\n", "", "A", "B", "delta", "B/A");
+    for (Row row : total_rows(a, b)) {
+        std::string label = row.label;
+        row.label.clear();
+        print_row(label, row);
+    }
+    std::vector<PhasePair> phases = match_phases(a, b);
+    if (!phases.empty()) {
+        std::printf("\nPhases (matched by name and occurrence):\n");
+        for (const PhasePair& p : phases) {
+            bool first = true;
+            for (const Row& row : phase_rows(p)) {
+                print_row(first ? phase_title(p) : "", row);
+                first = false;
+            }
+        }
+    }
+    auto [grew, shrank] = site_changes(a, b);
+    print_sites("grew", grew, args.top_n);
+    print_sites("shrank", shrank, args.top_n);
+}
+
+void json_row(report::JsonWriter& j, const Row& row) {
+    j.key("a").value_or_null(row.a);
+    j.key("b").value_or_null(row.b);
+    j.key("delta");
+    if (row.a && row.b) {
+        j.value(*row.b - *row.a);
+    } else {
+        j.null();
+    }
+    j.key("ratio");
+    std::string ratio = ratio_text(row, 6);
+    if (ratio == "-") {
+        j.null();
+    } else {
+        j.number(ratio);
+    }
+}
+
+std::string json_key(std::string label) {
+    for (char& c : label) c = (c == ' ' || c == '(' || c == ')') ? '_' : c;
+    while (!label.empty() && label.back() == '_') label.pop_back();
+    std::string out;
+    for (char c : label) {
+        if (c == '_' && !out.empty() && out.back() == '_') continue;
+        out.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+    }
+    return out;
+}
+
+void json_sites(report::JsonWriter& j, const char* key, const std::vector<SiteDelta>& sites, size_t n) {
+    j.key(key).begin_array();
+    for (size_t i = 0; i < sites.size() && i < n; ++i) {
+        j.begin_object();
+        j.key("site").value(sites[i].label);
+        j.key("key").value(sites[i].key);
+        json_row(j, Row{"", static_cast<int64_t>(sites[i].a), static_cast<int64_t>(sites[i].b)});
+        j.end_object();
+    }
+    j.end_array();
+}
+
+void print_json(const Side& a, const Side& b, const Args& args) {
+    report::JsonWriter j;
+    j.begin_object();
+    j.key("a").value(a.r.path);
+    j.key("b").value(b.r.path);
+    j.key("totals").begin_object();
+    for (const Row& row : total_rows(a, b)) {
+        j.key(json_key(row.label)).begin_object();
+        json_row(j, row);
+        j.end_object();
+    }
+    j.end_object();
+    j.key("phases").begin_array();
+    for (const PhasePair& p : match_phases(a, b)) {
+        j.begin_object();
+        j.key("name").value(p.name);
+        j.key("occurrence").value(p.occurrence);
+        j.key("in_a").value(p.a != nullptr);
+        j.key("in_b").value(p.b != nullptr);
+        for (const Row& row : phase_rows(p)) {
+            j.key(json_key(row.label) + "_bytes").begin_object();
+            json_row(j, row);
+            j.end_object();
+        }
+        j.end_object();
+    }
+    j.end_array();
+    auto [grew, shrank] = site_changes(a, b);
+    json_sites(j, "sites_grew", grew, args.top_n);
+    json_sites(j, "sites_shrank", shrank, args.top_n);
+    j.end_object();
+    std::cout << j.str();
+}
+
+}  // namespace
+
+int run_diff(const Args& args) {
+    Side a = load_side(args.files[0], args.frames);
+    Side b = load_side(args.files[1], args.frames);
+    std::cout.flush();
+    if (args.json) {
+        print_json(a, b, args);
+    } else {
+        print_text(a, b, args);
+    }
+    return kExitOk;
+}
+
+}  // namespace memguard::cli

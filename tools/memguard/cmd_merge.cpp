@@ -1,0 +1,218 @@
+// memguard merge FILES... | --template T [-n N] [--frames K] [--json]: one row per rank of a
+// distributed job, plus the maximum and the sum over the ranks.
+#include <glob.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "cli.h"
+#include "report/json.h"
+#include "report/units.h"
+#include "sites.h"
+
+namespace memguard::cli {
+
+namespace {
+
+using report::human_bytes;
+
+/// The glob pattern of rank `rank` in a MEMGUARD_OUTPUT template: %r is the rank, %p and %h
+/// (pid, host) match anything, %% is a percent sign; glob's own special characters are escaped.
+std::string rank_pattern(const std::string& tmpl, size_t rank) {
+    std::string out;
+    for (size_t i = 0; i < tmpl.size(); ++i) {
+        char c = tmpl[i];
+        if (c == '%' && i + 1 < tmpl.size()) {
+            char n = tmpl[++i];
+            if (n == 'r') {
+                out += std::to_string(rank);
+            } else if (n == 'p' || n == 'h') {
+                out += "*";
+            } else if (n == '%') {
+                out += "%";
+            } else {
+                throw UsageError(std::string("bad template '") + tmpl + "': unknown '%" + n +
+                                     "' (known: %r rank, %p pid, %h host, %% percent)",
+                                 "merge");
+            }
+        } else if (c == '*' || c == '?' || c == '[' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+std::vector<std::string> glob_files(const std::string& pattern) {
+    glob_t g{};
+    std::vector<std::string> out;
+    if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+    }
+    ::globfree(&g);
+    return out;
+}
+
+/// (rank, file) pairs of a template: ranks 0, 1, ... while some file matches.
+std::vector<std::pair<size_t, std::string>> template_files(const std::string& tmpl) {
+    if (tmpl.find("%r") == std::string::npos) {
+        throw UsageError("bad template '" + tmpl + "': it needs %r (the rank)", "merge");
+    }
+    std::vector<std::pair<size_t, std::string>> out;
+    for (size_t rank = 0; rank < 100000; ++rank) {
+        std::vector<std::string> files = glob_files(rank_pattern(tmpl, rank));
+        if (files.empty()) break;
+        for (std::string& f : files) out.emplace_back(rank, std::move(f));
+    }
+    if (out.empty()) {
+        throw report::ReportError("no report matches template '" + tmpl + "' for rank 0 (looked for '" +
+                                  rank_pattern(tmpl, 0) + "')");
+    }
+    return out;
+}
+
+struct RankRow {
+    std::string rank;  // the report's I rank, else its position
+    std::string file;
+    uint64_t peak = 0;
+    int64_t peak_t = 0;
+    bool has_peak = false;
+    uint64_t live_at_exit = 0;
+    uint64_t oom_events = 0;
+    int64_t gc_freed = 0;
+    uint64_t phases = 0;
+    bool complete = false;
+    std::string top_site;  // at the peak
+    uint64_t top_site_bytes = 0;
+};
+
+RankRow load_row(const std::string& path, size_t position, size_t frames) {
+    report::Report r = report::load_report(path);
+    print_warnings(r.warnings);
+    report::Summary s = report::summarize(r);
+    RankRow row;
+    auto rank = r.info.find("rank");
+    row.rank = rank != r.info.end() ? rank->second : std::to_string(position);
+    row.file = path;
+    row.peak = s.peak_bytes;
+    row.has_peak = s.peak_t.has_value();
+    row.peak_t = s.peak_t.value_or(0);
+    row.live_at_exit = s.live_bytes_at_exit;
+    row.oom_events = s.oom_events;
+    for (int64_t v : s.cuda_bytes_freed) row.gc_freed += v;
+    row.phases = r.phases.size();
+    row.complete = r.complete;
+    report::SiteTable table =
+        report::group_by_site(r, report::live_at(r, {report::TimePoint::Peak, 0}), report::KindFilter::Gpu);
+    if (!table.sites.empty()) {
+        SiteSymbolizer sym(r, frames);
+        size_t h = sym.add(table.sites[0].stack_id, table.sites[0].python_stack_id);
+        sym.resolve();
+        row.top_site = site_label(sym.get(h), r);
+        row.top_site_bytes = table.sites[0].bytes;
+    }
+    return row;
+}
+
+void print_text(const std::vector<RankRow>& rows, const RankRow& max, const RankRow& sum) {
+    std::printf("%zu reports\n\n", rows.size());
+    std::printf("%-6s %10s %9s %12s %4s %12s  %-20s %s\n", "rank", "peak", "peak s", "live at exit", "OOM",
+                "freed by gc", "file", "top site at peak");
+    for (const RankRow& r : rows) {
+        std::string site = r.top_site.empty() ? "-" : human_bytes(r.top_site_bytes) + " " + r.top_site;
+        std::string file = r.file + (r.complete ? "" : " (incomplete)");
+        std::printf("%-6s %10s %9s %12s %4llu %12s  %-20s %s\n", r.rank.c_str(), human_bytes(r.peak).c_str(),
+                    r.has_peak ? report::seconds_fixed3(r.peak_t).c_str() : "-", human_bytes(r.live_at_exit).c_str(),
+                    static_cast<unsigned long long>(r.oom_events), report::human_bytes_signed(r.gc_freed).c_str(),
+                    file.c_str(), site.c_str());
+    }
+    for (const RankRow* r : {&max, &sum}) {
+        std::printf("%-6s %10s %9s %12s %4llu %12s\n", r->rank.c_str(), human_bytes(r->peak).c_str(), "",
+                    human_bytes(r->live_at_exit).c_str(), static_cast<unsigned long long>(r->oom_events),
+                    report::human_bytes_signed(r->gc_freed).c_str());
+    }
+}
+
+void json_figures(report::JsonWriter& j, const RankRow& r) {
+    j.key("peak_bytes").value(r.peak);
+    j.key("live_bytes_at_exit").value(r.live_at_exit);
+    j.key("oom_events").value(r.oom_events);
+    j.key("gc_cuda_bytes_freed").value(r.gc_freed);
+}
+
+void print_json(const std::vector<RankRow>& rows, const RankRow& max, const RankRow& sum) {
+    report::JsonWriter j;
+    j.begin_object();
+    j.key("ranks").begin_array();
+    for (const RankRow& r : rows) {
+        j.begin_object();
+        j.key("rank").value(r.rank);
+        j.key("file").value(r.file);
+        j.key("complete").value(r.complete);
+        json_figures(j, r);
+        j.key("peak_t");
+        if (r.has_peak) {
+            j.number(report::seconds_exact(r.peak_t));
+        } else {
+            j.null();
+        }
+        j.key("phases").value(r.phases);
+        j.key("top_site");
+        if (r.top_site.empty()) {
+            j.null();
+        } else {
+            j.begin_object();
+            j.key("site").value(r.top_site);
+            j.key("bytes").value(r.top_site_bytes);
+            j.end_object();
+        }
+        j.end_object();
+    }
+    j.end_array();
+    j.key("max").begin_object();
+    json_figures(j, max);
+    j.end_object();
+    j.key("sum").begin_object();
+    json_figures(j, sum);
+    j.end_object();
+    j.end_object();
+    std::cout << j.str();
+}
+
+}  // namespace
+
+int run_merge(const Args& args) {
+    std::vector<std::pair<size_t, std::string>> files;
+    if (!args.rank_template.empty()) {
+        files = template_files(args.rank_template);
+    } else {
+        for (size_t i = 0; i < args.files.size(); ++i) files.emplace_back(i, args.files[i]);
+    }
+    std::vector<RankRow> rows;
+    for (const auto& [position, file] : files) rows.push_back(load_row(file, position, args.frames));
+    RankRow max, sum;
+    max.rank = "max";
+    sum.rank = "sum";
+    for (const RankRow& r : rows) {
+        max.peak = std::max(max.peak, r.peak);
+        max.live_at_exit = std::max(max.live_at_exit, r.live_at_exit);
+        max.oom_events = std::max(max.oom_events, r.oom_events);
+        max.gc_freed = std::max(max.gc_freed, r.gc_freed);
+        sum.peak += r.peak;
+        sum.live_at_exit += r.live_at_exit;
+        sum.oom_events += r.oom_events;
+        sum.gc_freed += r.gc_freed;
+    }
+    std::cout.flush();
+    if (args.json) {
+        print_json(rows, max, sum);
+    } else {
+        print_text(rows, max, sum);
+    }
+    return kExitOk;
+}
+
+}  // namespace memguard::cli

@@ -1,0 +1,127 @@
+// memguard phases FILE [--marks] [--json]
+#include <cstdio>
+#include <iostream>
+
+#include "cli.h"
+#include "report/json.h"
+#include "report/timeline.h"
+#include "report/units.h"
+#include "sites.h"
+
+namespace memguard::cli {
+
+namespace {
+
+using report::human_bytes;
+
+std::string phase_name(const report::Phase& p, int depth) {
+    return std::string(static_cast<size_t>(depth) * 2, ' ') + p.name;
+}
+
+void print_phases(const report::Report& r, const std::vector<report::PhaseStats>& stats) {
+    size_t unended = 0;
+    for (const report::Phase& p : r.phases) unended += p.t_end ? 0 : 1;
+    std::printf("Phases in %s: %s", r.path.c_str(), plural(r.phases.size(), "phase", "phases").c_str());
+    if (unended != 0) std::printf(" (%zu never ended)", unended);
+    std::printf(", %s%s\n", plural(r.marks.size(), "mark", "marks").c_str(), format_note(r, 4).c_str());
+    if (stats.empty()) return;
+    std::printf("\n%5s %9s %10s %10s %10s %11s %10s  %-10s %8s  %s\n", "id", "begin s", "duration s", "entry",
+                "peak", "incr. peak", "exit", "source", "thread", "name");
+    for (const report::PhaseStats& s : stats) {
+        const report::Phase& p = r.phases[s.index];
+        std::string duration = report::seconds_fixed3(s.t_end - p.t_begin) + (p.t_end ? "" : "+");
+        std::printf("%5u %9s %10s %10s %10s %11s %10s  %-10s %8llu  %s\n", p.id,
+                    report::seconds_fixed3(p.t_begin).c_str(), duration.c_str(), human_bytes(s.entry_bytes).c_str(),
+                    human_bytes(s.peak_bytes).c_str(), human_bytes(s.incremental_peak()).c_str(),
+                    human_bytes(s.exit_bytes).c_str(), report::phase_source_name(p.source),
+                    static_cast<unsigned long long>(p.tid), phase_name(p, s.depth).c_str());
+    }
+    if (unended != 0) std::printf("\n+: never ended; measured to the end of the report\n");
+}
+
+void print_marks(const report::Report& r, const report::Timeline& tl) {
+    std::printf("Marks in %s: %s%s\n", r.path.c_str(), plural(r.marks.size(), "mark", "marks").c_str(),
+                format_note(r, 4).c_str());
+    if (r.marks.empty()) return;
+    std::printf("\n%9s %10s  %-10s %8s  %s\n", "time s", "live", "source", "thread", "name");
+    for (const report::Mark& m : r.marks) {
+        std::printf("%9s %10s  %-10s %8llu  %s\n", report::seconds_fixed3(m.t).c_str(),
+                    human_bytes(report::live_at_mark(m, tl)).c_str(), report::phase_source_name(m.source),
+                    static_cast<unsigned long long>(m.tid), m.name.c_str());
+    }
+}
+
+void json_phases(const report::Report& r, const std::vector<report::PhaseStats>& stats) {
+    report::JsonWriter j;
+    j.begin_array();
+    for (const report::PhaseStats& s : stats) {
+        const report::Phase& p = r.phases[s.index];
+        j.begin_object();
+        j.key("id").value(p.id);
+        j.key("name").value(p.name);
+        j.key("source").value(report::phase_source_name(p.source));
+        j.key("thread").value(p.tid);
+        j.key("depth").value(s.depth);
+        j.key("parent").value_or_null(s.parent);
+        j.key("occurrence").value(s.occurrence);
+        j.key("begin_t").number(report::seconds_exact(p.t_begin));
+        j.key("end_t");
+        if (p.t_end) {
+            j.number(report::seconds_exact(*p.t_end));
+        } else {
+            j.null();
+        }
+        j.key("ended").value(p.t_end.has_value());
+        j.key("duration_s").number(report::seconds_exact(s.t_end - p.t_begin));
+        j.key("entry_bytes").value(s.entry_bytes);
+        j.key("peak_bytes").value(s.peak_bytes);
+        j.key("incremental_peak_bytes").value(s.incremental_peak());
+        j.key("peak_t").number(report::seconds_exact(s.peak_t));
+        j.key("exit_bytes").value(s.exit_bytes);
+        j.end_object();
+    }
+    j.end_array();
+    std::cout << j.str();
+}
+
+void json_marks(const report::Report& r, const report::Timeline& tl) {
+    report::JsonWriter j;
+    j.begin_array();
+    for (const report::Mark& m : r.marks) {
+        j.begin_object();
+        j.key("t").number(report::seconds_exact(m.t));
+        j.key("thread").value(m.tid);
+        j.key("source").value(report::phase_source_name(m.source));
+        j.key("name").value(m.name);
+        j.key("live_bytes").value(report::live_at_mark(m, tl));
+        j.end_object();
+    }
+    j.end_array();
+    std::cout << j.str();
+}
+
+}  // namespace
+
+int run_phases(const Args& args) {
+    report::Report r = report::load_report(args.file);
+    print_warnings(r.warnings);
+    report::Timeline tl = report::build_timeline(r);
+    std::cout.flush();
+    if (args.marks) {
+        if (args.json) {
+            json_marks(r, tl);
+        } else {
+            print_marks(r, tl);
+        }
+        return kExitOk;
+    }
+    std::vector<report::PhaseStats> stats = report::phase_stats(r, tl);
+    if (args.json) {
+        json_phases(r, stats);
+    } else {
+        print_phases(r, stats);
+    }
+    return kExitOk;
+}
+
+}  // namespace memguard::cli

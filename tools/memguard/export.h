@@ -1,0 +1,19 @@
+// The exports of `memguard export`: the memory snapshot that PyTorch's memory_viz reads, and a
+// Chrome trace-event file for Perfetto.
+#pragma once
+
+#include <string>
+
+#include "report/report.h"
+
+namespace memguard::cli {
+
+/// The snapshot pickle (torch.cuda.memory._snapshot() schema): in interposition mode every GPU block
+/// is a segment holding one block; the traces have its alloc and free; frames are symbolized.
+std::string memory_viz_pickle(const report::Report& r, size_t max_frames);
+
+/// Chrome trace-event JSON: counters of GPU memory, slices of phases, captures and collections,
+/// instants of compiles and marks.
+std::string perfetto_json(const report::Report& r);
+
+}  // namespace memguard::cli

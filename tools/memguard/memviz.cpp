@@ -1,0 +1,218 @@
+// The memory_viz snapshot (docs/architecture.md, "Views over time"). The viewer replays the traces
+// backwards from `segments`, so `segments` is exactly what is live after the last event, and every
+// trace entry pairs with it: an A becomes segment_alloc + alloc, an F free_requested +
+// free_completed + segment_free, an R (a failed free) segment_alloc + alloc again. Memory mapped
+// through the driver (a Q of a handle on a device: PyTorch's expandable segments) is exported the
+// same way, one expandable segment per mapping, with the stack of the handle's N.
+#include <map>
+#include <optional>
+
+#include "export.h"
+#include "report/pickle.h"
+#include "sites.h"
+
+namespace memguard::cli {
+
+namespace {
+
+/// Frames of one site as the viewer wants them (innermost first): native frames, with the Python
+/// frames put where the interpreter's frame evaluation starts (as PyTorch's combined tracebacks do),
+/// or after the native ones when no such frame was recorded.
+class FrameLists {
+public:
+    FrameLists(const report::Report& r, size_t max_frames) : r_(r), sym_(r, max_frames) {}
+
+    void add(uint32_t stack_id, uint32_t python_stack_id) {
+        uint64_t key = (uint64_t{stack_id} << 32) | python_stack_id;
+        if (handles_.count(key) == 0) handles_[key] = sym_.add(stack_id, python_stack_id);
+    }
+    void resolve() { sym_.resolve(); }
+
+    /// Writes the frame list of a site; the first time it is memoized, later it is referenced.
+    void write(report::PickleWriter& p, uint32_t stack_id, uint32_t python_stack_id) {
+        uint64_t key = (uint64_t{stack_id} << 32) | python_stack_id;
+        auto memo = memo_.find(key);
+        if (memo != memo_.end()) {
+            p.get(memo->second);
+            return;
+        }
+        const SiteFrames& s = sym_.get(handles_.at(key));
+        p.begin_list();
+        bool python_done = s.python.empty();
+        for (const report::Frame& f : s.native) {
+            if (!python_done && f.function.rfind("_PyEval_EvalFrame", 0) == 0) {
+                python_frames(p, s);
+                python_done = true;
+            }
+            native_frame(p, f);
+        }
+        if (!python_done) python_frames(p, s);
+        p.end_list();
+        memo_[key] = p.memoize();
+    }
+
+private:
+    static void frame(report::PickleWriter& p, const std::string& filename, int64_t line, const std::string& name) {
+        p.begin_dict();
+        p.str("filename").str(filename);
+        p.str("line").integer(line);
+        p.str("name").str(name);
+        p.end_dict();
+    }
+
+    void native_frame(report::PickleWriter& p, const report::Frame& f) {
+        std::string module = f.module ? f.module->path : "??";
+        std::string name = !f.function.empty() ? f.function : f.module ? module + "+" + hex(f.offset) : hex(f.ip);
+        frame(p, f.file.empty() ? module : f.file, f.line, name);
+    }
+
+    void python_frames(report::PickleWriter& p, const SiteFrames& s) {
+        for (uint32_t id : s.python) {
+            auto it = r_.python_frames.find(id);
+            if (it == r_.python_frames.end()) {
+                frame(p, "??", 0, "(Python frame " + std::to_string(id) + " not in the report)");
+            } else {
+                frame(p, it->second.filename, it->second.line, it->second.function);
+            }
+        }
+    }
+
+    const report::Report& r_;
+    SiteSymbolizer sym_;
+    std::map<uint64_t, size_t> handles_;
+    std::map<uint64_t, uint32_t> memo_;
+};
+
+int64_t time_us(const report::Report& r, int64_t t) {
+    auto it = r.info.find("t0_unix_ns");
+    int64_t t0 = 0;
+    if (it != r.info.end()) t0 = std::strtoll(it->second.c_str(), nullptr, 10);
+    return (t0 + t) / 1000;
+}
+
+/// What the export shows of a GPU block or of a mapping of device memory.
+struct Item {
+    uint64_t addr = 0, size = 0;
+    int device = 0;
+    uint64_t stream = 0;
+    uint32_t stack_id = 0, python_stack_id = 0, capture_id = 0;
+    bool expandable = false;
+};
+
+/// The item of an event, or nothing when the event is not exported: blocks of the GPU kinds on a
+/// device, and mappings of handles on a device. Reservations and handles themselves are address
+/// space and backing memory, which the viewer has no place for.
+std::optional<Item> item_of(const report::Report& r, const report::Event& e) {
+    Item it;
+    if (e.is_block()) {
+        const report::Block& b = r.blocks[e.block];
+        if (!report::is_gpu(b.kind) || b.device < 0) return std::nullopt;
+        it = Item{b.addr, b.size, b.device, b.stream.value_or(0), b.stack_id, b.python_stack_id, b.capture_id, false};
+        return it;
+    }
+    if (e.type != report::Event::Map && e.type != report::Event::Unmap) return std::nullopt;
+    const report::Mapping& m = r.mappings[e.block];
+    if (!m.handle) return std::nullopt;
+    const report::PhysicalHandle& h = r.handles[*m.handle];
+    if (h.device < 0) return std::nullopt;
+    it = Item{m.va, m.size, h.device, 0, h.stack_id, h.python_stack_id, h.capture_id, true};
+    return it;
+}
+
+bool adds(const report::Event& e) {
+    return e.type == report::Event::Alloc || e.type == report::Event::Restore || e.type == report::Event::Map;
+}
+
+void trace_entry(report::PickleWriter& p, FrameLists& frames, const report::Report& r, const Item& b,
+                 const char* action, int64_t t) {
+    p.begin_dict();
+    p.str("action").str(action);
+    p.str("addr").uinteger(b.addr);
+    p.str("size").uinteger(b.size);
+    p.str("stream").uinteger(b.stream);
+    p.str("time_us").integer(time_us(r, t));
+    p.str("frames");
+    frames.write(p, b.stack_id, b.python_stack_id);
+    p.end_dict();
+}
+
+void segment(report::PickleWriter& p, FrameLists& frames, const Item& b) {
+    p.begin_dict();
+    p.str("device").integer(b.device);
+    p.str("address").uinteger(b.addr);
+    p.str("total_size").uinteger(b.size);
+    p.str("allocated_size").uinteger(b.size);
+    p.str("active_size").uinteger(b.size);
+    p.str("requested_size").uinteger(b.size);
+    p.str("stream").uinteger(b.stream);
+    p.str("segment_type").str("large");
+    p.str("segment_pool_id").integer(b.capture_id).integer(0).tuple2();
+    p.str("is_expandable").boolean(b.expandable);
+    p.str("frames");
+    frames.write(p, b.stack_id, b.python_stack_id);
+    p.str("blocks").begin_list();
+    p.begin_dict();
+    p.str("address").uinteger(b.addr);
+    p.str("size").uinteger(b.size);
+    p.str("requested_size").uinteger(b.size);
+    p.str("state").str("active_allocated");
+    p.str("frames");
+    frames.write(p, b.stack_id, b.python_stack_id);
+    p.end_dict();
+    p.end_list();
+    p.end_dict();
+}
+
+}  // namespace
+
+std::string memory_viz_pickle(const report::Report& r, size_t max_frames) {
+    // What is live after every event: (is a mapping, index) -> its item, in order of first appearance.
+    std::map<std::pair<bool, size_t>, Item> live;
+    std::vector<std::pair<bool, size_t>> order;
+    int devices = 1;
+    FrameLists frames(r, max_frames);
+    for (const report::Event& e : r.events) {
+        std::optional<Item> it = item_of(r, e);
+        if (!it) continue;
+        std::pair<bool, size_t> key{!e.is_block(), e.block};
+        if (adds(e)) {
+            if (live.emplace(key, *it).second) order.push_back(key);
+        } else {
+            live.erase(key);
+        }
+        devices = std::max(devices, it->device + 1);
+        frames.add(it->stack_id, it->python_stack_id);
+    }
+    frames.resolve();
+
+    report::PickleWriter p;
+    p.begin_dict();
+    p.str("segments").begin_list();
+    for (const auto& key : order) {
+        auto it = live.find(key);
+        if (it != live.end()) segment(p, frames, it->second);
+    }
+    p.end_list();
+    p.str("device_traces").begin_list();
+    for (int d = 0; d < devices; ++d) {
+        p.begin_list();
+        for (const report::Event& e : r.events) {
+            std::optional<Item> it = item_of(r, e);
+            if (!it || it->device != d) continue;
+            if (adds(e)) {
+                trace_entry(p, frames, r, *it, "segment_alloc", e.t);
+                trace_entry(p, frames, r, *it, "alloc", e.t);
+            } else {
+                trace_entry(p, frames, r, *it, "free_requested", e.t);
+                trace_entry(p, frames, r, *it, "free_completed", e.t);
+                trace_entry(p, frames, r, *it, "segment_free", e.t);
+            }
+        }
+        p.end_list();
+    }
+    p.end_list();
+    p.end_dict();
+    return p.finish();
+}
+
+}  // namespace memguard::cli
