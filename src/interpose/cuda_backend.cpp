@@ -31,6 +31,20 @@ RealFunction<cudaError_t (*)(cudaEvent_t)> r_event_query("cudaEventQuery");
 RealFunction<cudaError_t (*)(cudaEvent_t)> r_event_synchronize("cudaEventSynchronize");
 RealFunction<cudaError_t (*)(cudaStream_t, cudaStreamCaptureStatus*)> r_is_capturing("cudaStreamIsCapturing");
 RealFunction<cudaError_t (*)(cudaStreamCaptureMode*)> r_exchange_mode("cudaThreadExchangeStreamCaptureMode");
+RealFunction<cudaError_t (*)()> r_get_last_error("cudaGetLastError");
+
+/// The runtime keeps the last error of any failed call as the thread's "last error", which
+/// PyTorch reads after kernel launches (C10_CUDA_KERNEL_LAUNCH_CHECK) and reports as a failure of
+/// its own. The allocator's expected failures (an event not ready yet, a cudaMalloc that fails
+/// before the cache is freed and the call retried, a capture query) must not surface there, so
+/// they are cleared, as PyTorch's own allocator does. The program's own earlier error, if any,
+/// was already replaced by the failing call.
+int cleared(cudaError_t err) noexcept {
+    if (err != cudaSuccess) {
+        if (auto fn = r_get_last_error.get()) (void)fn();
+    }
+    return err;
+}
 
 /// Makes `device` current for the scope when it is not (cudaMalloc, cudaMemGetInfo and event
 /// creation act on the current device). Reads and sets thread state only: capture-safe.
@@ -64,6 +78,7 @@ int CudaBackend::segment_malloc(int device, size_t size, void** ptr) {
     if (!fn) return kNoRuntime;
     DeviceGuard guard(device);
     cudaError_t err = fn(ptr, size);
+    cleared(err);  // the core frees its cache and retries, or reports the OOM itself
     if (err == cudaSuccess && *ptr && t_context.record) {
         ErrnoKeeper keep_errno;
         Recorder::instance().record_alloc_interned(track::Api::cudaMalloc, track::Kind::Device,
@@ -115,7 +130,7 @@ int CudaBackend::event_record(int, alloc::Event event, alloc::Stream stream) {
 
 int CudaBackend::event_query(int, alloc::Event event) {
     auto fn = real(r_event_query);
-    return fn ? fn(reinterpret_cast<cudaEvent_t>(event)) : kNoRuntime;
+    return fn ? cleared(fn(reinterpret_cast<cudaEvent_t>(event))) : kNoRuntime;  // cudaErrorNotReady
 }
 
 int CudaBackend::event_synchronize(int, alloc::Event event) {
@@ -123,11 +138,14 @@ int CudaBackend::event_synchronize(int, alloc::Event event) {
     return fn ? fn(reinterpret_cast<cudaEvent_t>(event)) : kNoRuntime;
 }
 
-bool CudaBackend::stream_capturing(int, alloc::Stream stream) {
+bool CudaBackend::stream_capturing(int device, alloc::Stream stream) {
+    // Every capture passes memguard's hooks: when none is in progress, no runtime call is needed.
+    if (!any_capture_active(device)) return false;
     auto fn = real(r_is_capturing);
     if (!fn) return false;
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     cudaError_t err = fn(reinterpret_cast<cudaStream_t>(stream), &status);
+    cleared(err);
     // The legacy stream while another blocking stream captures: it is part of that capture.
     if (err == cudaErrorStreamCaptureImplicit) return true;
     return err == cudaSuccess && status != cudaStreamCaptureStatusNone;

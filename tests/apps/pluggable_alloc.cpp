@@ -6,6 +6,8 @@
 //            a free during the capture, end; a second capture sharing the pool; release, empty_cache
 //   oom      allocations until the device is full (the last one fails), then the memory fraction
 //   unknown  a free of a pointer memguard never handed out
+//   retry    a device allocation that fails until the cache is freed, then succeeds: the
+//            runtime's last error must not be left set (PyTorch checks it after kernel launches)
 // Log lines (app_common.h): `info block <addr> <size> <stream> <function>` per allocation,
 // `info freed <addr>`, `info oom <what>`, `result <label> <error>`.
 #include <dlfcn.h>
@@ -169,6 +171,21 @@ int oom() {
     return 0;
 }
 
+int retry() {
+    // FAKE_CUDA_CAPACITY is 100 MiB: four 24 MiB segments; two are freed (cached, still reserved),
+    // so a 40 MiB request fails on the device until memguard returns them, then fits.
+    void* held[4] = {};
+    int n = exhaust(nullptr, held, 4);
+    release(held[0], 24u << 20, nullptr);
+    release(held[1], 24u << 20, nullptr);
+    void* big = allocate_activation(40u << 20, nullptr);
+    std::printf("info retry_alloc %d\n", big != nullptr ? 0 : 1);
+    std::printf("info last_error %d\n", static_cast<int>(cudaPeekAtLastError()));
+    release(big, 40u << 20, nullptr);
+    for (int i = 2; i < n; ++i) release(held[i], 24u << 20, nullptr);
+    return 0;
+}
+
 int unknown() {
     int x = 0;
     api.free(&x, sizeof(x), 0, nullptr);
@@ -198,6 +215,7 @@ int main(int argc, char** argv) {
     if (mode == "capture") return capture();
     if (mode == "oom") return oom();
     if (mode == "unknown") return unknown();
+    if (mode == "retry") return retry();
     std::fprintf(stderr, "unknown scenario %s\n", mode.c_str());
     return 2;
 }

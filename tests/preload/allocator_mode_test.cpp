@@ -215,6 +215,17 @@ TEST_F(AllocatorMode, OutOfMemoryIsRecordedWithTheLiveBlocksBySiteAndThrown) {
     }
 }
 
+TEST_F(AllocatorMode, ARetriedDeviceAllocationLeavesNoRuntimeErrorBehind) {
+    Env e = env();
+    e["FAKE_CUDA_CAPACITY"] = std::to_string(100 * MiB);
+    ChildResult result = run("pluggable_alloc", {"retry"}, e);
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    EXPECT_EQ(log_value(result.out, "retry_alloc"), "0") << describe(result);
+    // cudaErrorMemoryAllocation from the first attempt would surface in PyTorch's next
+    // C10_CUDA_KERNEL_LAUNCH_CHECK as an error of its own.
+    EXPECT_EQ(log_value(result.out, "last_error"), "0") << describe(result);
+}
+
 TEST_F(AllocatorMode, UnknownPointerIsIgnoredWithOneWarning) {
     ChildResult result = run("pluggable_alloc", {"unknown"}, env());
     ASSERT_EQ(result.exit_code, 0) << describe(result);
