@@ -1,6 +1,6 @@
 """memguard's GPU acceptance suite: every issue's checks on a real GPU, with a pass/fail table.
 
-usage: python3 tools/gpu/acceptance.py --build BUILD_DIR --out OUT_DIR [--only SUBSTRING]
+usage: python3 tools/gpu/acceptance.py --build BUILD_DIR --out OUT_DIR [--only ISSUE|SUBSTRING] [--skip SUBSTRING]
 
 Run through tools/gpu/acceptance.sh, which builds memguard first. Each check prints what it saw;
 the table at the end is the summary. Exit status 0 only when every selected check passed.
@@ -334,14 +334,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--only", default="", help="run only checks whose name contains this (or of this issue)")
+    ap.add_argument("--only", default="", help="run only this issue's checks (a number) or checks whose name contains this")
     ap.add_argument("--skip", default="", help="skip checks whose name contains this")
     args = ap.parse_args()
     ctx = Context(args.build, args.out)
     ctx.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for issue, name, fn in CHECKS:
-        if args.only and args.only not in name and args.only != str(issue):
+        # --only N (a number) selects issue N's checks; anything else, checks whose name contains it.
+        if args.only and (args.only != str(issue) if args.only.isdigit() else args.only not in name):
             continue
         if args.skip and args.skip in name:
             continue
