@@ -13,6 +13,7 @@
 
 #include <cuda.h>
 #undef cuGetProcAddress  // cuda.h maps it to cuGetProcAddress_v2; both are wrapped separately
+#undef cuMemAllocHost    // likewise cuMemAllocHost_v2
 
 #include <cstring>
 #include <mutex>
@@ -352,6 +353,16 @@ MG_DRIVER_HOOK(cuMemAllocPitch_v2,
 
 MG_DRIVER_HOOK(cuMemHostAlloc, (void** pp, size_t size, unsigned int flags), (pp, size, flags), {
     return driver_allocate({Api::cuMemHostAlloc, Kind::Pinned, {}, size}, pp, [&] { return fn(pp, size, flags); });
+})
+
+// Programs that use the driver API for pinned memory. (CUDA 13's runtime, static or shared, uses
+// cuMemHostAlloc for cudaMallocHost too.) Both ABIs record the size the caller asked for.
+MG_DRIVER_HOOK(cuMemAllocHost_v2, (void** pp, size_t size), (pp, size), {
+    return driver_allocate({Api::cuMemAllocHost, Kind::Pinned, {}, size}, pp, [&] { return fn(pp, size); });
+})
+
+MG_DRIVER_HOOK(cuMemAllocHost, (void** pp, unsigned int size), (pp, size), {
+    return driver_allocate({Api::cuMemAllocHost, Kind::Pinned, {}, size}, pp, [&] { return fn(pp, size); });
 })
 
 MG_DRIVER_HOOK(cuMemFree_v2, (CUdeviceptr dptr), (dptr), {

@@ -13,7 +13,12 @@
 //
 // Older ABIs of a family (cuMemAlloc with a 32-bit size before 3020, the one-argument
 // cuStreamBeginCapture before 10010, the five-argument cuGraphInstantiate) are not listed: lookups
-// that return them pass through untouched.
+// that return them pass through untouched. The exception is cuMemAllocHost: its CUDA 2.0 ABI (a
+// 32-bit size) still returns a real host pointer that cuMemFreeHost frees, so it is a block like
+// any other and is wrapped too.
+//
+// cuda.h defines some families as macros for their current variant (cuMemAllocHost ->
+// cuMemAllocHost_v2): a file that includes cuda.h and uses this table must #undef them.
 #pragma once
 
 #define MG_DRIVER_VARIANTS(X)                                                       \
@@ -22,6 +27,8 @@
     X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)                                \
     X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)                                 \
     X(cuMemHostAlloc, cuMemHostAlloc, 2020, 0)                                      \
+    X(cuMemAllocHost, cuMemAllocHost, 2000, 0)                                      \
+    X(cuMemAllocHost_v2, cuMemAllocHost, 3020, 0)                                   \
     X(cuMemFreeHost, cuMemFreeHost, 2000, 0)                                        \
     X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                                   \
     X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 1)                              \

@@ -52,7 +52,7 @@ void count_failures(const Report& r, Summary& s) {
 }
 
 void replay_levels(const Report& r, Summary& s) {
-    Peak gpu, mapped, physical, reserved;
+    Peak gpu, mapped, physical, reserved, tensor;
     std::array<Peak, kKindCount> kinds;
     std::map<int, Peak> devices;
     LevelWalk walk(r);
@@ -65,6 +65,10 @@ void replay_levels(const Report& r, Summary& s) {
         }
         if (auto dev = walk.last_gpu_device()) devices[*dev].update(l.device_bytes.at(*dev), e.t);
         if (walk.last_changed_gpu() && gpu.update(l.gpu_bytes, e.t)) s.peak_events = walk.applied();
+        if (walk.last_changed_tensor() && tensor.update(l.tensor_bytes, e.t)) {
+            s.tensor_peak_events = walk.applied();
+            s.tensor_peak_requested = l.tensor_requested;
+        }
         mapped.update(l.mapped_bytes, e.t);
         physical.update(l.physical_bytes, e.t);
         reserved.update(l.reserved_bytes, e.t);
@@ -74,6 +78,10 @@ void replay_levels(const Report& r, Summary& s) {
     s.peak_t = gpu.t;
     s.live_bytes_at_exit = end.gpu_bytes;
     s.live_blocks_at_exit = end.gpu_blocks;
+    s.tensor_peak_bytes = tensor.bytes;
+    s.tensor_peak_t = tensor.t;
+    s.tensor_live_bytes_at_exit = end.tensor_bytes;
+    s.tensor_live_blocks_at_exit = end.tensor_blocks;
     for (size_t k = 0; k < kKindCount; ++k) {
         s.by_kind[k].peak_bytes = kinds[k].bytes;
         s.by_kind[k].peak_t = kinds[k].t;
@@ -167,6 +175,12 @@ Summary summarize(const Report& r) {
     replay_levels(r, s);
     count_captures(r, s);
     count_collections(r, s);
+    s.tensor_allocations = r.tensors.size();
+    for (const Tensor& x : r.tensors) {
+        s.tensor_frees += x.t_free ? 1 : 0;
+        s.tensor_gc_frees += x.t_free && x.freed_in_gc ? 1 : 0;
+    }
+    s.tensor_oom_events = r.tensor_ooms.size();
     return s;
 }
 
@@ -190,6 +204,31 @@ LiveSet live_at(const Report& r, const TimePoint& at) {
     }
     for (size_t h = 0; h < r.handles.size(); ++h) {
         if (walk.handle_live(h)) out.handles.push_back(h);
+    }
+    for (size_t i = 0; i < r.tensors.size(); ++i) {
+        if (walk.tensor_live(i)) out.tensors.push_back(i);
+    }
+    return out;
+}
+
+LiveSet tensors_live_at(const Report& r, const TimePoint& at, bool* has_peak) {
+    if (has_peak != nullptr) *has_peak = true;
+    if (at.type != TimePoint::Peak) return live_at(r, at);
+    Summary s = summarize(r);
+    if (has_peak != nullptr) *has_peak = s.tensor_peak_t.has_value();
+    LiveSet out;
+    LevelWalk walk(r);
+    walk.advance_to(s.tensor_peak_events);
+    out.events_applied = s.tensor_peak_events;
+    out.t = s.tensor_peak_t.value_or(0);
+    for (size_t b = 0; b < r.blocks.size(); ++b) {
+        if (walk.block_live(b)) out.blocks.push_back(b);
+    }
+    for (size_t h = 0; h < r.handles.size(); ++h) {
+        if (walk.handle_live(h)) out.handles.push_back(h);
+    }
+    for (size_t i = 0; i < r.tensors.size(); ++i) {
+        if (walk.tensor_live(i)) out.tensors.push_back(i);
     }
     return out;
 }
@@ -265,6 +304,38 @@ std::vector<Pool> group_by_pool(const Report& r, const LiveSet& live, KindFilter
     }
     std::vector<Pool> pools;
     for (const auto& [capture_id, set] : by_owner) pools.push_back(Pool{capture_id, group_by_site(r, set, filter)});
+    return pools;
+}
+
+SiteTable group_tensors_by_site(const Report& r, const LiveSet& live) {
+    SiteTable table;
+    std::map<std::pair<uint32_t, uint32_t>, size_t> index;  // (stack, Python stack) -> site
+    for (size_t i : live.tensors) {
+        const Tensor& x = r.tensors[i];
+        auto [it, inserted] = index.emplace(std::make_pair(x.stack_id, x.python_stack_id), table.sites.size());
+        if (inserted) table.sites.push_back(Site{x.stack_id, x.python_stack_id, false});
+        Site& site = table.sites[it->second];
+        site.bytes += x.size;
+        site.requested += x.requested;
+        ++site.blocks;
+        table.total_bytes += x.size;
+        table.total_requested += x.requested;
+        ++table.total_blocks;
+    }
+    std::sort(table.sites.begin(), table.sites.end(), [](const Site& a, const Site& b) {
+        if (a.bytes != b.bytes) return a.bytes > b.bytes;
+        if (a.blocks != b.blocks) return a.blocks > b.blocks;
+        if (a.stack_id != b.stack_id) return a.stack_id < b.stack_id;
+        return a.python_stack_id < b.python_stack_id;
+    });
+    return table;
+}
+
+std::vector<Pool> group_tensors_by_pool(const Report& r, const LiveSet& live) {
+    std::map<uint32_t, LiveSet> by_owner;
+    for (size_t i : live.tensors) by_owner[r.tensors[i].capture_id].tensors.push_back(i);
+    std::vector<Pool> pools;
+    for (const auto& [capture_id, set] : by_owner) pools.push_back(Pool{capture_id, group_tensors_by_site(r, set)});
     return pools;
 }
 

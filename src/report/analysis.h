@@ -89,6 +89,17 @@ struct Summary {
     uint64_t compiles = 0;
     // minor 3
     VirtualStats virt;
+    // minor 5 (allocator mode): tensor blocks (T records), Levels::tensor_bytes
+    uint64_t tensor_allocations = 0;       // T records
+    uint64_t tensor_frees = 0;             // T blocks freed by the end
+    uint64_t tensor_gc_frees = 0;          // of those, freed during a garbage collection (t gc 1)
+    uint64_t tensor_peak_bytes = 0;
+    uint64_t tensor_peak_requested = 0;    // requested bytes of the blocks live at that peak
+    std::optional<int64_t> tensor_peak_t;  // empty when no tensor block was ever live
+    size_t tensor_peak_events = 0;         // events applied when the tensor peak was first reached
+    uint64_t tensor_live_bytes_at_exit = 0;
+    uint64_t tensor_live_blocks_at_exit = 0;
+    uint64_t tensor_oom_events = 0;        // O records
 };
 
 Summary summarize(const Report& r);
@@ -103,11 +114,17 @@ struct LiveSet {
     int64_t t = 0;              // the time the set stands for (peak time, end time, or the requested time)
     std::vector<size_t> blocks; // indices into Report::blocks, in allocation order
     std::vector<size_t> handles; // indices into Report::handles whose physical memory exists, in N order
+    std::vector<size_t> tensors; // indices into Report::tensors (minor 5), in T order
 };
 
 /// The blocks and physical handles live at a point in time (every kind; filter with the kind of each
 /// block and handle_matches).
 LiveSet live_at(const Report& r, const TimePoint& at);
+
+/// As live_at, but `Peak` is the peak of tensor bytes (Levels::tensor_bytes), not of GPU live bytes:
+/// the moment torch.cuda.memory_allocated() was highest. `has_peak` is set false when no tensor
+/// block was ever live.
+LiveSet tensors_live_at(const Report& r, const TimePoint& at, bool* has_peak = nullptr);
 
 /// Gpu: device, async and managed blocks and physical memory on devices; Physical: physical memory
 /// (cuMemCreate handles) only; All: everything.
@@ -123,12 +140,14 @@ struct Site {
     bool physical = false;  // the site's entries are physical handles, not blocks
     uint64_t bytes = 0;
     uint64_t blocks = 0;  // blocks, or handles for a physical site
+    uint64_t requested = 0;  // tensor sites (minor 5): what PyTorch asked for; bytes are block sizes
 };
 
 struct SiteTable {
     uint64_t total_bytes = 0;    // blocks and handles
     uint64_t total_blocks = 0;   // blocks only
     uint64_t total_handles = 0;  // physical handles
+    uint64_t total_requested = 0;  // tensor tables: requested bytes
     std::vector<Site> sites;  // by bytes, then blocks, descending; then block sites first, by stack id,
                               // then Python stack id
 };
@@ -146,5 +165,11 @@ struct Pool {
 /// Live blocks and handles of the selected kinds split by owner (capture_id), each grouped by site:
 /// ordinary memory first, then the capture pools by capture id. Only owners with live blocks.
 std::vector<Pool> group_by_pool(const Report& r, const LiveSet& live, KindFilter filter);
+
+/// The live tensor blocks (LiveSet::tensors) grouped by the site of their T record; total_blocks
+/// counts them. Sorted as group_by_site.
+SiteTable group_tensors_by_site(const Report& r, const LiveSet& live);
+/// The live tensor blocks split by the capture whose private pool they came from (capture_id of T).
+std::vector<Pool> group_tensors_by_pool(const Report& r, const LiveSet& live);
 
 }  // namespace memguard::report

@@ -15,7 +15,24 @@ LevelWalk::LevelWalk(const Report& r)
       handle_released_(r.handles.size(), 0),
       handle_maps_(r.handles.size(), 0),
       mapping_live_(r.mappings.size(), 0),
-      reservation_live_(r.reservations.size(), 0) {}
+      reservation_live_(r.reservations.size(), 0),
+      tensor_live_(r.tensors.size(), 0) {}
+
+void LevelWalk::set_tensor(size_t i, bool live) {
+    if ((tensor_live_[i] != 0) == live) return;
+    tensor_live_[i] = live ? 1 : 0;
+    const Tensor& x = r_.tensors[i];
+    if (live) {
+        levels_.tensor_bytes += x.size;
+        levels_.tensor_requested += x.requested;
+        ++levels_.tensor_blocks;
+    } else {
+        sub(levels_.tensor_bytes, x.size);
+        sub(levels_.tensor_requested, x.requested);
+        sub(levels_.tensor_blocks, 1);
+    }
+    last_changed_tensor_ = true;
+}
 
 void LevelWalk::set_block(size_t b, bool live) {
     if ((block_live_[b] != 0) == live) return;
@@ -61,7 +78,10 @@ bool LevelWalk::step() {
     if (done()) return false;
     const Event& e = r_.events[applied_++];
     last_gpu_device_.reset();
+    last_changed_tensor_ = false;
     switch (e.type) {
+    case Event::TensorAlloc: set_tensor(e.block, true); break;
+    case Event::TensorFree: set_tensor(e.block, false); break;
     case Event::Alloc:
     case Event::Restore: set_block(e.block, true); break;
     case Event::Free: set_block(e.block, false); break;

@@ -10,6 +10,10 @@
 //   mapped bytes     = the sizes of the mappings in place (Q until its q). With PyTorch's
 //                      expandable segments this is torch.cuda.memory_reserved().
 //   reserved bytes   = the sizes of reserved address ranges (V until its v).
+//   tensor bytes     = allocator mode (minor 5): the block sizes of the tensor blocks handed to
+//                      PyTorch (T until its t): torch.cuda.memory_allocated(). They live inside the
+//                      segments (A blocks, torch.cuda.memory_reserved()), so they are never part of
+//                      GPU live bytes.
 //
 // Events are applied in file order; the state "at time T" is the state after every event that
 // precedes, in file order, the first event with t > T (docs/report-format.md, "Derived figures").
@@ -42,6 +46,9 @@ struct Levels {
     uint64_t physical_device_bytes = 0;    // on devices: the part of gpu_bytes that is physical memory
     uint64_t physical_handles = 0;         // handles whose memory exists
     uint64_t physical_device_handles = 0;  // of those, the ones on devices
+    uint64_t tensor_bytes = 0;             // live T blocks (block sizes)
+    uint64_t tensor_requested = 0;         // their requested sizes
+    uint64_t tensor_blocks = 0;
 };
 
 /// Replays Report::events one at a time. Cheap to copy state out of; the report must outlive it.
@@ -61,25 +68,31 @@ public:
     std::optional<int> last_gpu_device() const { return last_gpu_device_; }
     /// True when the last step() changed gpu_bytes (up or down).
     bool last_changed_gpu() const { return last_gpu_device_.has_value(); }
+    /// True when the last step() changed tensor_bytes.
+    bool last_changed_tensor() const { return last_changed_tensor_; }
 
     bool block_live(size_t b) const { return block_live_[b] != 0; }
     /// The handle's physical memory exists (created, and not released-and-unmapped).
     bool handle_live(size_t h) const { return handle_live_[h] != 0; }
+    bool tensor_live(size_t i) const { return tensor_live_[i] != 0; }
 
 private:
     void set_block(size_t b, bool live);
     void set_handle_gone(size_t h);
+    void set_tensor(size_t i, bool live);
 
     const Report& r_;
     size_t applied_ = 0;
     Levels levels_;
     std::optional<int> last_gpu_device_;
+    bool last_changed_tensor_ = false;
     std::vector<char> block_live_;
     std::vector<char> handle_live_;
     std::vector<char> handle_released_;
     std::vector<uint64_t> handle_maps_;
     std::vector<char> mapping_live_;
     std::vector<char> reservation_live_;
+    std::vector<char> tensor_live_;
 };
 
 }  // namespace memguard::report

@@ -153,6 +153,11 @@ private:
     void map();
     void unmap();
     void remove_mapping(std::map<uint64_t, size_t>::iterator it, int64_t t);
+    // minor 5
+    void tensor_alloc();
+    void tensor_free();
+    void tensor_oom();
+    void tensor_oom_site();
 
     void need_fields(size_t n) const;
     uint64_t hex_field(size_t i, const char* what) const;
@@ -195,6 +200,8 @@ private:
     std::unordered_map<uint64_t, size_t> handles_;       // handle value -> its most recent N
     std::vector<uint64_t> handle_maps_;                  // per handle: mappings now in place
     std::map<uint64_t, size_t> mapped_;                  // va -> mapping, until q
+    std::unordered_map<uint64_t, size_t> live_tensors_;  // addr -> tensor, until t
+    std::unordered_map<uint64_t, std::vector<size_t>> gc_frees_;  // tid -> tensors freed in a collection, until Y
 };
 
 void Parser::fail(const std::string& what) const {
@@ -284,14 +291,6 @@ void Parser::record() {
         default: break;
         }
     }
-    if (minor_ >= 4) {
-        switch (type[0]) {
-        case 'B': phase_begin(); break;
-        case 'b': phase_end(); break;
-        case 'J': mark(); break;
-        default: break;
-        }
-    }
     if (minor_ >= 3) {
         switch (type[0]) {
         case 'V': reserve(); break;
@@ -300,6 +299,23 @@ void Parser::record() {
         case 'n': release(); break;
         case 'Q': map(); break;
         case 'q': unmap(); break;
+        default: break;
+        }
+    }
+    if (minor_ >= 4) {
+        switch (type[0]) {
+        case 'B': phase_begin(); break;
+        case 'b': phase_end(); break;
+        case 'J': mark(); break;
+        default: break;
+        }
+    }
+    if (minor_ >= 5) {
+        switch (type[0]) {
+        case 'T': tensor_alloc(); break;
+        case 't': tensor_free(); break;
+        case 'O': tensor_oom(); break;
+        case 'o': tensor_oom_site(); break;
         default: break;
         }
     }
@@ -838,6 +854,12 @@ void Parser::collection() {
         }
     }
     y.mark_age_ns = optional_sdec_field(10, "mark age");
+    // The blocks this thread freed while the collection ran (t records with gc 1) belong to it.
+    auto pending = gc_frees_.find(y.tid);
+    if (pending != gc_frees_.end()) {
+        for (size_t i : pending->second) report_.tensors[i].collection = report_.collections.size();
+        gc_frees_.erase(pending);
+    }
     report_.collections.push_back(std::move(y));
 }
 
@@ -1074,6 +1096,102 @@ void Parser::warn_frames_outside_modules() {
         warnings_.add("outside", report_.path + ": " + std::to_string(outside) + " of " + std::to_string(total) +
                                      " stack frames lie outside every module (M record); they show as raw addresses");
     }
+}
+
+// --- minor 5 ------------------------------------------------------------------------------------
+
+void Parser::tensor_alloc() {
+    need_fields(12);
+    Tensor x;
+    x.t_alloc = time_field(1);
+    x.tid = dec_field(2, "tid");
+    x.addr = hex_field(3, "address");
+    x.size = dec_field(4, "size");
+    x.requested = dec_field(5, "requested size");
+    x.device = int_field(6, "device");
+    x.stream = hex_field(7, "stream");
+    x.stack_id = id_field(8, "stack id");
+    x.python_stack_id = id_field(9, "Python stack id");
+    x.capture_id = id_field(10, "capture id");
+    x.pool = string_field(11, "pool");
+    // The block size is the request rounded up; a file saying otherwise still has usable sizes.
+    if (x.requested > x.size) {
+        warn("requested-over-size", "tensor block at " + hex(x.addr) + ": requested size " +
+                                        std::to_string(x.requested) + " exceeds block size " + std::to_string(x.size));
+    }
+    check_stack_ref(x.stack_id, "T");
+    check_capture_ref(x.capture_id, "T");
+    check_python_stack_ref(x.python_stack_id, "T");
+    size_t index = report_.tensors.size();
+    auto old = live_tensors_.find(x.addr);
+    if (old != live_tensors_.end()) {
+        warn("tensor-double-alloc", "tensor block at " + hex(x.addr) + ", which is already live; the earlier block is "
+                             "taken as freed (a t record is missing)");
+        report_.tensors[old->second].t_free = x.t_alloc;
+        add_event(Event::TensorFree, old->second, x.t_alloc);
+    }
+    live_tensors_[x.addr] = index;
+    report_.tensors.push_back(std::move(x));
+    add_event(Event::TensorAlloc, index, report_.tensors.back().t_alloc);
+}
+
+void Parser::tensor_free() {
+    need_fields(5);
+    int64_t t = time_field(1);
+    uint64_t tid = dec_field(2, "tid");
+    uint64_t addr = hex_field(3, "address");
+    if (f_[4] != "0" && f_[4] != "1") bad_field(4, "gc flag", " (0 or 1 expected)");
+    bool gc = f_[4] == "1";
+    auto it = live_tensors_.find(addr);
+    if (it == live_tensors_.end()) {
+        warn("tensor-free-not-live", "tensor free of " + hex(addr) + ", which is not live; ignored");
+        return;
+    }
+    size_t index = it->second;
+    live_tensors_.erase(it);
+    Tensor& x = report_.tensors[index];
+    x.t_free = t;
+    x.free_tid = tid;
+    x.freed_in_gc = gc;
+    if (gc) gc_frees_[tid].push_back(index);
+    add_event(Event::TensorFree, index, t);
+}
+
+void Parser::tensor_oom() {
+    need_fields(12);
+    TensorOom o;
+    o.t = time_field(1);
+    o.tid = dec_field(2, "tid");
+    o.device = int_field(3, "device");
+    o.requested = dec_field(4, "requested size");
+    o.rounded = dec_field(5, "rounded size");
+    o.allocated = dec_field(6, "allocated bytes");
+    o.reserved = dec_field(7, "reserved bytes");
+    o.limit = dec_field(8, "limit");
+    o.stack_id = id_field(9, "stack id");
+    o.python_stack_id = id_field(10, "Python stack id");
+    std::string_view rescued = f_[11];
+    if (rescued != "none" && rescued != "cache" && rescued != "gc") malformed("unknown rescue " + quoted(rescued));
+    o.rescued = std::string(rescued);
+    check_stack_ref(o.stack_id, "O");
+    check_python_stack_ref(o.python_stack_id, "O");
+    report_.tensor_ooms.push_back(std::move(o));
+}
+
+void Parser::tensor_oom_site() {
+    need_fields(6);
+    int64_t t = time_field(1);
+    OomSite s;
+    s.stack_id = id_field(2, "stack id");
+    s.python_stack_id = id_field(3, "Python stack id");
+    s.blocks = dec_field(4, "blocks");
+    s.bytes = dec_field(5, "bytes");
+    if (report_.tensor_ooms.empty() || report_.tensor_ooms.back().t != t) {
+        malformed("no O record at t=" + std::string(f_[1]) + " precedes it");
+    }
+    check_stack_ref(s.stack_id, "o");
+    check_python_stack_ref(s.python_stack_id, "o");
+    report_.tensor_ooms.back().sites.push_back(s);
 }
 
 Report Parser::finish() {

@@ -260,12 +260,54 @@ struct Mark {
     size_t events_before = 0;  // events before the J record
 };
 
+// --- minor 5: allocator mode --------------------------------------------------------------------
+
+/// T: a block memguard's allocator handed to PyTorch, and its t once PyTorch returned it. Addresses
+/// are reused: a t refers to the most recent live T at its address.
+struct Tensor {
+    uint64_t addr = 0, size = 0, requested = 0;
+    int device = 0;
+    uint64_t stream = 0;
+    uint64_t tid = 0;
+    int64_t t_alloc = 0;
+    std::optional<int64_t> t_free;  // empty while live
+    uint64_t free_tid = 0;
+    bool freed_in_gc = false;       // the t record's gc flag
+    /// The Y that ended the collection during which it was freed (index into Report::collections):
+    /// the first Y after its t on the freeing thread. Empty when not freed in a collection or no Y came.
+    std::optional<size_t> collection;
+    uint32_t stack_id = 0;
+    uint32_t python_stack_id = 0;
+    uint32_t capture_id = 0;
+    std::string pool;  // "first.second", or "-" for the default pools
+};
+
+/// o: one site's live blocks at an O.
+struct OomSite {
+    uint32_t stack_id = 0;
+    uint32_t python_stack_id = 0;
+    uint64_t blocks = 0, bytes = 0;
+};
+
+/// O: an allocation memguard's allocator could not satisfy, and its o records.
+struct TensorOom {
+    int64_t t = 0;
+    uint64_t tid = 0;
+    int device = 0;
+    uint64_t requested = 0, rounded = 0, allocated = 0, reserved = 0, limit = 0;
+    uint32_t stack_id = 0;
+    uint32_t python_stack_id = 0;
+    std::string rescued;  // none, cache or gc
+    std::vector<OomSite> sites;  // in file order (largest first)
+};
+
 /// One change of the memory state, in file order. `block` indexes the vector of its record type:
 /// Report::blocks (Alloc, Free, Restore), Report::reservations (Reserve, AddressFree),
-/// Report::handles (Create, Release), Report::mappings (Map, Unmap). Walk them with LevelWalk
+/// Report::handles (Create, Release), Report::mappings (Map, Unmap), Report::tensors (TensorAlloc,
+/// TensorFree). Walk them with LevelWalk
 /// (report/levels.h), the one definition of live bytes.
 struct Event {
-    enum Type { Alloc, Free, Restore, Reserve, AddressFree, Create, Release, Map, Unmap } type;
+    enum Type { Alloc, Free, Restore, Reserve, AddressFree, Create, Release, Map, Unmap, TensorAlloc, TensorFree } type;
     size_t block;
     int64_t t;
     bool is_block() const { return type == Alloc || type == Free || type == Restore; }
@@ -306,6 +348,9 @@ struct Report {
     // minor 4
     std::vector<Phase> phases;  // in order of B records
     std::vector<Mark> marks;    // in order of J records
+    // minor 5
+    std::vector<Tensor> tensors;         // in order of T records
+    std::vector<TensorOom> tensor_ooms;  // in order of O records
 
     /// The capture with id `id`, or null.
     const Capture* find_capture(uint32_t id) const;

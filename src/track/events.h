@@ -41,6 +41,7 @@ enum class Api : uint8_t {
     cuMemAllocPitch,
     cuMemHostAlloc,
     cuMemFreeHost,
+    cuMemAllocHost,
 };
 
 inline const char* api_name(Api a) noexcept {
@@ -64,6 +65,7 @@ inline const char* api_name(Api a) noexcept {
     case Api::cuMemAllocPitch: return "cuMemAllocPitch";
     case Api::cuMemHostAlloc: return "cuMemHostAlloc";
     case Api::cuMemFreeHost: return "cuMemFreeHost";
+    case Api::cuMemAllocHost: return "cuMemAllocHost";
     }
     return "unknown";
 }

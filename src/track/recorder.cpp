@@ -89,9 +89,18 @@ void Recorder::init(const Config& config) {
 int Recorder::capture_stack(uintptr_t* ips) const noexcept {
     int depth = config_.stack_depth;
     if (depth <= 0) return 0;
-    int n = track::capture_stack(ips, kStackCapacity);
+    // Each unwound frame costs the same and unwinding is most of a stack's cost: ask for the kept
+    // depth and a few of memguard's own frames on top, and unwind in full only when more of
+    // those were there. The frames kept are the same either way.
+    const int want = depth + kSelfFrameSlack < kStackCapacity ? depth + kSelfFrameSlack : kStackCapacity;
+    int n = track::capture_stack(ips, want);
     int skip = 0;
     while (skip < n && self_range_.contains(ips[skip])) ++skip;
+    if (n == want && want < kStackCapacity && n - skip < depth) {
+        n = track::capture_stack(ips, kStackCapacity);
+        skip = 0;
+        while (skip < n && self_range_.contains(ips[skip])) ++skip;
+    }
     int keep = n - skip;
     if (keep > depth) keep = depth;
     if (skip > 0) {

@@ -42,6 +42,8 @@ public:
     /// leading frames removed, cut to the configured depth. Returns the number of frames.
     int capture_stack(uintptr_t* ips) const noexcept;
     static constexpr int kStackCapacity = Config::kMaxStackDepth + 32;
+    /// memguard's own frames expected on top of a hook's stack (a deeper hook path unwinds twice).
+    static constexpr int kSelfFrameSlack = 8;
 
     void record_alloc(Api api, Kind kind, uintptr_t addr, uint64_t size, int device, StreamArg stream,
                       const uintptr_t* ips, int n);

@@ -4,18 +4,75 @@
 
 namespace memguard::track {
 
+namespace {
+
+std::atomic<uint64_t> g_next_serial{1};
+
+// The calling thread's recently interned stacks, direct-mapped by hash. Stacks deeper than
+// kCachedFrames (MEMGUARD_STACK_DEPTH above the default) always take the shared path.
+constexpr int kCacheSlots = 8;
+constexpr int kCachedFrames = 64;
+struct CachedStack {
+    uint64_t serial;  // 0: empty
+    uint64_t hash;
+    uint32_t id;
+    int n;
+    uintptr_t ips[kCachedFrames];
+};
+thread_local CachedStack t_cache[kCacheSlots];
+
+}  // namespace
+
+StackTable::StackTable() : serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)) {}
+
 uint64_t StackTable::hash(const uintptr_t* ips, int n) noexcept {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(n);
-    for (int i = 0; i < n; ++i) {
-        h ^= static_cast<uint64_t>(ips[i]) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-        h *= 0xff51afd7ed558ccdULL;
+    // Four independent lanes: with one multiply chain through every frame, hashing a deep stack
+    // was the larger part of interning it (bench/alloc_tracking_cost.cpp). The final mix moves
+    // the high bits down, where the shard and the bucket are chosen.
+    constexpr uint64_t k = 0x9e3779b97f4a7c15ULL;
+    uint64_t a = k ^ static_cast<uint64_t>(n), b = 0xc2b2ae3d27d4eb4fULL, c = 0x165667b19e3779f9ULL,
+             d = 0x27d4eb2f165667c5ULL;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a = (a ^ static_cast<uint64_t>(ips[i])) * k;
+        b = (b ^ static_cast<uint64_t>(ips[i + 1])) * k;
+        c = (c ^ static_cast<uint64_t>(ips[i + 2])) * k;
+        d = (d ^ static_cast<uint64_t>(ips[i + 3])) * k;
     }
+    for (; i < n; ++i) a = (a ^ static_cast<uint64_t>(ips[i])) * k;
+    auto rotl = [](uint64_t v, int r) { return (v << r) | (v >> (64 - r)); };
+    uint64_t h = a ^ rotl(b, 17) ^ rotl(c, 31) ^ rotl(d, 47);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
     h ^= h >> 33;
     return h;
 }
 
 uint32_t StackTable::intern(const uintptr_t* ips, int n, OnNew on_new, void* ctx) {
     uint64_t h = hash(ips, n);
+    const uint64_t serial = serial_.load(std::memory_order_acquire);
+    CachedStack* slot = n <= kCachedFrames ? &t_cache[(h >> 7) % kCacheSlots] : nullptr;
+    if (slot && slot->serial == serial && slot->hash == h && slot->n == n &&
+        std::memcmp(slot->ips, ips, sizeof(uintptr_t) * static_cast<size_t>(n)) == 0) {
+        return slot->id;
+    }
+    uint32_t id = intern_shared(h, ips, n, on_new, ctx);
+    if (slot) {
+        // Valid only once complete (a hook re-entered on this thread, e.g. from a signal handler,
+        // must not match a half-written slot).
+        slot->serial = 0;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        slot->hash = h;
+        slot->id = id;
+        slot->n = n;
+        std::memcpy(slot->ips, ips, sizeof(uintptr_t) * static_cast<size_t>(n));
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        slot->serial = serial;
+    }
+    return id;
+}
+
+uint32_t StackTable::intern_shared(uint64_t h, const uintptr_t* ips, int n, OnNew on_new, void* ctx) {
     Shard& s = shards_[h % kShards];
     std::lock_guard<std::mutex> lock(s.mu);
     auto range = s.by_hash.equal_range(h);
@@ -40,6 +97,7 @@ void StackTable::clear() {
         s.frames.clear();
     }
     next_id_.store(1, std::memory_order_relaxed);
+    serial_.store(g_next_serial.fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
 }
 
 void StackTable::lock_all() {

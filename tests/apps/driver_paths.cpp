@@ -19,6 +19,7 @@
 // <addr> <size>`, `free <api> <addr>`, `vmm <what> ...`, `info <key> <value>` (app_common.h).
 #include <cuda.h>
 #undef cuGetProcAddress
+#undef cuMemAllocHost  // cuda.h maps it to cuMemAllocHost_v2; the CUDA 2.0 ABI is tested too
 #ifndef MG_STATIC_STYLE
 #include <cuda_runtime_api.h>
 #endif
@@ -36,8 +37,10 @@
 #define APP_FN extern "C" __attribute__((noipa, visibility("default")))
 #endif
 
-// The per-thread variants, declared by cuda.h only under CUDA_API_PER_THREAD_DEFAULT_STREAM.
+// The per-thread variants, declared by cuda.h only under CUDA_API_PER_THREAD_DEFAULT_STREAM, and
+// the CUDA 2.0 cuMemAllocHost (32-bit size), declared only for the driver's own build.
 extern "C" {
+CUresult CUDAAPI cuMemAllocHost(void**, unsigned int);
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
@@ -60,6 +63,8 @@ struct Ops {
     CUresult (*alloc_managed)(CUdeviceptr*, size_t, unsigned int) = nullptr;
     CUresult (*alloc_pitch)(CUdeviceptr*, size_t*, size_t, size_t, unsigned int) = nullptr;
     CUresult (*host_alloc)(void**, size_t, unsigned int) = nullptr;
+    CUresult (*alloc_host)(void**, size_t) = nullptr;            // cuMemAllocHost_v2
+    CUresult (*alloc_host_v1)(void**, unsigned int) = nullptr;   // cuMemAllocHost, CUDA 2.0
     CUresult (*free_host)(void*) = nullptr;
     CUresult (*alloc_async)(CUdeviceptr*, size_t, CUstream) = nullptr;
     CUresult (*alloc_from_pool)(CUdeviceptr*, size_t, CUmemoryPool, CUstream) = nullptr;
@@ -138,6 +143,9 @@ void fill(Ops& o, bool by_base_name, bool ptsz, Lookup lookup, void* ctx) {
     FILL(alloc_managed, "cuMemAllocManaged", "cuMemAllocManaged", false);
     FILL(alloc_pitch, "cuMemAllocPitch", "cuMemAllocPitch_v2", false);
     FILL(host_alloc, "cuMemHostAlloc", "cuMemHostAlloc", false);
+    FILL(alloc_host, "cuMemAllocHost", "cuMemAllocHost_v2", false);
+    // By base name the CUDA 2.0 ABI needs a lookup at version 2000: the caller makes it.
+    if (!by_base_name) found("cuMemAllocHost", o.alloc_host_v1, lookup("cuMemAllocHost", ctx));
     FILL(free_host, "cuMemFreeHost", "cuMemFreeHost", false);
     FILL(alloc_async, "cuMemAllocAsync", "cuMemAllocAsync", true);
     FILL(alloc_from_pool, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", true);
@@ -186,7 +194,8 @@ void* proc_lookup(const char* name, void* ctx) {
 
 /// cuGetProcAddress found with dlsym, then asked for itself (a program that got it from the
 /// runtime or the driver uses that pointer from then on); also checks that an old ABI passes
-/// through: cuMemAlloc at version 2000 is the 32-bit one.
+/// through: cuMemAlloc at version 2000 is the 32-bit one. cuMemAllocHost at 2000 is its 32-bit
+/// ABI too, which is wrapped (it returns a real host block).
 void fill_by_proc_address(Ops& o, bool v2, int version, cuuint64_t flags) {
     void* lib = open_libcuda();
     ProcCtx ctx;
@@ -207,6 +216,7 @@ void fill_by_proc_address(Ops& o, bool v2, int version, cuuint64_t flags) {
     old.version = 2000;
     CUresult (*alloc_v1)(unsigned int*, unsigned int) = nullptr;
     found("cuMemAlloc@2000", alloc_v1, proc_lookup("cuMemAlloc", &old));
+    found("cuMemAllocHost@2000", o.alloc_host_v1, proc_lookup("cuMemAllocHost", &old));
     unsigned int p32 = 0;
     check("cuMemAlloc@2000", alloc_v1(&p32, 4096));
     // Not a driver function memguard wraps: untouched.
@@ -218,6 +228,7 @@ void fill_by_proc_address(Ops& o, bool v2, int version, cuuint64_t flags) {
 struct EntryCtx {
     bool by_version = false;
     bool ptsz = false;
+    unsigned int version = 12080;  // by_version only
     unsigned long long flags = cudaEnableDefault;
 };
 
@@ -232,8 +243,8 @@ void* entry_lookup(const char* name, void* ctx) {
     cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
     cudaError_t r;
     if (c->by_version) {
-        r = c->ptsz ? cudaGetDriverEntryPointByVersion_ptsz(name, &p, 12080, c->flags, &status)
-                    : cudaGetDriverEntryPointByVersion(name, &p, 12080, c->flags, &status);
+        r = c->ptsz ? cudaGetDriverEntryPointByVersion_ptsz(name, &p, c->version, c->flags, &status)
+                    : cudaGetDriverEntryPointByVersion(name, &p, c->version, c->flags, &status);
     } else {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -255,6 +266,8 @@ void log_alloc(const char* api, uintptr_t p, size_t size) {
 APP_FN void driver_allocations(const Ops& o) {
     CUdeviceptr d = 0, managed = 0, pitched = 0, async_null = 0, async_stream = 0, pooled = 0;
     void* host = nullptr;
+    void* pinned = nullptr;
+    void* pinned_v1 = nullptr;
     size_t pitch = 0;
     auto stream = reinterpret_cast<CUstream>(uintptr_t{0x5000});
     auto pool = reinterpret_cast<CUmemoryPool>(uintptr_t{0x7000});
@@ -267,6 +280,15 @@ APP_FN void driver_allocations(const Ops& o) {
     check("host_alloc", o.host_alloc(&host, 11 * 4096, 0));
     log_alloc("cuMemHostAlloc", reinterpret_cast<uintptr_t>(host), 11 * 4096);
     std::memset(host, 1, 11 * 4096);
+    // Over 4 GiB (address space only: the fake's pages are never touched past the first few), so
+    // a 32-bit-size wrapper bound to cuMemAllocHost_v2 would show as a truncated size.
+    const size_t big = (size_t{1} << 32) + 7 * 4096;
+    check("alloc_host", o.alloc_host(&pinned, big));
+    log_alloc("cuMemAllocHost", reinterpret_cast<uintptr_t>(pinned), big);
+    check("alloc_host_v1", o.alloc_host_v1(&pinned_v1, 3 * 4096));
+    log_alloc("cuMemAllocHost", reinterpret_cast<uintptr_t>(pinned_v1), 3 * 4096);
+    std::memset(pinned, 2, 7 * 4096);
+    std::memset(pinned_v1, 3, 3 * 4096);
     check("alloc_async null", o.alloc_async(&async_null, 13 * 4096, nullptr));
     log_alloc("cuMemAllocAsync", async_null, 13 * 4096);
     check("alloc_async", o.alloc_async(&async_stream, 17 * 4096, stream));
@@ -278,6 +300,10 @@ APP_FN void driver_allocations(const Ops& o) {
 
     check("mem_free", o.mem_free(d));
     check("free_host", o.free_host(host));
+    check("free_host pinned", o.free_host(pinned));
+    check("free_host pinned_v1", o.free_host(pinned_v1));
+    // A rejected call is recorded as a failure of the kind and api it asked for.
+    check("alloc_host null", o.alloc_host(nullptr, 4 * 4096), CUDA_ERROR_INVALID_VALUE);
     check("free_async null", o.free_async(async_null, nullptr));
     check("free_async", o.free_async(async_stream, stream));
     check("free_async pooled", o.free_async(pooled, stream));
@@ -383,6 +409,8 @@ int main(int argc, char** argv) {
         DIRECT(alloc_managed, cuMemAllocManaged);
         DIRECT(alloc_pitch, cuMemAllocPitch_v2);
         DIRECT(host_alloc, cuMemHostAlloc);
+        DIRECT(alloc_host, cuMemAllocHost_v2);
+        DIRECT(alloc_host_v1, cuMemAllocHost);
         DIRECT(free_host, cuMemFreeHost);
         if (ptsz) {
             DIRECT(alloc_async, cuMemAllocAsync_ptsz);
@@ -427,6 +455,10 @@ int main(int argc, char** argv) {
         ctx.ptsz = path == "entry_ptsz";
         if (path == "by_version_ptds") ctx.flags = cudaEnablePerThreadDefaultStream;
         fill(o, true, false, entry_lookup, &ctx);
+        EntryCtx old = ctx;
+        old.by_version = true;
+        old.version = 2000;
+        found("cuMemAllocHost@2000", o.alloc_host_v1, entry_lookup("cuMemAllocHost", &old));
     } else
 #endif
     if (path == "proc_v2" || path == "proc_v2_ptds") {

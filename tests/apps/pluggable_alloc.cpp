@@ -6,6 +6,7 @@
 //            a free during the capture, end; a second capture sharing the pool; release, empty_cache
 //   oom      allocations until the device is full (the last one fails), then the memory fraction
 //   unknown  a free of a pointer memguard never handed out
+//   deep     one allocation from 100 nested frames (the stack depth cut)
 //   retry    a device allocation that fails until the cache is freed, then succeeds: the
 //            runtime's last error must not be left set (PyTorch checks it after kernel launches)
 // Log lines (app_common.h): `info block <addr> <size> <stream> <function>` per allocation,
@@ -186,6 +187,26 @@ int retry() {
     return 0;
 }
 
+}  // namespace
+
+// 100 frames of these above the allocation in `deep`: more than any depth the test asks for.
+APP_FN __attribute__((noinline)) void* allocate_deep(int frames) {
+    if (frames > 0) {
+        void* p = allocate_deep(frames - 1);
+        std::printf("%s", "");  // keeps the call from becoming a tail call
+        return p;
+    }
+    return allocate_activation(2048, nullptr);
+}
+
+namespace {
+
+int deep() {
+    void* p = allocate_deep(100);
+    release(p, 2048, nullptr);
+    return 0;
+}
+
 int unknown() {
     int x = 0;
     api.free(&x, sizeof(x), 0, nullptr);
@@ -216,6 +237,7 @@ int main(int argc, char** argv) {
     if (mode == "oom") return oom();
     if (mode == "unknown") return unknown();
     if (mode == "retry") return retry();
+    if (mode == "deep") return deep();
     std::fprintf(stderr, "unknown scenario %s\n", mode.c_str());
     return 2;
 }

@@ -28,6 +28,7 @@
 #undef cuMemAlloc
 #undef cuMemFree
 #undef cuMemAllocPitch
+#undef cuMemAllocHost
 
 #include <atomic>
 #include <cstdint>
@@ -70,7 +71,7 @@ struct Capture {
 struct State {
     std::mutex mu;
     std::map<uintptr_t, size_t> device_blocks;  // cuMemAlloc*, managed, async
-    std::map<uintptr_t, size_t> host_blocks;    // cuMemHostAlloc
+    std::map<uintptr_t, size_t> host_blocks;    // cuMemHostAlloc, cuMemAllocHost
     std::map<uintptr_t, size_t> reservations;   // va -> size
     std::map<CUmemGenericAllocationHandle, Physical> handles;
     std::map<uintptr_t, Mapping> mappings;  // va -> mapping
@@ -107,6 +108,18 @@ StreamKey key_of(CUstream stream, bool ptsz) {
 void* host_alloc(size_t size) {
     size_t rounded = (size + 255) / 256 * 256;
     return std::aligned_alloc(256, rounded);
+}
+
+CUresult alloc_host_block(void** pp, size_t size) {
+    if (!pp || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    void* p = host_alloc(size);
+    if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.alloc_calls;
+    s.host_blocks[reinterpret_cast<uintptr_t>(p)] = size;
+    *pp = p;
+    return CUDA_SUCCESS;
 }
 
 CUresult alloc_device(CUdeviceptr* dptr, size_t size) {
@@ -224,17 +237,11 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t wid
     return r;
 }
 
-CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t size, unsigned int flags) {
-    if (!pp || size == 0) return CUDA_ERROR_INVALID_VALUE;
-    void* p = host_alloc(size);
-    if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
-    State& s = state();
-    std::lock_guard<std::mutex> lock(s.mu);
-    ++s.alloc_calls;
-    s.host_blocks[reinterpret_cast<uintptr_t>(p)] = size;
-    *pp = p;
-    return CUDA_SUCCESS;
-}
+CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t size, unsigned int) { return alloc_host_block(pp, size); }
+
+// Both ABIs: the CUDA 2.0 one takes a 32-bit size; the pointer is a host pointer either way.
+CUresult CUDAAPI cuMemAllocHost(void** pp, unsigned int size) { return alloc_host_block(pp, size); }
+CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t size) { return alloc_host_block(pp, size); }
 
 CUresult CUDAAPI cuMemFreeHost(void* p) {
     State& s = state();
@@ -502,6 +509,8 @@ const Entry kEntries[] = {
     FAKE_ENTRY("cuMemAllocManaged", 6000, cuMemAllocManaged),
     FAKE_ENTRY("cuMemAllocPitch", 3020, cuMemAllocPitch_v2),
     FAKE_ENTRY("cuMemHostAlloc", 2020, cuMemHostAlloc),
+    FAKE_ENTRY("cuMemAllocHost", 2000, cuMemAllocHost),
+    FAKE_ENTRY("cuMemAllocHost", 3020, cuMemAllocHost_v2),
     FAKE_ENTRY("cuMemFreeHost", 2000, cuMemFreeHost),
     FAKE_ENTRY("cuMemAllocAsync", 11020, cuMemAllocAsync),
     FAKE_ENTRY_PTSZ("cuMemAllocAsync", 11020, cuMemAllocAsync_ptsz),

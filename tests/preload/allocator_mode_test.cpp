@@ -259,5 +259,37 @@ TEST_F(AllocatorMode, BadAllocatorValueWarnsOnceAndKeepsNative) {
         << lines[0];
 }
 
+// The stack is cut to MEMGUARD_STACK_DEPTH frames below memguard's own: exactly the innermost
+// frames of the whole stack, however little is unwound to get them.
+TEST_F(AllocatorMode, StackDepthKeepsExactlyTheInnermostFrames) {
+    // The functions of the T record's native stack, innermost first.
+    auto deep_stack = [](const std::string& path) {
+        std::vector<std::string> functions;
+        auto r = load(path);
+        auto T = raw_records(path, "T");
+        if (!r || T.size() != 1u) return functions;
+        Symbolizer symbolizer(*r);
+        for (const auto& f : symbolizer.frames(static_cast<uint32_t>(decu(T[0][8])))) functions.push_back(f.function);
+        return functions;
+    };
+    Env e = env();
+    e["MEMGUARD_STACK_DEPTH"] = "256";
+    ChildResult whole = run("pluggable_alloc", {"deep"}, e);
+    ASSERT_EQ(whole.exit_code, 0) << describe(whole);
+    std::vector<std::string> all = deep_stack(report_for(whole.pid));
+    ASSERT_GT(all.size(), 100u);
+    EXPECT_EQ(all[0], "allocate_activation");
+    EXPECT_EQ(all[1], "allocate_deep");
+    for (int depth : {1, 20, 64, 101}) {
+        SCOPED_TRACE("MEMGUARD_STACK_DEPTH=" + std::to_string(depth));
+        e["MEMGUARD_STACK_DEPTH"] = std::to_string(depth);
+        ChildResult cut = run("pluggable_alloc", {"deep"}, e);
+        ASSERT_EQ(cut.exit_code, 0) << describe(cut);
+        std::vector<std::string> got = deep_stack(report_for(cut.pid));
+        std::vector<std::string> want(all.begin(), all.begin() + depth);
+        EXPECT_EQ(got, want);
+    }
+}
+
 }  // namespace
 }  // namespace preload_test

@@ -148,49 +148,54 @@ std::vector<std::string> expected_records(bool per_thread) {
         "A b1 5242880 managed cuMemAllocManaged 0 - cap0",
         "A b2 " + pitch + " device cuMemAllocPitch 0 - cap0",
         "A b3 45056 pinned cuMemHostAlloc -1 - cap0",
-        "A b4 53248 async cuMemAllocAsync 0 " + null + " cap0",
-        "A b5 69632 async cuMemAllocAsync 0 5000 cap0",
-        "A b6 77824 async cuMemAllocFromPoolAsync 0 5000 cap0",
+        "A b4 4294995968 pinned cuMemAllocHost -1 - cap0",  // cuMemAllocHost_v2, 4 GiB + 28 KiB
+        "A b5 12288 pinned cuMemAllocHost -1 - cap0",  // cuMemAllocHost, the 32-bit-size ABI
+        "A b6 53248 async cuMemAllocAsync 0 " + null + " cap0",
+        "A b7 69632 async cuMemAllocAsync 0 5000 cap0",
+        "A b8 77824 async cuMemAllocFromPoolAsync 0 5000 cap0",
         "E 4096 device cuMemAlloc 0 err1",  // cuMemAlloc(NULL, ...) fails: recorded as a failure
         "F b0 3145728 cuMemFree -",
         "F b3 45056 cuMemFreeHost -",
-        "F b4 53248 cuMemFreeAsync " + null,
-        "F b5 69632 cuMemFreeAsync 5000",
-        "F b6 77824 cuMemFreeAsync 5000",
+        "F b4 4294995968 cuMemFreeHost -",
+        "F b5 12288 cuMemFreeHost -",
+        "E 16384 pinned cuMemAllocHost -1 err1",  // cuMemAllocHost_v2(NULL, ...)
+        "F b6 53248 cuMemFreeAsync " + null,
+        "F b7 69632 cuMemFreeAsync 5000",
+        "F b8 77824 cuMemFreeAsync 5000",
         "F b1 5242880 cuMemFree -",
         // The expandable segment.
-        "V va7 33554432",
-        "N h8 2097152 dev0 cap0",
-        "Q va7 2097152 0 h8",
-        "N h9 2097152 dev0 cap0",
-        "Q va10 2097152 0 h9",
+        "V va9 33554432",
+        "N h10 2097152 dev0 cap0",
+        "Q va9 2097152 0 h10",
         "N h11 2097152 dev0 cap0",
         "Q va12 2097152 0 h11",
-        "N h13 4194304 dev1 cap0",
-        "Q va14 2097152 2097152 h13",
-        "q va10 4194304",
-        "n h9",
+        "N h13 2097152 dev0 cap0",
+        "Q va14 2097152 0 h13",
+        "N h15 4194304 dev1 cap0",
+        "Q va16 2097152 2097152 h15",
+        "q va12 4194304",
         "n h11",
-        "n h8",
-        "q va7 2097152",
-        "q va14 2097152",
         "n h13",
-        "v va7 33554432",
+        "n h10",
+        "q va9 2097152",
+        "q va16 2097152",
+        "n h15",
+        "v va9 33554432",
         // Capture and graphs.
         "C 1 6000 thread_local -",
-        "A b15 94208 async cuMemAllocAsync 0 6000 cap1",
-        "c 1 0 g16",
-        "G x17 g16 1",
-        "L x17 6000",
-        "L x17 6000",
-        "D x17",
-        "C 2 6000 global g18",
-        "c 2 0 g18",
-        "G x19 g18 2",
+        "A b17 94208 async cuMemAllocAsync 0 6000 cap1",
+        "c 1 0 g18",
+        "G x19 g18 1",
+        "L x19 6000",
+        "L x19 6000",
         "D x19",
-        "K g16",
+        "C 2 6000 global g20",
+        "c 2 0 g20",
+        "G x21 g20 2",
+        "D x21",
         "K g18",
-        "F b15 94208 cuMemFreeAsync 6000",
+        "K g20",
+        "F b17 94208 cuMemFreeAsync 6000",
     };
 }
 
@@ -216,6 +221,12 @@ TEST_P(DriverPaths, SameRecordsThroughEveryLookupPath) {
         EXPECT_EQ(found.count("cuGetProcAddress@self"), 1u);
         EXPECT_EQ(found.count("cuMemAlloc@2000"), 1u);
     }
+    // Both ABIs of cuMemAllocHost were looked up (the CUDA 2.0 one by its symbol, or by base name
+    // at version 2000), and came back wrapped (checked above).
+    const std::string path = c.path;
+    const bool by_symbol = path.rfind("direct", 0) == 0 || path.rfind("dlsym", 0) == 0;
+    EXPECT_EQ(found.count("cuMemAllocHost_v2") + found.count("cuMemAllocHost"), by_symbol ? 2u : 1u);
+    EXPECT_EQ(found.count("cuMemAllocHost@2000"), by_symbol ? 0u : 1u);
 
     std::vector<std::string> addrs;
     std::vector<std::string> got = normalized(report_for(result.pid), &addrs);

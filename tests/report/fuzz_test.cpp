@@ -49,6 +49,8 @@ bool exercise(const std::string& content, std::mt19937& rng) {
         case Event::Release: EXPECT_LT(e.block, r.handles.size()); break;
         case Event::Map:
         case Event::Unmap: EXPECT_LT(e.block, r.mappings.size()); break;
+        case Event::TensorAlloc:
+        case Event::TensorFree: EXPECT_LT(e.block, r.tensors.size()); break;
         }
     }
     EXPECT_LE(s.virt.physical_bytes, s.virt.peak_physical_bytes);

@@ -899,5 +899,62 @@ TEST(ReportFile, OverlongFirstLineIsABadMagic) {
     }
 }
 
+// --- minor 5: allocator mode ------------------------------------------------------------------
+
+TEST(AllocatorRecords, ReadOnlyFromMinor5) {
+    std::string body = "T 1 7 a000 512 500 0 0 0 0 0 -\nt 2 7 a000 0\nO 3 7 0 10 512 0 0 0 0 0 none\nZ 4\n";
+    Report old = parse("I format_minor 4\n" + body);
+    EXPECT_TRUE(old.tensors.empty());
+    EXPECT_TRUE(old.tensor_ooms.empty());
+    EXPECT_TRUE(old.events.empty());
+    Report r = parse("I format_minor 5\n" + body);
+    ASSERT_EQ(r.tensors.size(), 1u);
+    EXPECT_EQ(r.tensors[0].size, 512u);
+    EXPECT_EQ(r.tensors[0].requested, 500u);
+    EXPECT_EQ(r.tensors[0].t_free, 2);
+    EXPECT_EQ(r.tensors[0].pool, "-");
+    ASSERT_EQ(r.events.size(), 2u);
+    EXPECT_EQ(r.events[0].type, Event::TensorAlloc);
+    EXPECT_EQ(r.events[1].type, Event::TensorFree);
+    ASSERT_EQ(r.tensor_ooms.size(), 1u);
+    EXPECT_EQ(r.tensor_ooms[0].rescued, "none");
+}
+
+TEST(AllocatorRecords, GcFreesBelongToTheNextCollectionOfTheirThread) {
+    Report r = parse("I format_minor 5\n"
+                     "T 1 7 a000 512 512 0 0 0 0 0 -\nT 1 7 b000 512 512 0 0 0 0 0 -\nT 1 7 c000 512 512 0 0 0 0 0 -\n"
+                     "t 2 7 a000 1\nt 2 8 b000 1\nt 2 7 c000 0\n"
+                     "Y 3 9 automatic 0 1 0 0 - - -\nY 4 7 explicit 2 1 0 0 - - -\nY 5 7 explicit 2 1 0 0 - - -\nZ 6\n");
+    ASSERT_EQ(r.tensors.size(), 3u);
+    EXPECT_EQ(r.tensors[0].collection, std::optional<size_t>(1));  // thread 7's first Y, not thread 9's
+    EXPECT_FALSE(r.tensors[1].collection.has_value());            // thread 8: no Y follows
+    EXPECT_TRUE(r.tensors[1].freed_in_gc);
+    EXPECT_FALSE(r.tensors[2].collection.has_value());            // gc 0
+}
+
+TEST(AllocatorRecords, RequestedOverBlockSizeIsAWarning) {
+    Report r = parse("I format_minor 5\nT 1 7 a000 512 600 0 0 0 0 0 -\nZ 3\n");
+    ASSERT_EQ(r.tensors.size(), 1u);
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_TRUE(contains(r.warnings[0], "t.mgr:3: tensor block at a000: requested size 600 exceeds block size 512"))
+        << r.warnings[0];
+}
+
+TEST(AllocatorRecords, TensorFreeOfNothingLiveIsAWarning) {
+    Report r = parse("I format_minor 5\nt 2 7 a000 0\nZ 3\n");
+    EXPECT_TRUE(r.tensors.empty());
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_TRUE(contains(r.warnings[0], "t.mgr:3: tensor free of a000, which is not live; ignored")) << r.warnings[0];
+}
+
+TEST(AllocatorRecords, MalformedLinesNameFileAndLine) {
+    const std::string h = kHeader + "I format_minor 5\n";
+    EXPECT_EQ(error_of(h + "T 1 7 a000 512 500 0 0 0 0 0\n"), "t.mgr:3: malformed T record: 11 fields expected, 10 found");
+    EXPECT_EQ(error_of(h + "T 1 7 a000 512 500 0 zz 0 0 0 -\n"), "t.mgr:3: malformed T record: bad stream 'zz' (hex expected)");
+    EXPECT_EQ(error_of(h + "t 1 7 a000 2\n"), "t.mgr:3: malformed t record: bad gc flag '2' (0 or 1 expected)");
+    EXPECT_EQ(error_of(h + "O 3 7 0 10 512 0 0 0 0 0 maybe\n"), "t.mgr:3: malformed O record: unknown rescue 'maybe'");
+    EXPECT_EQ(error_of(h + "o 3 0 0 1 512\n"), "t.mgr:3: malformed o record: no O record at t=3 precedes it");
+}
+
 }  // namespace
 }  // namespace memguard::report

@@ -70,3 +70,43 @@ TEST(StackTable, ConcurrentInterningAgreesOnIds) {
     EXPECT_EQ(distinct.size(), static_cast<size_t>(kStacks));
     for (int t = 1; t < kThreads; ++t) EXPECT_EQ(ids[t], ids[0]);
 }
+
+// The per-thread cache of recently interned stacks must never return an id from before clear()
+// or from another table.
+TEST(StackTable, ThreadCacheForgetsClearedAndOtherTables) {
+    StackTable table;
+    NewStacks seen;
+    uintptr_t a[] = {0x401000, 0x402000, 0x403000};
+    uintptr_t b[] = {0x501000};
+    EXPECT_EQ(table.intern(a, 3, &NewStacks::on_new, &seen), 1u);
+    EXPECT_EQ(table.intern(a, 3, &NewStacks::on_new, &seen), 1u);
+    table.clear();
+    EXPECT_EQ(table.intern(b, 1, &NewStacks::on_new, &seen), 1u);
+    EXPECT_EQ(table.intern(a, 3, &NewStacks::on_new, &seen), 2u);  // new again: defined again
+    EXPECT_EQ(seen.calls.load(), 3);
+
+    StackTable other;
+    EXPECT_EQ(other.intern(b, 1, nullptr, nullptr), 1u);
+    EXPECT_EQ(other.intern(a, 3, nullptr, nullptr), 2u);
+    EXPECT_EQ(other.intern(b, 1, nullptr, nullptr), 1u);
+    EXPECT_EQ(table.intern(b, 1, nullptr, nullptr), 1u);
+    EXPECT_EQ(table.intern(a, 3, nullptr, nullptr), 2u);
+}
+
+// A stack that differs from a cached one only in a deep frame, or only in its length, is a
+// different stack.
+TEST(StackTable, ThreadCacheComparesWholeStacks) {
+    StackTable table;
+    std::vector<uintptr_t> s(64);
+    for (size_t i = 0; i < s.size(); ++i) s[i] = 0x400000 + 16 * i;
+    uint32_t full = table.intern(s.data(), 64, nullptr, nullptr);
+    uint32_t shorter = table.intern(s.data(), 63, nullptr, nullptr);
+    s[63] += 1;
+    uint32_t last_differs = table.intern(s.data(), 64, nullptr, nullptr);
+    EXPECT_EQ(full, 1u);
+    EXPECT_EQ(shorter, 2u);
+    EXPECT_EQ(last_differs, 3u);
+    s[63] -= 1;
+    EXPECT_EQ(table.intern(s.data(), 64, nullptr, nullptr), 1u);
+    EXPECT_EQ(table.size(), 3u);
+}

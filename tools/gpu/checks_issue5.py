@@ -140,6 +140,28 @@ def static_cudart_program(ctx):
                 missing.append(line)
     assert "done" in p.stdout
     assert not missing, f"not recorded: {missing}"
+    # cudaMallocHost: a pinned block that cuMemFreeHost frees. CUDA 13.0's libcudart_static.a names
+    # cuMemHostAlloc but not cuMemAllocHost(_v2) among the driver functions it looks up (strings of
+    # the archive), so its cudaMallocHost is recorded under cuMemHostAlloc; cuMemAllocHost is
+    # covered for programs that call the driver API themselves (tests/preload/driver_test.cpp).
+    malloc_host = [line.split() for line in p.stdout.splitlines() if line.startswith("alloc cudaMallocHost ")]
+    assert len(malloc_host) == 1, malloc_host
+    a = allocs[malloc_host[0][2]]
+    f = frees.get(malloc_host[0][2])
+    print(f"  cudaMallocHost -> A kind {a[5]} api {a[6]}; F api {f[5] if f else None}")
+    assert (a[5], a[6]) == ("pinned", "cuMemHostAlloc"), \
+        f"cudaMallocHost recorded as kind {a[5]} api {a[6]}, expected pinned cuMemHostAlloc"
+    assert f is not None and f[5] == "cuMemFreeHost", f
+    # The driver API's cuMemAllocHost, looked up with cuGetProcAddress_v2 at 13000 (_v2) and at 2000
+    # (the 32-bit-size ABI, when the driver still has it): pinned blocks under cuMemAllocHost.
+    driver_host = [line.split() for line in p.stdout.splitlines() if line.startswith("alloc cuMemAllocHost")]
+    print("  driver cuMemAllocHost calls:", [w[1] for w in driver_host],
+          "(no 2000 ABI)" if "info cuMemAllocHost@2000 not found" in p.stdout else "")
+    assert driver_host and driver_host[0][1] == "cuMemAllocHost", driver_host
+    for w in driver_host:
+        a, f = allocs[w[2]], frees.get(w[2])
+        assert (a[5], a[6]) == ("pinned", "cuMemAllocHost"), f"{w[1]} recorded as kind {a[5]} api {a[6]}"
+        assert f is not None and f[5] == "cuMemFreeHost", (w, f)
 
 
 def _modules_and_stacks(path):

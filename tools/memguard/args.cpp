@@ -97,6 +97,9 @@ bool top_option(const std::string& opt, ArgCursor& cur, Args& args) {
     } else if (opt == "--pool") {
         cur.no_value(opt);
         args.pool = true;
+    } else if (opt == "--segments") {
+        cur.no_value(opt);
+        args.segments = true;
     } else {
         return false;
     }

@@ -35,6 +35,7 @@ struct Args {
     bool frames_given = false;  // export: its default is every frame (up to 256)
     report::KindFilter kind = report::KindFilter::Gpu;
     bool pool = false;  // top: split by owner (ordinary memory, capture pools)
+    bool segments = false;  // top: allocator mode: the segments (A blocks), not the tensor blocks (T)
     // cycles
     bool all = false;  // list every automatic collection
     // diff, merge: every report named (diff: A then B; merge: the ranks' reports in order)

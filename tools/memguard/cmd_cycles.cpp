@@ -1,6 +1,9 @@
 // memguard cycles FILE [--all] [--json]
+// In allocator mode (T records) it also shows the tensor blocks each collection freed, by site.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include "cli.h"
 #include "report/collections.h"
@@ -65,7 +68,81 @@ void print_totals(const std::array<report::TriggerTotals, report::kTriggerCount>
     }
 }
 
-void print_text(const report::Report& r, const Args& args) {
+/// Allocator mode: the tensor blocks freed while one collection ran (t records with gc 1 on its
+/// thread, before its Y), by the site of their T record, largest first.
+struct GcFrees {
+    uint64_t bytes = 0, blocks = 0;
+    std::vector<report::Site> sites;
+    std::vector<size_t> frames;  // handles into the SiteSymbolizer, one per site
+};
+
+/// One entry per collection (index into Report::collections); empty ones for none freed.
+std::vector<GcFrees> gc_frees(const report::Report& r, SiteSymbolizer& sym) {
+    std::vector<GcFrees> out(r.collections.size());
+    std::vector<std::map<std::pair<uint32_t, uint32_t>, report::Site>> by_site(r.collections.size());
+    for (const report::Tensor& x : r.tensors) {
+        if (!x.collection) continue;
+        report::Site& site = by_site[*x.collection][{x.stack_id, x.python_stack_id}];
+        site.stack_id = x.stack_id;
+        site.python_stack_id = x.python_stack_id;
+        site.bytes += x.size;
+        site.requested += x.requested;
+        ++site.blocks;
+        out[*x.collection].bytes += x.size;
+        ++out[*x.collection].blocks;
+    }
+    for (size_t c = 0; c < out.size(); ++c) {
+        for (const auto& entry : by_site[c]) out[c].sites.push_back(entry.second);
+        std::stable_sort(out[c].sites.begin(), out[c].sites.end(), [](const report::Site& a, const report::Site& b) {
+            if (a.bytes != b.bytes) return a.bytes > b.bytes;
+            return a.blocks > b.blocks;
+        });
+        for (const report::Site& site : out[c].sites) out[c].frames.push_back(sym.add(site.stack_id, site.python_stack_id));
+    }
+    sym.resolve();
+    return out;
+}
+
+/// Tensor blocks freed with the gc flag but no Y after them on their thread (the report ended first).
+uint64_t unattributed_gc_frees(const report::Report& r) {
+    uint64_t n = 0;
+    for (const report::Tensor& x : r.tensors) n += x.t_free && x.freed_in_gc && !x.collection ? 1 : 0;
+    return n;
+}
+
+void print_gc_frees(const report::Report& r, const std::vector<GcFrees>& frees, const SiteSymbolizer& sym) {
+    uint64_t bytes = 0, blocks = 0, collections = 0;
+    for (const GcFrees& f : frees) {
+        bytes += f.bytes;
+        blocks += f.blocks;
+        collections += f.blocks != 0 ? 1 : 0;
+    }
+    std::printf("\nTensor blocks freed during collections (allocator mode): %s in %s, in %s\n",
+                report::human_bytes(bytes).c_str(), plural(blocks, "block", "blocks").c_str(),
+                plural(collections, "collection", "collections").c_str());
+    for (size_t c = 0; c < frees.size(); ++c) {
+        const GcFrees& f = frees[c];
+        if (f.blocks == 0) continue;
+        const report::Collection& y = r.collections[c];
+        std::printf("\n  t=%s s, thread %llu, %s (gen %d): %s in %s\n", seconds_fixed3(y.t).c_str(),
+                    static_cast<unsigned long long>(y.tid), report::trigger_name(y.trigger), y.generation,
+                    report::human_bytes(f.bytes).c_str(), plural(f.blocks, "block", "blocks").c_str());
+        for (size_t i = 0; i < f.sites.size(); ++i) {
+            const report::Site& site = f.sites[i];
+            std::printf("    #%-3zu %10s  %s, requested %s  %s\n", i + 1, report::human_bytes(site.bytes).c_str(),
+                        plural(site.blocks, "block", "blocks").c_str(), report::human_bytes(site.requested).c_str(),
+                        site_ids_text(site.stack_id, site.python_stack_id).c_str());
+            print_site_frames(sym.get(f.frames[i]), r);
+        }
+    }
+    if (uint64_t n = unattributed_gc_frees(r)) {
+        std::printf("\n(%s freed during a collection that has no Y record: the report ended first)\n",
+                    plural(n, "block", "blocks").c_str());
+    }
+}
+
+void print_text(const report::Report& r, const Args& args, const std::vector<GcFrees>& frees,
+                const SiteSymbolizer& sym) {
     auto totals = report::collection_totals(r);
     if (r.collections.empty()) {
         std::printf("no garbage collections%s\n", format_note(r, 2).c_str());
@@ -76,15 +153,37 @@ void print_text(const report::Report& r, const Args& args) {
         print_table(r, args.all);
         print_totals(totals);
     }
+    if (!r.tensors.empty()) print_gc_frees(r, frees, sym);
     std::printf("\nCompiles (torch.compile): %zu\n", r.compiles.size());
 }
 
-void print_json(const report::Report& r) {
+void json_gc_frees(report::JsonWriter& j, const report::Report& r, const GcFrees& f, const SiteSymbolizer& sym) {
+    j.key("tensor_blocks_freed").begin_object();
+    j.key("bytes").value(f.bytes);
+    j.key("blocks").value(f.blocks);
+    j.key("sites").begin_array();
+    for (size_t i = 0; i < f.sites.size(); ++i) {
+        const report::Site& site = f.sites[i];
+        j.begin_object();
+        j.key("stack_id").value(site.stack_id);
+        j.key("python_stack_id").value(site.python_stack_id);
+        j.key("bytes").value(site.bytes);
+        j.key("requested_bytes").value(site.requested);
+        j.key("blocks").value(site.blocks);
+        json_site_frames(j, sym.get(f.frames[i]), r);
+        j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+}
+
+void print_json(const report::Report& r, const std::vector<GcFrees>& frees, const SiteSymbolizer& sym) {
     report::JsonWriter j;
     j.begin_object();
     j.key("file").value(r.path);
     j.key("collections").begin_array();
-    for (const report::Collection& c : r.collections) {
+    for (size_t ci = 0; ci < r.collections.size(); ++ci) {
+        const report::Collection& c = r.collections[ci];
         j.begin_object();
         j.key("time_s").number(report::seconds_exact(c.t));
         j.key("tid").value(c.tid);
@@ -103,6 +202,8 @@ void print_json(const report::Report& r) {
         } else {
             j.null();
         }
+        // Allocator mode only (the file has T records).
+        if (!r.tensors.empty()) json_gc_frees(j, r, frees[ci], sym);
         j.end_object();
     }
     j.end_array();
@@ -120,6 +221,7 @@ void print_json(const report::Report& r) {
     }
     j.end_object();
     j.key("compiles").value(static_cast<uint64_t>(r.compiles.size()));
+    if (!r.tensors.empty()) j.key("tensor_blocks_freed_without_collection").value(unattributed_gc_frees(r));
     j.end_object();
     std::cout << j.str();
 }
@@ -129,11 +231,13 @@ void print_json(const report::Report& r) {
 int run_cycles(const Args& args) {
     report::Report r = report::load_report(args.file);
     print_warnings(r.warnings);
+    SiteSymbolizer sym(r, args.frames);
+    std::vector<GcFrees> frees = gc_frees(r, sym);
     std::cout.flush();
     if (args.json) {
-        print_json(r);
+        print_json(r, frees, sym);
     } else {
-        print_text(r, args);
+        print_text(r, args, frees, sym);
     }
     return kExitOk;
 }

@@ -6,6 +6,7 @@
 #include "common/text.h"
 #include "report/json.h"
 #include "report/units.h"
+#include "sites.h"
 
 namespace memguard::cli {
 
@@ -25,10 +26,6 @@ std::optional<std::string> info(const report::Report& r, const std::string& key)
 std::optional<int64_t> info_int(const report::Report& r, const std::string& key) {
     auto v = info(r, key);
     return v ? text::parse_sdec(*v) : std::nullopt;
-}
-
-std::string plural(uint64_t n, const char* one, const char* many) {
-    return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 std::string bytes_exact(uint64_t n) { return human_bytes(n) + (n >= 1024 ? " (" + std::to_string(n) + " B)" : ""); }
@@ -141,6 +138,111 @@ void print_runtime(const report::Report& r, const report::Summary& s) {
     }
 }
 
+/// Allocator mode (format 1.5): the O records' largest sites, labelled by their frames.
+constexpr size_t kOomSitesShown = 5;
+
+void json_peak(report::JsonWriter& j, uint64_t bytes, const std::optional<int64_t>& t);
+
+bool allocator_mode(const report::Report& r) { return !r.tensors.empty() || !r.tensor_ooms.empty(); }
+
+/// One label per shown o record, per O, in order.
+std::vector<std::vector<std::string>> oom_site_labels(const report::Report& r) {
+    SiteSymbolizer sym(r, 6);
+    std::vector<std::vector<size_t>> handles;
+    for (const report::TensorOom& o : r.tensor_ooms) {
+        handles.emplace_back();
+        for (size_t i = 0; i < o.sites.size() && i < kOomSitesShown; ++i) {
+            handles.back().push_back(sym.add(o.sites[i].stack_id, o.sites[i].python_stack_id));
+        }
+    }
+    sym.resolve();
+    std::vector<std::vector<std::string>> out;
+    for (const auto& h : handles) {
+        out.emplace_back();
+        for (size_t i : h) out.back().push_back(site_label(sym.get(i), r));
+    }
+    return out;
+}
+
+void print_tensors(const report::Report& r, const report::Summary& s) {
+    if (!allocator_mode(r)) return;
+    std::printf("\nAllocator mode (memguard)\n");
+    std::printf("  %-22s %s (%s freed, %s during collections)\n", "tensor blocks",
+                std::to_string(s.tensor_allocations).c_str(), std::to_string(s.tensor_frees).c_str(),
+                std::to_string(s.tensor_gc_frees).c_str());
+    std::printf("  %-22s %s\n", "peak tensor memory",
+                s.tensor_peak_t ? (bytes_exact(s.tensor_peak_bytes) + " at t=" + seconds_fixed3(*s.tensor_peak_t) +
+                                   " s (requested " + human_bytes(s.tensor_peak_requested) + ")")
+                                      .c_str()
+                                : "0 B");
+    std::printf("  %-22s %s\n", "tensor memory at exit",
+                live_text(s.tensor_live_bytes_at_exit, s.tensor_live_blocks_at_exit).c_str());
+    std::printf("  %-22s %zu\n", "allocator OOM events", r.tensor_ooms.size());
+    auto labels = oom_site_labels(r);
+    for (size_t k = 0; k < r.tensor_ooms.size(); ++k) {
+        const report::TensorOom& o = r.tensor_ooms[k];
+        std::printf("    t=%s s, thread %llu, device %d: requested %s (%s rounded); allocated %s, reserved %s, "
+                    "limit %s; tried: %s\n",
+                    seconds_fixed3(o.t).c_str(), static_cast<unsigned long long>(o.tid), o.device,
+                    human_bytes(o.requested).c_str(), human_bytes(o.rounded).c_str(),
+                    human_bytes(o.allocated).c_str(), human_bytes(o.reserved).c_str(),
+                    o.limit == 0 ? "none" : human_bytes(o.limit).c_str(), o.rescued.c_str());
+        for (size_t i = 0; i < labels[k].size(); ++i) {
+            const report::OomSite& site = o.sites[i];
+            std::printf("      #%zu %10s in %-10s %s  %s\n", i + 1, human_bytes(site.bytes).c_str(),
+                        plural(site.blocks, "block", "blocks").c_str(), labels[k][i].c_str(),
+                        site_ids_text(site.stack_id, site.python_stack_id).c_str());
+        }
+        if (o.sites.size() > labels[k].size()) {
+            std::printf("      (%s more)\n", plural(o.sites.size() - labels[k].size(), "site", "sites").c_str());
+        }
+    }
+}
+
+void json_tensors(report::JsonWriter& j, const report::Report& r, const report::Summary& s) {
+    if (!allocator_mode(r)) return;
+    j.key("tensors").begin_object();
+    j.key("allocations").value(s.tensor_allocations);
+    j.key("frees").value(s.tensor_frees);
+    j.key("gc_frees").value(s.tensor_gc_frees);
+    json_peak(j, s.tensor_peak_bytes, s.tensor_peak_t);
+    j.key("peak_requested_bytes").value(s.tensor_peak_requested);
+    j.key("live_bytes_at_exit").value(s.tensor_live_bytes_at_exit);
+    j.key("live_blocks_at_exit").value(s.tensor_live_blocks_at_exit);
+    auto labels = oom_site_labels(r);
+    j.key("oom_events").begin_array();
+    for (size_t k = 0; k < r.tensor_ooms.size(); ++k) {
+        const report::TensorOom& o = r.tensor_ooms[k];
+        j.begin_object();
+        j.key("time_s").number(seconds_exact(o.t));
+        j.key("tid").value(o.tid);
+        j.key("device").value(o.device);
+        j.key("requested_bytes").value(o.requested);
+        j.key("rounded_bytes").value(o.rounded);
+        j.key("allocated_bytes").value(o.allocated);
+        j.key("reserved_bytes").value(o.reserved);
+        j.key("limit_bytes").value(o.limit);
+        j.key("stack_id").value(o.stack_id);
+        j.key("python_stack_id").value(o.python_stack_id);
+        j.key("rescued").value(o.rescued);
+        j.key("site_count").value(static_cast<uint64_t>(o.sites.size()));
+        j.key("sites").begin_array();
+        for (size_t i = 0; i < labels[k].size(); ++i) {
+            j.begin_object();
+            j.key("stack_id").value(o.sites[i].stack_id);
+            j.key("python_stack_id").value(o.sites[i].python_stack_id);
+            j.key("blocks").value(o.sites[i].blocks);
+            j.key("bytes").value(o.sites[i].bytes);
+            j.key("label").value(labels[k][i]);
+            j.end_object();
+        }
+        j.end_array();
+        j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+}
+
 std::string format_text(const report::Report& r) {
     auto minor = info_int(r, "format_minor");
     return std::to_string(r.version) + (minor && *minor >= 0 ? "." + std::to_string(*minor) : "");
@@ -168,6 +270,7 @@ void print_text(const report::Report& r, const report::Summary& s) {
     if (s.allocations != 0) print_kinds(s);
     print_devices(s);
     print_virtual(s);
+    print_tensors(r, s);
 }
 
 void json_peak(report::JsonWriter& j, uint64_t bytes, const std::optional<int64_t>& t) {
@@ -287,6 +390,7 @@ void print_json(const report::Report& r, const report::Summary& s) {
     json_devices(j, s);
     json_runtime(j, s);
     json_virtual(j, s);
+    json_tensors(j, r, s);
     j.key("warnings").begin_array();
     for (const std::string& w : r.warnings) j.value(w);
     j.end_array();

@@ -1,4 +1,5 @@
-// memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool] [--json]
+// memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool]
+//              [--segments] [--json]
 #include <cstdio>
 #include <iostream>
 
@@ -25,6 +26,7 @@ struct TopView {
     report::LiveSet live;
     report::SiteTable table;
     bool has_peak = true;  // false when --at peak and GPU memory was never live
+    bool tensors = false;  // allocator mode: the sites of the tensor blocks (T records)
     Shown all;
     std::vector<report::Pool> pools;  // --pool only
     std::vector<Shown> pool_shown;
@@ -41,20 +43,34 @@ Shown pick(const report::SiteTable& table, size_t top_n, SiteSymbolizer& sym) {
 }
 
 /// Fills the view in place (it points into itself); `sym` must outlive it.
+/// In allocator mode (T records) the GPU view is the tensor blocks PyTorch holds, whose sites are the
+/// tensors' allocation sites; --segments (or another --kind) shows the segments the allocator took.
+bool tensor_view(const report::Report& r, const Args& args) {
+    return !r.tensors.empty() && !args.segments && args.kind == report::KindFilter::Gpu;
+}
+
 void build_view(const report::Report& r, const Args& args, SiteSymbolizer& sym, TopView& v) {
-    v.live = report::live_at(r, args.at);
-    v.has_peak = args.at.type != report::TimePoint::Peak || report::summarize(r).peak_t.has_value();
-    v.table = report::group_by_site(r, v.live, args.kind);
-    if (args.pool) v.pools = report::group_by_pool(r, v.live, args.kind);
+    v.tensors = tensor_view(r, args);
+    if (v.tensors) {
+        v.live = report::tensors_live_at(r, args.at, &v.has_peak);
+        v.table = report::group_tensors_by_site(r, v.live);
+        if (args.pool) v.pools = report::group_tensors_by_pool(r, v.live);
+    } else {
+        v.live = report::live_at(r, args.at);
+        v.has_peak = args.at.type != report::TimePoint::Peak || report::summarize(r).peak_t.has_value();
+        v.table = report::group_by_site(r, v.live, args.kind);
+        if (args.pool) v.pools = report::group_by_pool(r, v.live, args.kind);
+    }
     // The text of --pool shows only the pools; the JSON has the overall sites too.
     if (!args.pool || args.json) v.all = pick(v.table, args.top_n, sym);
     for (const report::Pool& p : v.pools) v.pool_shown.push_back(pick(p.table, args.top_n, sym));
     sym.resolve();
 }
 
-std::string what_text(report::KindFilter kind) {
+std::string what_text(const report::Report& r, report::KindFilter kind, bool tensors) {
+    if (tensors) return "Live tensor memory (memguard allocator blocks)";
     switch (kind) {
-    case report::KindFilter::Gpu: return "Live GPU memory";
+    case report::KindFilter::Gpu: return r.tensors.empty() ? "Live GPU memory" : "Live GPU memory (allocator segments)";
     case report::KindFilter::Pinned: return "Live pinned host memory";
     case report::KindFilter::All: return "Live GPU and pinned host memory";
     case report::KindFilter::Physical: return "Live physical memory (cuMemCreate)";
@@ -66,7 +82,7 @@ std::string when_text(const Args& args, const TopView& v) {
     std::string t = "t=" + report::seconds_fixed3(v.live.t) + " s";
     switch (args.at.type) {
     case report::TimePoint::Peak:
-        if (!v.has_peak) return "at peak (GPU memory was never live)";
+        if (!v.has_peak) return v.tensors ? "at peak (tensor memory was never live)" : "at peak (GPU memory was never live)";
         return std::string(args.kind == report::KindFilter::Gpu ? "at peak" : "at the GPU peak") + " (" + t + ")";
     case report::TimePoint::Exit: return "at exit (" + t + ")";
     case report::TimePoint::Time: return "at " + t;
@@ -93,13 +109,14 @@ void print_rest(const Shown& s) {
                 report::percent(bytes, s.table->total_bytes).c_str(), count_text(blocks, handles).c_str());
 }
 
-void print_sites(const report::Report& r, const Shown& s, const SiteSymbolizer& sym) {
+void print_sites(const report::Report& r, const Shown& s, const SiteSymbolizer& sym, bool tensors) {
     for (size_t i = 0; i < s.sites.size(); ++i) {
         const report::Site& site = *s.sites[i];
+        std::string count = site.physical ? "physical, " + plural(site.blocks, "handle", "handles")
+                                          : plural(site.blocks, "block", "blocks");
+        if (tensors) count += ", requested " + human_bytes(site.requested);
         std::printf("\n#%-3zu %10s %7s  %s  %s\n", i + 1, human_bytes(site.bytes).c_str(),
-                    report::percent(site.bytes, s.table->total_bytes).c_str(),
-                    site.physical ? ("physical, " + plural(site.blocks, "handle", "handles")).c_str()
-                                  : plural(site.blocks, "block", "blocks").c_str(),
+                    report::percent(site.bytes, s.table->total_bytes).c_str(), count.c_str(),
                     site_ids_text(site.stack_id, site.python_stack_id).c_str());
         print_site_frames(sym.get(s.frames[i]), r);
     }
@@ -122,22 +139,23 @@ void print_pools(const report::Report& r, const TopView& v, const SiteSymbolizer
                     human_bytes(t.total_bytes).c_str(), report::percent(t.total_bytes, v.table.total_bytes).c_str(),
                     count_text(t.total_blocks, t.total_handles).c_str(),
                     plural(t.sites.size(), "site", "sites").c_str());
-        print_sites(r, v.pool_shown[p], sym);
+        print_sites(r, v.pool_shown[p], sym, v.tensors);
     }
 }
 
 void print_text(const report::Report& r, const Args& args, const TopView& v, const SiteSymbolizer& sym) {
-    std::printf("%s %s: ", what_text(args.kind).c_str(), when_text(args, v).c_str());
+    std::printf("%s %s: ", what_text(r, args.kind, v.tensors).c_str(), when_text(args, v).c_str());
     if (v.table.total_blocks + v.table.total_handles == 0) {
         std::printf("nothing live\n");
         return;
     }
-    std::printf("%s in %s from %s", human_bytes(v.table.total_bytes).c_str(),
+    std::printf("%s%s in %s from %s", human_bytes(v.table.total_bytes).c_str(),
+                v.tensors ? (" (requested " + human_bytes(v.table.total_requested) + ")").c_str() : "",
                 count_text(v.table.total_blocks, v.table.total_handles).c_str(),
                 plural(v.table.sites.size(), "site", "sites").c_str());
     if (!args.pool) {
         std::printf("\n");
-        print_sites(r, v.all, sym);
+        print_sites(r, v.all, sym, v.tensors);
         return;
     }
     std::printf(", in %s\n", plural(v.pools.size(), "pool", "pools").c_str());
@@ -150,7 +168,8 @@ std::string share(uint64_t part, uint64_t total) {
     return buf;
 }
 
-void json_sites(report::JsonWriter& j, const report::Report& r, const Shown& s, const SiteSymbolizer& sym) {
+void json_sites(report::JsonWriter& j, const report::Report& r, const Shown& s, const SiteSymbolizer& sym,
+                bool tensors) {
     j.key("sites").begin_array();
     for (size_t i = 0; i < s.sites.size(); ++i) {
         const report::Site& site = *s.sites[i];
@@ -159,6 +178,7 @@ void json_sites(report::JsonWriter& j, const report::Report& r, const Shown& s, 
         j.key("python_stack_id").value(site.python_stack_id);
         j.key("kind").value(site.physical ? "physical" : "blocks");
         j.key("bytes").value(site.bytes);
+        if (tensors) j.key("requested_bytes").value(site.requested);
         j.key("blocks").value(site.physical ? 0 : site.blocks);
         j.key("handles").value(site.physical ? site.blocks : 0);
         j.key("share").number(share(site.bytes, s.table->total_bytes));
@@ -185,7 +205,7 @@ void json_pools(report::JsonWriter& j, const report::Report& r, const TopView& v
         j.key("handles").value(pool.table.total_handles);
         j.key("share").number(share(pool.table.total_bytes, v.table.total_bytes));
         j.key("site_count").value(static_cast<uint64_t>(pool.table.sites.size()));
-        json_sites(j, r, v.pool_shown[p], sym);
+        json_sites(j, r, v.pool_shown[p], sym, v.tensors);
         j.end_object();
     }
     j.end_array();
@@ -214,11 +234,14 @@ void print_json(const report::Report& r, const Args& args, const TopView& v, con
         j.null();
     }
     j.key("kind").value(kind_filter_name(args.kind));
+    // Allocator mode only: which blocks the sites are of ("tensors": T records; "segments": A records).
+    if (!r.tensors.empty()) j.key("view").value(v.tensors ? "tensors" : "segments");
     j.key("total_bytes").value(v.table.total_bytes);
+    if (v.tensors) j.key("total_requested_bytes").value(v.table.total_requested);
     j.key("total_blocks").value(v.table.total_blocks);
     j.key("total_handles").value(v.table.total_handles);
     j.key("site_count").value(static_cast<uint64_t>(v.table.sites.size()));
-    json_sites(j, r, v.all, sym);
+    json_sites(j, r, v.all, sym, v.tensors);
     if (args.pool) json_pools(j, r, v, sym);
     j.end_object();
     std::cout << j.str();

@@ -6,7 +6,7 @@ std::string synopsis(const std::string& command) {
     if (command == "summary") return "memguard summary FILE [--json]";
     if (command == "top") {
         return "memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] "
-               "[--pool] [--json]";
+               "[--pool] [--segments] [--json]";
     }
     if (command == "graphs") return "memguard graphs FILE [--json]";
     if (command == "hazards") return "memguard hazards FILE [--frames K] [--json]";
@@ -26,7 +26,8 @@ const char* const kGeneral = R"(memguard: reads the CUDA memory reports (*.mgr) 
 
 usage:
   memguard summary FILE [--json]
-  memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool] [--json]
+  memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool]
+               [--segments] [--json]
   memguard graphs FILE [--json]
   memguard hazards FILE [--frames K] [--json]
   memguard cycles FILE [--all] [--json]
@@ -78,7 +79,7 @@ options:
 )";
 
 const char* const kTop = R"(usage: memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N]
-                    [--frames K] [--pool] [--json]
+                    [--frames K] [--pool] [--segments] [--json]
 
 Shows the memory live at one moment grouped by allocation site, largest first, with each site's
 bytes, blocks, share of the total and its innermost frames. A site is the native stack of the
@@ -87,6 +88,12 @@ frames come first (marked py#, innermost first, "function at file:line"), then t
 Physical memory made by cuMemCreate (format 1.3, e.g. PyTorch's expandable segments) is live from
 its creation until it is released and no longer mapped; its sites are the stacks of the
 cuMemCreate calls, marked "physical" (kind "physical" in the JSON).
+
+In allocator mode (MEMGUARD_ALLOCATOR=memguard, format 1.5) the GPU view shows the tensor blocks
+that memguard's allocator handed to PyTorch (what torch.cuda.memory_allocated() counts), by the
+sites of the tensor allocations, each with the bytes PyTorch requested next to the block sizes;
+--at peak is then the peak of that tensor memory. --segments (or another --kind) shows the
+segments the allocator took with cudaMalloc instead (torch.cuda.memory_reserved()).
 
 options:
   --at WHEN      peak (default): when live GPU memory first reached its maximum;
@@ -100,6 +107,7 @@ options:
   --pool         split the live memory by owner: ordinary memory (owned by no capture) and the
                  private pool of each stream capture, each with its total and its largest sites
                  (shares are of the pool's total)
+  --segments     allocator mode: show the allocator's segments instead of the tensor blocks
   --json         print one JSON object instead of text
   -h, --help     show this help
 
@@ -149,6 +157,8 @@ compiles that marked the thread and the time from the first mark to the collecti
 gc.collect() calls, plus the automatic collections that freed CUDA memory; then totals per trigger
 (count, duration, objects collected, CUDA bytes freed) and the number of torch.compile compiles.
 Times are seconds since the clock origin at the end of each collection.
+In allocator mode (format 1.5) it then lists, per collection, the tensor blocks freed while it ran
+(t records with gc 1 on its thread before its Y), by allocation site, largest first.
 
 options:
   --all       list every automatic collection too

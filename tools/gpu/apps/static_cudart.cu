@@ -1,8 +1,11 @@
 // Issue 5: a program built with nvcc's default static cudart (nvcc -cudart static). Its runtime is
 // inside the executable and reaches the driver through dlopen("libcuda.so.1") + cuGetProcAddress,
-// so only memguard's lookup interposition can see its allocations. Logs every allocation and free:
+// so only memguard's lookup interposition can see its allocations. It also calls the driver API's
+// cuMemAllocHost itself, found the same way. Logs every allocation and free:
 //   alloc <what> <ptr hex> <bytes>     free <what> <ptr hex>
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -29,12 +32,59 @@ static void log_free(const char* what, const void* p) {
     std::printf("free %s %llx\n", what, (unsigned long long)(uintptr_t)p);
 }
 
+using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+
+/// cuGetProcAddress_v2(name, version), found like the static runtime finds it; null when the
+/// driver has no such entry at that version.
+static void* driver_entry(const char* name, int version) {
+    static GetProcAddress get = [] {
+        void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        return lib ? reinterpret_cast<GetProcAddress>(dlsym(lib, "cuGetProcAddress_v2")) : nullptr;
+    }();
+    void* p = nullptr;
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (!get || get(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
+        status != CU_GET_PROC_ADDRESS_SUCCESS)
+        return nullptr;
+    return p;
+}
+
+/// The driver API's own pinned allocation, both ABIs (by lookup at 13000 and at 2000).
+static void driver_pinned() {
+    auto alloc_v2 = reinterpret_cast<CUresult (*)(void**, size_t)>(driver_entry("cuMemAllocHost", 13000));
+    auto alloc_v1 = reinterpret_cast<CUresult (*)(void**, unsigned int)>(driver_entry("cuMemAllocHost", 2000));
+    auto free_host = reinterpret_cast<CUresult (*)(void*)>(driver_entry("cuMemFreeHost", 13000));
+    if (!alloc_v2 || !free_host) {
+        std::fprintf(stderr, "cuGetProcAddress_v2 cuMemAllocHost/cuMemFreeHost failed\n");
+        std::exit(1);
+    }
+    // Both live at once, and before the program frees anything: the check finds records by
+    // address, so no address may come back.
+    void* p = nullptr;
+    void* q = nullptr;
+    if (alloc_v2(&p, 9 << 16) != CUDA_SUCCESS) std::exit(1);
+    log_alloc("cuMemAllocHost", p, 9 << 16);
+    if (alloc_v1) {
+        if (alloc_v1(&q, 11 << 12) != CUDA_SUCCESS) std::exit(1);
+        log_alloc("cuMemAllocHost@2000", q, 11 << 12);
+    } else {
+        std::printf("info cuMemAllocHost@2000 not found\n");
+    }
+    if (free_host(p) != CUDA_SUCCESS) std::exit(1);
+    log_free("cuMemFreeHost", p);
+    if (q) {
+        if (free_host(q) != CUDA_SUCCESS) std::exit(1);
+        log_free("cuMemFreeHost", q);
+    }
+}
+
 int main() {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     cudaStream_t stream;
     CHECK(cudaStreamCreate(&stream));
     float *d1, *d2, *async1, *managed;
     void* host;
+    void* pinned;
     void* pitched;
     size_t pitch = 0;
     CHECK(cudaMalloc(&d1, 3 << 20));
@@ -47,8 +97,13 @@ int main() {
     log_alloc("cudaMallocPitch", pitched, pitch * 77);
     CHECK(cudaHostAlloc(&host, 1 << 20, cudaHostAllocDefault));
     log_alloc("cudaHostAlloc", host, 1 << 20);
+    // CUDA 13's static runtime has no cuMemAllocHost in its driver name table: its cudaMallocHost
+    // reaches the driver's cuMemHostAlloc.
+    CHECK(cudaMallocHost(&pinned, 5 << 18));
+    log_alloc("cudaMallocHost", pinned, 5 << 18);
     CHECK(cudaMallocAsync(&async1, 7 << 20, stream));
     log_alloc("cudaMallocAsync", async1, 7 << 20);
+    driver_pinned();
     fill<<<(64 << 18) / 256, 256, 0, stream>>>(d2, size_t{64} << 18);
     CHECK(cudaStreamSynchronize(stream));
     CHECK(cudaFreeAsync(async1, stream));
@@ -60,6 +115,8 @@ int main() {
     log_free("cudaFree", managed);
     CHECK(cudaFreeHost(host));
     log_free("cudaFreeHost", host);
+    CHECK(cudaFreeHost(pinned));
+    log_free("cudaFreeHost", pinned);
     CHECK(cudaFree(pitched));
     log_free("cudaFree", pitched);
     // d2 stays live at exit.

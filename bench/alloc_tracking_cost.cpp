@@ -1,0 +1,85 @@
+// Per-allocation cost of allocator-mode tracking (docs/benchmarks.md): memguard_alloc +
+// memguard_free pairs, the way PyTorch's CUDAPluggableAllocator calls them, from a deep native
+// call chain, against the fake CUDA runtime. Every pair after the first hits the allocator's
+// cache, so what is left is memguard's bookkeeping: the unwind, the interning of the native (and,
+// from Python, the Python) stack and the T/t records.
+//
+// Built twice from this file: the shared library build/lib/libmemguard_bench_tracking.so (for a Python
+// caller, bench/alloc_tracking_cost.py, through ctypes) and the executable
+// memguard_bench_alloc_tracking, which calls the same entry point:
+//   LD_PRELOAD=build/lib/libmemguard.so MEMGUARD_ALLOCATOR=memguard \
+//       build/bin/memguard_bench_alloc_tracking [iterations] [depth]
+// prints "tracking <depth> <ns per alloc+free>". bench/run_alloc_tracking_cost.sh runs the arms.
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime_api.h>
+
+namespace {
+
+using AllocFn = void* (*)(size_t, int, cudaStream_t);
+using FreeFn = void (*)(void*, size_t, int, cudaStream_t);
+
+AllocFn g_alloc = nullptr;
+FreeFn g_free = nullptr;
+volatile int g_sink = 0;
+
+bool find_api() {
+    if (g_alloc) return true;
+    g_alloc = reinterpret_cast<AllocFn>(dlsym(RTLD_DEFAULT, "memguard_alloc"));
+    g_free = reinterpret_cast<FreeFn>(dlsym(RTLD_DEFAULT, "memguard_free"));
+    if (!g_alloc || !g_free) {
+        std::fprintf(stderr, "memguard_alloc/memguard_free not found: preload libmemguard.so\n");
+        return false;
+    }
+    return true;
+}
+
+double run_pairs(long iterations) {
+    const size_t size = 1 << 20;
+    auto t0 = std::chrono::steady_clock::now();
+    for (long i = 0; i < iterations; ++i) {
+        void* p = g_alloc(size, 0, nullptr);
+        g_free(p, size, 0, nullptr);
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    return std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(iterations);
+}
+
+// Recurses `depth` frames deep before measuring, so every native stack has about `depth` frames.
+__attribute__((noinline)) double nested(int depth, long iterations) {
+    if (depth > 0) {
+        double r = nested(depth - 1, iterations);
+        g_sink += 1;  // keeps the call from becoming a tail call
+        return r;
+    }
+    return run_pairs(iterations);
+}
+
+}  // namespace
+
+/// ns per memguard_alloc + memguard_free pair from `depth` extra native frames; < 0 on failure.
+extern "C" __attribute__((visibility("default"))) double memguard_bench_tracking(long iterations, int depth) {
+    if (!find_api()) return -1.0;
+    // Also makes this object need the (fake) runtime, where memguard finds the real functions.
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
+        std::fprintf(stderr, "no CUDA device (fake runtime not loaded?)\n");
+        return -1.0;
+    }
+    nested(depth, iterations / 10 + 1);  // warm-up: the cached block, the first-stack interning
+    return nested(depth, iterations);
+}
+
+#ifdef MEMGUARD_BENCH_MAIN
+int main(int argc, char** argv) {
+    long iterations = argc > 1 ? std::atol(argv[1]) : 200000;
+    int depth = argc > 2 ? std::atoi(argv[2]) : 40;
+    double ns = memguard_bench_tracking(iterations, depth);
+    if (ns < 0) return 1;
+    std::printf("tracking %d %.1f\n", depth, ns);
+    return 0;
+}
+#endif

@@ -1,0 +1,112 @@
+# Issue 7: the memguard CLI on allocator-mode reports (format minor 5): `top` shows the tensor blocks'
+# sites at the tensor peak, `--segments` the segments, `cycles` the blocks freed during collections,
+# `summary` the tensor figures and the allocator's OOM events. Exec'd by acceptance.py after
+# checks_issue7.py (it reuses that file's workloads: workload() runs each (script, tag) once). Every
+# figure is recomputed here from the report's records and compared with what the CLI printed.
+import json as _json7r
+
+
+def _mg7r_records(path):
+    out = []
+    with open(path, "rb") as f:
+        for raw in f.read().decode(errors="replace").splitlines():
+            r = raw.split()
+            if r and len(r[0]) == 1:
+                out.append(r)
+    return out
+
+
+def _mg7r_report(ctx, tag):
+    files = sorted(ctx.out.glob(f"allocator_mode_{tag}.*.mgr"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def _mg7r_peaks(records):
+    """(peak of live T block bytes, peak of live cudaMalloc segment bytes), replayed in file order."""
+    live_t, live_a = {}, {}
+    t_now = a_now = t_peak = a_peak = 0
+    for r in records:
+        if r[0] == "T":
+            t_now -= live_t.pop(r[3], 0)
+            live_t[r[3]] = int(r[4])
+            t_now += int(r[4])
+            t_peak = max(t_peak, t_now)
+        elif r[0] == "t":
+            t_now -= live_t.pop(r[3], 0)
+        elif r[0] == "A" and r[5] in ("device", "async", "managed"):
+            a_now -= live_a.pop(r[3], 0)
+            live_a[r[3]] = int(r[4])
+            a_now += int(r[4])
+            a_peak = max(a_peak, a_now)
+        elif r[0] == "F":
+            a_now -= live_a.pop(r[3], 0)
+    return t_peak, a_peak
+
+
+def _mg7r_cli_json(ctx, *args):
+    return _json7r.loads(ctx.run([str(ctx.cli), *args]).stdout)
+
+
+@check(7, "allocator mode report: memguard top shows tensor-block sites at the tensor peak; --segments the segments")
+def alloc_report_top(ctx):
+    workload(ctx, "allocator_mode", "train_memguard", True, env={"MEMGUARD_ALLOCATOR": "memguard"},
+             args=("train", "--steps", "50"))
+    path = _mg7r_report(ctx, "train_memguard")
+    records = _mg7r_records(path)
+    t_peak, a_peak = _mg7r_peaks(records)
+    top = _mg7r_cli_json(ctx, "top", "--json", "--frames", "3", str(path))
+    seg = _mg7r_cli_json(ctx, "top", "--json", "--segments", "--frames", "3", str(path))
+    summary = _mg7r_cli_json(ctx, "summary", "--json", str(path))
+    print(f"records: T {sum(r[0] == 'T' for r in records)}, t {sum(r[0] == 't' for r in records)}, "
+          f"A {sum(r[0] == 'A' for r in records)}; recomputed peaks: tensors {t_peak}, segments {a_peak}")
+    print(f"top: view {top.get('view')}, {top['total_bytes']} B (requested {top.get('total_requested_bytes')}) in "
+          f"{top['total_blocks']} blocks, {top['site_count']} sites at t={top['time_s']}")
+    print(f"top --segments: view {seg.get('view')}, {seg['total_bytes']} B in {seg['total_blocks']} blocks")
+    print("summary tensors:", {k: v for k, v in summary.get("tensors", {}).items() if k != "oom_events"})
+    first = top["sites"][0] if top["sites"] else {}
+    print("largest tensor site:", first.get("bytes"), "B, requested", first.get("requested_bytes"),
+          [f.get("function") for f in first.get("frames", [])])
+    assert top.get("view") == "tensors" and seg.get("view") == "segments"
+    assert top["total_bytes"] == t_peak == summary["tensors"]["peak_bytes"]
+    assert seg["total_bytes"] == a_peak == summary["peak_bytes"]
+    assert 0 < top["total_requested_bytes"] <= top["total_bytes"]
+    assert any(f["kind"] == "python" for s in top["sites"] for f in s["frames"]), "no Python frames at any site"
+
+
+@check(7, "allocator mode report: memguard cycles attributes gc-flagged frees to collections; summary lists the OOMs")
+def alloc_report_cycles(ctx):
+    workload(ctx, "allocator_mode", "oom_memguard", True, env={"MEMGUARD_ALLOCATOR": "memguard"}, args=("oom",))
+    path = _mg7r_report(ctx, "oom_memguard")
+    records = _mg7r_records(path)
+    size = {}
+    pending = {}  # tid -> bytes freed with gc 1 since that thread's last Y
+    expected_bytes = expected_blocks = 0
+    for r in records:
+        if r[0] == "T":
+            size[r[3]] = int(r[4])
+        elif r[0] == "t" and r[4] == "1" and r[3] in size:
+            b, n = pending.get(r[2], (0, 0))
+            pending[r[2]] = (b + size[r[3]], n + 1)
+        elif r[0] == "Y" and r[2] in pending:
+            b, n = pending.pop(r[2])
+            expected_bytes += b
+            expected_blocks += n
+    cycles = _mg7r_cli_json(ctx, "cycles", "--json", str(path))
+    got = [c["tensor_blocks_freed"] for c in cycles["collections"]]
+    got_bytes = sum(g["bytes"] for g in got)
+    got_blocks = sum(g["blocks"] for g in got)
+    print(f"recomputed: {expected_blocks} blocks, {expected_bytes} B freed during collections; cycles --json: "
+          f"{got_blocks} blocks, {got_bytes} B over {sum(g['blocks'] > 0 for g in got)} collections; "
+          f"without a Y: {cycles.get('tensor_blocks_freed_without_collection')}")
+    text = ctx.run([str(ctx.cli), "cycles", str(path)]).stdout
+    print("\n".join(text.splitlines()[-20:]))
+    assert got_blocks == expected_blocks and got_bytes == expected_bytes and got_blocks > 0
+    summary = _mg7r_cli_json(ctx, "summary", "--json", str(path))
+    ooms = [r for r in records if r[0] == "O"]
+    events = summary["tensors"]["oom_events"]
+    print(f"O records {len(ooms)}; summary oom_events {len(events)}; first: "
+          f"{ {k: events[0][k] for k in ('requested_bytes', 'rescued', 'site_count')} if events else None}")
+    assert len(events) == len(ooms)
+    for e, o in zip(events, ooms):
+        assert e["rescued"] == o[11] and e["requested_bytes"] == int(o[4])
