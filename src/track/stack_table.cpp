@@ -4,27 +4,6 @@
 
 namespace memguard::track {
 
-namespace {
-
-std::atomic<uint64_t> g_next_serial{1};
-
-// The calling thread's recently interned stacks, direct-mapped by hash. Stacks deeper than
-// kCachedFrames (MEMGUARD_STACK_DEPTH above the default) always take the shared path.
-constexpr int kCacheSlots = 8;
-constexpr int kCachedFrames = 64;
-struct CachedStack {
-    uint64_t serial;  // 0: empty
-    uint64_t hash;
-    uint32_t id;
-    int n;
-    uintptr_t ips[kCachedFrames];
-};
-thread_local CachedStack t_cache[kCacheSlots];
-
-}  // namespace
-
-StackTable::StackTable() : serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)) {}
-
 uint64_t StackTable::hash(const uintptr_t* ips, int n) noexcept {
     // Four independent lanes: with one multiply chain through every frame, hashing a deep stack
     // was the larger part of interning it (bench/alloc_tracking_cost.cpp). The final mix moves
@@ -49,27 +28,10 @@ uint64_t StackTable::hash(const uintptr_t* ips, int n) noexcept {
 }
 
 uint32_t StackTable::intern(const uintptr_t* ips, int n, OnNew on_new, void* ctx) {
-    uint64_t h = hash(ips, n);
-    const uint64_t serial = serial_.load(std::memory_order_acquire);
-    CachedStack* slot = n <= kCachedFrames ? &t_cache[(h >> 7) % kCacheSlots] : nullptr;
-    if (slot && slot->serial == serial && slot->hash == h && slot->n == n &&
-        std::memcmp(slot->ips, ips, sizeof(uintptr_t) * static_cast<size_t>(n)) == 0) {
-        return slot->id;
-    }
-    uint32_t id = intern_shared(h, ips, n, on_new, ctx);
-    if (slot) {
-        // Valid only once complete (a hook re-entered on this thread, e.g. from a signal handler,
-        // must not match a half-written slot).
-        slot->serial = 0;
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-        slot->hash = h;
-        slot->id = id;
-        slot->n = n;
-        std::memcpy(slot->ips, ips, sizeof(uintptr_t) * static_cast<size_t>(n));
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-        slot->serial = serial;
-    }
-    return id;
+    // No per-thread cache in front of the shards: thread_local data of this size would not fit
+    // the static TLS that glibc keeps for libraries loaded with dlopen (allocator mode by hand,
+    // torch.cuda.memory.CUDAPluggableAllocator), and it measured as a small gain.
+    return intern_shared(hash(ips, n), ips, n, on_new, ctx);
 }
 
 uint32_t StackTable::intern_shared(uint64_t h, const uintptr_t* ips, int n, OnNew on_new, void* ctx) {
@@ -97,7 +59,6 @@ void StackTable::clear() {
         s.frames.clear();
     }
     next_id_.store(1, std::memory_order_relaxed);
-    serial_.store(g_next_serial.fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
 }
 
 void StackTable::lock_all() {

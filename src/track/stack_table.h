@@ -1,9 +1,6 @@
 // Interns native stacks as small integer ids (1, 2, ...). Each distinct stack is stored once;
 // the first time a stack is seen the caller-supplied callback runs, under the shard lock, so a
 // record that uses the id can never precede the record that defines it.
-//
-// Each thread also remembers the last few stacks it interned (with their frames, compared in
-// full): a hit returns the id without the shard lock or the map.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +13,6 @@ namespace memguard::track {
 
 class StackTable {
 public:
-    StackTable();
-
     using OnNew = void (*)(void* ctx, uint32_t id, const uintptr_t* ips, int n);
 
     /// Returns the id of the stack; calls on_new(ctx, id, ips, n) first if it is new.
@@ -50,9 +45,6 @@ private:
 
     Shard shards_[kShards];
     std::atomic<uint32_t> next_id_{1};
-    /// Names this table's current contents in the per-thread caches; unique across tables and
-    /// changed by clear(), so that no cached id outlives what it was interned in.
-    std::atomic<uint64_t> serial_;
 };
 
 }  // namespace memguard::track

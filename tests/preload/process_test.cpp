@@ -24,6 +24,18 @@ std::vector<uint64_t> sizes_of(const report::Report& r) {
     return sizes;
 }
 
+// ---- libmemguard.so loaded with dlopen, not preloaded ---------------------------------------------
+
+class DlopenMemguard : public PreloadTest {};
+
+// Allocator mode by hand (torch.cuda.memory.CUDAPluggableAllocator) dlopen()s the library into a
+// running process; its initial-exec thread-local data must fit glibc's static TLS surplus.
+TEST_F(DlopenMemguard, LoadsIntoARunningProgram) {
+    ChildResult result = run("dlopen_memguard", {Paths::memguard_lib()}, plain_env());
+    EXPECT_EQ(result.exit_code, 0) << describe(result);
+    EXPECT_EQ(lines_starting_with(result.out, "result dlopen 0").size(), 1u) << result.out << describe(result);
+}
+
 // ---- dlopen(RTLD_LOCAL) -------------------------------------------------------------------------
 
 class DlopenLocal : public PreloadTest {};

@@ -31,7 +31,7 @@ std::string Paths::app(const std::string& name) {
         {"free_live_graph", APP_FREE_LIVE_GRAPH}, {"warmup", APP_WARMUP},
         {"many_captures", APP_MANY_CAPTURES}, {"capture_misuse", APP_CAPTURE_MISUSE},
         {"nvtx_phases", APP_NVTX_PHASES},
-        {"pluggable_alloc", APP_PLUGGABLE_ALLOC},
+        {"pluggable_alloc", APP_PLUGGABLE_ALLOC}, {"dlopen_memguard", APP_DLOPEN_MEMGUARD},
     };
     auto it = apps.find(name);
     if (it == apps.end()) throw std::runtime_error("unknown test application " + name);

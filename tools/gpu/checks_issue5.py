@@ -156,7 +156,8 @@ def static_cudart_program(ctx):
     # (the 32-bit-size ABI, when the driver still has it): pinned blocks under cuMemAllocHost.
     driver_host = [line.split() for line in p.stdout.splitlines() if line.startswith("alloc cuMemAllocHost")]
     print("  driver cuMemAllocHost calls:", [w[1] for w in driver_host],
-          "(no 2000 ABI)" if "info cuMemAllocHost@2000 not found" in p.stdout else "")
+          "(no 2000 ABI)" if "info cuMemAllocHost@2000 not found" in p.stdout else "",
+          *[line for line in p.stdout.splitlines() if line.startswith("info cuMemAllocHost@2000 failed")])
     assert driver_host and driver_host[0][1] == "cuMemAllocHost", driver_host
     for w in driver_host:
         a, f = allocs[w[2]], frees.get(w[2])
