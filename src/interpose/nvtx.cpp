@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <cwchar>
 #include <mutex>
 #include <string>
@@ -219,12 +220,32 @@ bool same_file(const char* a, const char* b) {
     return ::stat(a, &sa) == 0 && ::stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-/// True when this copy of libmemguard.so is the one in the process's global scope (preloaded),
-/// not a copy that NVTX dlopen()ed into a process without LD_PRELOAD (a child that dropped it but
-/// inherited NVTX_INJECTION64_PATH), where no CUDA call is interposed.
-bool preloaded() {
-    return dlsym(RTLD_DEFAULT, "memguard_active") == reinterpret_cast<void*>(&memguard_active);
+/// Whether LD_PRELOAD (as the process started with it) names this file: a path entry that is the
+/// same file, or a bare name equal to this file's base name (the loader searched for it).
+bool named_in_ld_preload(const char* self) {
+    const char* env = std::getenv("LD_PRELOAD");
+    if (!env || !self) return false;
+    const char* slash = std::strrchr(self, '/');
+    std::string_view base = slash ? slash + 1 : self;
+    std::string_view rest(env);
+    while (!rest.empty()) {
+        size_t end = rest.find_first_of(" :");
+        std::string entry(rest.substr(0, end));
+        rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+        if (entry.empty()) continue;
+        if (entry.find('/') != std::string::npos ? same_file(entry.c_str(), self) : entry == base) return true;
+    }
+    return false;
 }
+
+/// Set once by register_nvtx_injection (the library constructor): this copy of libmemguard.so
+/// was preloaded, not dlopen()ed into a running program (allocator mode by hand) or by NVTX into
+/// a process without LD_PRELOAD (a child that dropped it but inherited NVTX_INJECTION64_PATH),
+/// where no CUDA call is interposed. A dlsym(RTLD_DEFAULT) self-check cannot tell: called from
+/// inside a library loaded RTLD_LOCAL, it searches that library too.
+std::atomic<bool> g_preloaded{false};
+
+bool preloaded() { return g_preloaded.load(std::memory_order_acquire); }
 
 }  // namespace
 
@@ -234,15 +255,18 @@ void register_nvtx_injection(bool enabled) {
     if (!dladdr(reinterpret_cast<void*>(&InitializeInjectionNvtx2), &info) || !info.dli_fname) return;
     char resolved[PATH_MAX];
     const char* self = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
+    g_preloaded.store(named_in_ld_preload(self), std::memory_order_release);
     const char* current = std::getenv("NVTX_INJECTION64_PATH");
     if (current && *current && !same_file(current, self)) {
         MG_LOG_INFO("NVTX_INJECTION64_PATH names another tool ({}); NVTX ranges are not recorded as phases", current);
         return;
     }
     g_nvtx_on.store(true, std::memory_order_release);
-    // Only unset (or empty): the library constructor of a preloaded library runs before the
-    // program's threads exist, so setenv races with nothing.
-    if (!current || !*current) setenv("NVTX_INJECTION64_PATH", self, 1);
+    // Only unset (or empty), and only when preloaded: the constructor of a preloaded library runs
+    // before the program's threads exist, so setenv races with nothing. A library dlopen()ed into
+    // a running program (allocator mode by hand) must not touch the environment: another thread
+    // may be reading it.
+    if ((!current || !*current) && preloaded()) setenv("NVTX_INJECTION64_PATH", self, 1);
 }
 
 int nvtx_instances() { return g_instances.load(std::memory_order_relaxed); }

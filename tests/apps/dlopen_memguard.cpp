@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 int main(int argc, char** argv) {
     if (argc < 2) return 2;
@@ -17,5 +18,9 @@ int main(int argc, char** argv) {
     }
     auto version = reinterpret_cast<const char* (*)()>(dlsym(h, "memguard_version"));
     std::printf("result dlopen 0\ninfo version %s\n", version ? version() : "?");
+    // Loaded into a running program, the library leaves the environment alone (NVTX injection is
+    // only set up by a preloaded copy, whose constructor runs before any thread exists).
+    const char* nvtx = std::getenv("NVTX_INJECTION64_PATH");
+    std::printf("info nvtx_env %s\n", nvtx ? nvtx : "unset");
     return version ? 0 : 1;
 }

@@ -34,6 +34,7 @@ TEST_F(DlopenMemguard, LoadsIntoARunningProgram) {
     ChildResult result = run("dlopen_memguard", {Paths::memguard_lib()}, plain_env());
     EXPECT_EQ(result.exit_code, 0) << describe(result);
     EXPECT_EQ(lines_starting_with(result.out, "result dlopen 0").size(), 1u) << result.out << describe(result);
+    EXPECT_EQ(lines_starting_with(result.out, "info nvtx_env unset").size(), 1u) << result.out;
 }
 
 // ---- dlopen(RTLD_LOCAL) -------------------------------------------------------------------------
