@@ -184,6 +184,21 @@ Summary summarize(const Report& r) {
     return s;
 }
 
+namespace {
+/// The blocks, handles and tensor blocks live at the walk's position.
+void fill_live(const Report& r, const LevelWalk& walk, LiveSet& out) {
+    for (size_t b = 0; b < r.blocks.size(); ++b) {
+        if (walk.block_live(b)) out.blocks.push_back(b);
+    }
+    for (size_t h = 0; h < r.handles.size(); ++h) {
+        if (walk.handle_live(h)) out.handles.push_back(h);
+    }
+    for (size_t i = 0; i < r.tensors.size(); ++i) {
+        if (walk.tensor_live(i)) out.tensors.push_back(i);
+    }
+}
+}  // namespace
+
 LiveSet live_at(const Report& r, const TimePoint& at) {
     LiveSet out;
     if (at.type == TimePoint::Exit) {
@@ -199,15 +214,7 @@ LiveSet live_at(const Report& r, const TimePoint& at) {
     }
     LevelWalk walk(r);
     walk.advance_to(out.events_applied);
-    for (size_t b = 0; b < r.blocks.size(); ++b) {
-        if (walk.block_live(b)) out.blocks.push_back(b);
-    }
-    for (size_t h = 0; h < r.handles.size(); ++h) {
-        if (walk.handle_live(h)) out.handles.push_back(h);
-    }
-    for (size_t i = 0; i < r.tensors.size(); ++i) {
-        if (walk.tensor_live(i)) out.tensors.push_back(i);
-    }
+    fill_live(r, walk, out);
     return out;
 }
 
@@ -221,15 +228,7 @@ LiveSet tensors_live_at(const Report& r, const TimePoint& at, bool* has_peak) {
     walk.advance_to(s.tensor_peak_events);
     out.events_applied = s.tensor_peak_events;
     out.t = s.tensor_peak_t.value_or(0);
-    for (size_t b = 0; b < r.blocks.size(); ++b) {
-        if (walk.block_live(b)) out.blocks.push_back(b);
-    }
-    for (size_t h = 0; h < r.handles.size(); ++h) {
-        if (walk.handle_live(h)) out.handles.push_back(h);
-    }
-    for (size_t i = 0; i < r.tensors.size(); ++i) {
-        if (walk.tensor_live(i)) out.tensors.push_back(i);
-    }
+    fill_live(r, walk, out);
     return out;
 }
 

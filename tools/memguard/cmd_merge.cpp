@@ -105,15 +105,9 @@ RankRow load_row(const std::string& path, size_t position, size_t frames) {
     for (int64_t v : s.cuda_bytes_freed) row.gc_freed += v;
     row.phases = r.phases.size();
     row.complete = r.complete;
-    report::SiteTable table =
-        report::group_by_site(r, report::live_at(r, {report::TimePoint::Peak, 0}), report::KindFilter::Gpu);
-    if (!table.sites.empty()) {
-        SiteSymbolizer sym(r, frames);
-        size_t h = sym.add(table.sites[0].stack_id, table.sites[0].python_stack_id);
-        sym.resolve();
-        row.top_site = site_label(sym.get(h), r);
-        row.top_site_bytes = table.sites[0].bytes;
-    }
+    PeakSite top = top_site_at_peak(r, frames);
+    row.top_site = top.label;
+    row.top_site_bytes = top.bytes;
     return row;
 }
 

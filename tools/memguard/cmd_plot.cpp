@@ -112,14 +112,9 @@ void prepare(Plot& p, size_t frames) {
     p.y_max += p.y_max / 4;
     for (const report::PhaseStats& s : p.phases) p.phase_lanes = std::max(p.phase_lanes, phase_lane(p, s) + 1);
     if (p.summary.peak_t) {
-        report::SiteTable table =
-            report::group_by_site(r, report::live_at(r, {report::TimePoint::Peak, 0}), report::KindFilter::Gpu);
-        if (!table.sites.empty()) {
-            SiteSymbolizer sym(r, frames);
-            size_t h = sym.add(table.sites[0].stack_id, table.sites[0].python_stack_id);
-            sym.resolve();
-            p.peak_site = site_label(sym.get(h), r) + " (" + human_bytes(table.sites[0].bytes) + ", " +
-                          report::percent(table.sites[0].bytes, table.total_bytes) + ")";
+        PeakSite top = top_site_at_peak(r, frames);
+        if (!top.label.empty()) {
+            p.peak_site = top.label + " (" + human_bytes(top.bytes) + ", " + report::percent(top.bytes, top.total_bytes) + ")";
         }
         // The innermost phase holding the peak.
         int depth = -1;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "cli.h"
+#include "report/analysis.h"
 
 namespace memguard::cli {
 
@@ -217,6 +218,20 @@ void json_site_frames(report::JsonWriter& j, const SiteFrames& s, const report::
     for (uint32_t id : s.python) json_python_frame(j, r, id);
     for (const report::Frame& f : s.native) json_frame(j, f);
     j.end_array();
+}
+
+PeakSite top_site_at_peak(const report::Report& r, size_t max_frames) {
+    PeakSite out;
+    report::SiteTable table =
+        report::group_by_site(r, report::live_at(r, {report::TimePoint::Peak, 0}), report::KindFilter::Gpu);
+    if (table.sites.empty()) return out;
+    SiteSymbolizer sym(r, max_frames);
+    size_t h = sym.add(table.sites[0].stack_id, table.sites[0].python_stack_id);
+    sym.resolve();
+    out.label = site_label(sym.get(h), r);
+    out.bytes = table.sites[0].bytes;
+    out.total_bytes = table.total_bytes;
+    return out;
 }
 
 }  // namespace memguard::cli

@@ -64,6 +64,15 @@ std::string site_key(const SiteFrames& s, const report::Report& r);
 /// that are not in libmemguard, libcudart or libc10_cuda (the allocator itself); "(no stack)".
 std::string site_label(const SiteFrames& s, const report::Report& r);
 
+/// The largest site of GPU memory live at the run's peak: its label (site_label), bytes, and the
+/// total live then. Empty label when nothing was live. Shared by `merge` and `plot`.
+struct PeakSite {
+    std::string label;
+    uint64_t bytes = 0;
+    uint64_t total_bytes = 0;
+};
+PeakSite top_site_at_peak(const report::Report& r, size_t max_frames);
+
 /// Writes the members "stack_known", "frames_total", "python_frames_total" and "frames" of a site
 /// object; each frame has "kind": "python" or "native".
 void json_site_frames(report::JsonWriter& j, const SiteFrames& s, const report::Report& r);
