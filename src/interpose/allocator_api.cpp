@@ -129,20 +129,20 @@ std::vector<std::pair<std::string, int64_t>> stats_of(int device) {
     return alloc::memory_stats_items(a->stats(device));
 }
 
-bool reset_peak_of(int device) {
+/// Applies a stats reset of the allocator to `device`; true when the device is valid (before the
+/// allocator exists there is nothing to reset).
+bool reset_stats_of(int device, void (alloc::CachingAllocator::*reset)(int)) {
     alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire);
     if (!a) return device >= 0;
     if (device < 0 || device >= a->device_count()) return false;
-    a->reset_peak_stats(device);
+    (a->*reset)(device);
     return true;
 }
 
+bool reset_peak_of(int device) { return reset_stats_of(device, &alloc::CachingAllocator::reset_peak_stats); }
+
 bool reset_accumulated_of(int device) {
-    alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire);
-    if (!a) return device >= 0;
-    if (device < 0 || device >= a->device_count()) return false;
-    a->reset_accumulated_stats(device);
-    return true;
+    return reset_stats_of(device, &alloc::CachingAllocator::reset_accumulated_stats);
 }
 
 void warn_unknown_pointer(void* ptr) {
