@@ -6,9 +6,10 @@
 //     that two libcuda copies, or a pointer that differs from the exported symbol, each reach
 //     their own function.
 // Both run the same body: the real call with the caller's exact arguments, its exact result, and
-// records around it. As in runtime_hooks.cpp, an allocation reached through several layers
-// (cudaMalloc -> cuMemAlloc_v2) is recorded once, by the outermost hook (HookScope), and no call
-// made here is illegal during stream capture: the only extra call is cuCtxGetDevice (thread state).
+// records around it (for allocations and frees, record_calls.h, shared with runtime_hooks.cpp).
+// An allocation reached through several layers (cudaMalloc -> cuMemAlloc_v2) is recorded once,
+// by the outermost hook (HookScope), and no call made here is illegal during stream capture: the
+// only extra call is cuCtxGetDevice (thread state).
 #include "interpose/driver_table.h"
 
 #include <cuda.h>
@@ -18,9 +19,11 @@
 #include <cstring>
 #include <mutex>
 #include <pthread.h>
+#include <utility>
 
 #include "common/log.h"
 #include "interpose/hook_support.h"
+#include "interpose/record_calls.h"
 #include "track/modules.h"
 #include "track/recorder.h"
 
@@ -92,63 +95,14 @@ int context_device() {
 
 StreamArg stream_of(CUstream s, const char* variant) { return stream_arg(reinterpret_cast<cudaStream_t>(s), is_ptsz(variant)); }
 
-inline uintptr_t address_of(CUdeviceptr p) { return static_cast<uintptr_t>(p); }
-inline uintptr_t address_of(void* p) { return reinterpret_cast<uintptr_t>(p); }
-
-struct DriverAlloc {
-    Api api;
-    Kind kind;
-    StreamArg stream;
-    uint64_t requested;
-    const size_t* pitch = nullptr;  // cuMemAllocPitch: the block is *pitch * rows bytes
-    size_t rows = 1;
-};
-
 template <typename Out, typename Call>
-CUresult driver_allocate(const DriverAlloc& what, Out* out, Call&& call) {
-    ensure_initialized();
-    HookScope scope;
-    Recorder& rec = Recorder::instance();
-    if (!scope.outermost() || !rec.active()) return call();
-    if (track::is_potentially_unsafe(what.api) && what.requested > 0) {
-        ErrnoKeeper keep_errno;
-        rec.check_unsafe_call(what.api);
-    }
-    CUresult err = call();
-    ErrnoKeeper keep_errno;
-    bool ok = err == CUDA_SUCCESS;
-    uintptr_t addr = ok && out ? address_of(*out) : 0;
-    if (ok && addr == 0) return err;  // nothing allocated (zero bytes, or no out-parameter)
-    uintptr_t ips[Recorder::kStackCapacity];
-    int n = rec.capture_stack(ips);
-    int device = what.kind == Kind::Pinned ? -1 : context_device();
-    if (ok) {
-        uint64_t size = what.pitch ? uint64_t{*what.pitch} * what.rows : what.requested;
-        rec.record_alloc(what.api, what.kind, addr, size, device, what.stream, ips, n);
-    } else {
-        rec.record_alloc_failed(what.api, what.kind, what.requested, device, what.stream, ips, n,
-                                static_cast<int>(err));
-    }
-    return err;
+CUresult driver_allocate(const AllocCall& what, Out* out, Call&& call) {
+    return allocate_and_record(what, out, std::forward<Call>(call), context_device);
 }
 
 template <typename Call>
 CUresult driver_release(Api api, uintptr_t ptr, StreamArg stream, Call&& call) {
-    ensure_initialized();
-    HookScope scope;
-    Recorder& rec = Recorder::instance();
-    if (!scope.outermost() || !rec.active() || ptr == 0) return call();
-    auto block = [&] {
-        ErrnoKeeper keep_errno;
-        if (track::is_potentially_unsafe(api)) rec.check_unsafe_call(api);
-        return rec.record_free(api, ptr, stream);
-    }();
-    CUresult err = call();
-    if (err != CUDA_SUCCESS && block) {
-        ErrnoKeeper keep_errno;
-        rec.record_free_failed(ptr, *block, static_cast<int>(err));
-    }
-    return err;
+    return release_and_record(api, ptr, stream, std::forward<Call>(call));
 }
 
 // The driver picks the values of reserved addresses and physical handles. Once a range is freed
@@ -324,7 +278,6 @@ using memguard::interpose::wrappers_of;
         return name##_impl(fn, MG_STRIP ARGS);                                                           \
     }
 
-using memguard::interpose::DriverAlloc;
 using memguard::interpose::driver_allocate;
 using memguard::interpose::driver_release;
 using memguard::interpose::observe_graph;

@@ -1,17 +1,15 @@
 // The interposed CUDA runtime allocation functions. Each forwards to the real function with the
-// caller's exact arguments and returns exactly its result; around the call it records the block.
-// Nothing here makes a CUDA call that is illegal during stream capture: the only extra call is
-// cudaGetDevice, which reads thread state.
+// caller's exact arguments and returns exactly its result; around the call it records the block
+// (record_calls.h, shared with the driver hooks). Nothing here makes a CUDA call that is illegal
+// during stream capture: the only extra call is cudaGetDevice, which reads thread state.
 #include "interpose/hook_support.h"
-#include "track/recorder.h"
+#include "interpose/record_calls.h"
 
-using memguard::interpose::ErrnoKeeper;
+#include <utility>
+
 using memguard::interpose::stream_arg;
 using memguard::track::Api;
-using memguard::track::HookScope;
 using memguard::track::Kind;
-using memguard::track::Recorder;
-using memguard::track::StreamArg;
 
 // Per-thread-default-stream variants, declared by cuda_runtime_api.h only under
 // CUDA_API_PER_THREAD_DEFAULT_STREAM.
@@ -31,63 +29,15 @@ int current_device() {
     return device;
 }
 
-struct AllocCall {
-    Api api;
-    Kind kind;
-    StreamArg stream;
-    uint64_t requested;            // bytes asked for
-    const size_t* pitch = nullptr;  // cudaMallocPitch: the block is *pitch * rows bytes
-    size_t rows = 1;
-
-    uint64_t size(bool ok) const { return ok && pitch ? *pitch * rows : requested; }
-};
-
-/// Runs `call` (the real allocation) and records its outcome. `out` is where the call stores the
-/// pointer.
 template <typename Call>
-cudaError_t allocate(const AllocCall& what, void** out, Call&& call) {
-    memguard::interpose::ensure_initialized();
-    HookScope scope;
-    Recorder& rec = Recorder::instance();
-    if (!scope.outermost() || !rec.active()) return call();
-    if (memguard::track::is_potentially_unsafe(what.api) && what.requested > 0) {
-        ErrnoKeeper keep_errno;
-        rec.check_unsafe_call(what.api);
-    }
-    cudaError_t err = call();
-    ErrnoKeeper keep_errno;
-    bool ok = err == cudaSuccess;
-    if (ok && (out == nullptr || *out == nullptr)) return err;  // zero-byte request: nothing allocated
-    uintptr_t ips[Recorder::kStackCapacity];
-    int n = rec.capture_stack(ips);
-    int device = what.kind == Kind::Pinned ? -1 : current_device();
-    if (ok) {
-        rec.record_alloc(what.api, what.kind, reinterpret_cast<uintptr_t>(*out), what.size(true), device, what.stream,
-                         ips, n);
-    } else {
-        rec.record_alloc_failed(what.api, what.kind, what.size(false), device, what.stream, ips, n, static_cast<int>(err));
-    }
-    return err;
+cudaError_t allocate(const memguard::interpose::AllocCall& what, void** out, Call&& call) {
+    return memguard::interpose::allocate_and_record(what, out, std::forward<Call>(call), current_device);
 }
 
-/// Records the free of ptr, then runs `call` (the real free); a failed free revives the block.
 template <typename Call>
-cudaError_t release(Api api, void* ptr, StreamArg stream, Call&& call) {
-    memguard::interpose::ensure_initialized();
-    HookScope scope;
-    Recorder& rec = Recorder::instance();
-    if (!scope.outermost() || !rec.active() || ptr == nullptr) return call();
-    auto block = [&] {
-        ErrnoKeeper keep_errno;
-        if (memguard::track::is_potentially_unsafe(api)) rec.check_unsafe_call(api);
-        return rec.record_free(api, reinterpret_cast<uintptr_t>(ptr), stream);
-    }();
-    cudaError_t err = call();
-    if (err != cudaSuccess && block) {
-        ErrnoKeeper keep_errno;
-        rec.record_free_failed(reinterpret_cast<uintptr_t>(ptr), *block, static_cast<int>(err));
-    }
-    return err;
+cudaError_t release(Api api, void* ptr, memguard::track::StreamArg stream, Call&& call) {
+    return memguard::interpose::release_and_record(api, reinterpret_cast<uintptr_t>(ptr), stream,
+                                                   std::forward<Call>(call));
 }
 
 }  // namespace
