@@ -28,6 +28,9 @@ struct Calibration {
     Layout layout{};
     size_t code_adaptive = 0;  // PyCodeObject -> first code unit
     size_t code_name = 0, code_filename = 0;
+    size_t code_linetable = 0;  // PyCodeObject -> co_linetable (a bytes object)
+    size_t bytes_size = 16;     // PyBytesObject -> ob_size
+    size_t bytes_data = 32;     // PyBytesObject -> ob_sval
     size_t str_data = 0;        // compact ASCII str -> characters
     size_t str_state = 32;      // PyASCIIObject -> state bits
     void* (*get_tstate)() = nullptr;  // PyGILState_GetThisThreadState
@@ -70,13 +73,22 @@ size_t find_pointer(const void* obj, const void* value, size_t span) {
     return 0;
 }
 
-std::string read_ascii(const void* str) {
+std::string_view view_ascii(const void* str) noexcept {
     if (!str) return "?";
     auto state = load<uint32_t>(str, g_cal.str_state);
     bool compact_ascii = ((state >> 5) & 3u) == 3u;
     auto length = load<int64_t>(str, 16);
     if (!compact_ascii || length < 0 || length > 4096) return "?";
-    return std::string(static_cast<const char*>(str) + g_cal.str_data, static_cast<size_t>(length));
+    return std::string_view(static_cast<const char*>(str) + g_cal.str_data, static_cast<size_t>(length));
+}
+
+std::string read_ascii(const void* str) { return std::string(view_ascii(str)); }
+
+std::string_view view_bytes(const void* bytes) noexcept {
+    if (!bytes) return {};
+    auto length = load<int64_t>(bytes, g_cal.bytes_size);
+    if (length <= 0) return {};
+    return std::string_view(static_cast<const char*>(bytes) + g_cal.bytes_data, static_cast<size_t>(length));
 }
 
 bool calibrate_strings(PyObject* code) {
@@ -100,6 +112,25 @@ bool calibrate_strings(PyObject* code) {
     Ref non_ascii(a->PyUnicode_FromString("\xc3\xa9t\xc3\xa9"));
     if (!non_ascii) return false;
     return read_ascii(file.get()) == utf8 && read_ascii(non_ascii.get()) == "?";
+}
+
+/// co_linetable's offset and the bytes layout, checked against PyBytes_Size / PyBytes_AsString.
+/// (A code object's exception table may be the same empty bytes object: the line table of the
+/// calibrating frame, which has lines, is not.)
+bool calibrate_linetable(PyObject* code) {
+    auto size = reinterpret_cast<ptrdiff_t (*)(PyObject*)>(dlsym(RTLD_DEFAULT, "PyBytes_Size"));
+    auto data = reinterpret_cast<char* (*)(PyObject*)>(dlsym(RTLD_DEFAULT, "PyBytes_AsString"));
+    if (!size || !data) return false;
+    Ref table(capi()->PyObject_GetAttrString(code, "co_linetable"));
+    if (!table) return false;
+    ptrdiff_t n = size(table.get());
+    g_cal.code_linetable = find_pointer(code, table.get(), 256);
+    if (!g_cal.code_linetable || n <= 0) return false;
+    std::string_view v = view_bytes(table.get());
+    if (v.size() != static_cast<size_t>(n) || v.data() != data(table.get())) return false;
+    // code_view() reads co_firstlineno as PyCode_Addr2Line(code, -1).
+    Ref first(capi()->PyObject_GetAttrString(code, "co_firstlineno"));
+    return first && capi()->PyLong_AsLong(first.get()) == g_cal.addr2line(code, -1);
 }
 
 }  // namespace
@@ -140,6 +171,7 @@ bool calibrate_frames() {
         if (raw[i].lasti != expected[static_cast<size_t>(i)].second) return false;
     }
     if (!calibrate_strings(static_cast<PyObject*>(const_cast<void*>(expected[0].first)))) return false;
+    if (!calibrate_linetable(static_cast<PyObject*>(const_cast<void*>(expected[0].first)))) return false;
     g_cal.ok = true;
     return true;
 }
@@ -151,10 +183,12 @@ int walk_frames(RawFrame* out, int max) noexcept {
     return raw_walk(g_cal.layout, g_cal.get_tstate(), out, max, g_cal.code_adaptive);
 }
 
-std::string code_name(const void* code) { return read_ascii(load<const void*>(code, g_cal.code_name)); }
-std::string code_filename(const void* code) { return read_ascii(load<const void*>(code, g_cal.code_filename)); }
 int code_line(const void* code, int lasti) { return g_cal.addr2line(code, lasti); }
-const void* code_name_object(const void* code) noexcept { return load<const void*>(code, g_cal.code_name); }
-const void* code_filename_object(const void* code) noexcept { return load<const void*>(code, g_cal.code_filename); }
+CodeView code_view(const void* code) noexcept {
+    return CodeView{view_ascii(load<const void*>(code, g_cal.code_name)),
+                    view_ascii(load<const void*>(code, g_cal.code_filename)),
+                    view_bytes(load<const void*>(code, g_cal.code_linetable)),
+                    g_cal.addr2line(code, -1)};  // a negative offset gives co_firstlineno
+}
 
 }  // namespace memguard::python

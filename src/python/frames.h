@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace memguard::python {
 
@@ -30,13 +31,18 @@ bool frames_calibrated() noexcept;
 /// frames_calibrated(); works with or without the GIL. Returns 0 for threads without Python.
 int walk_frames(RawFrame* out, int max) noexcept;
 
-/// co_name / co_filename of a live code object, read without the GIL (ASCII only; other strings
-/// give "?"). `line` maps lasti through the code's line table.
-std::string code_name(const void* code);
-std::string code_filename(const void* code);
+/// The line of a live code object's instruction at byte offset lasti (PyCode_Addr2Line: a linear
+/// scan of its line table), read without the GIL.
 int code_line(const void* code, int lasti);
-/// Identity check for a cached code pointer: the addresses of its co_name and co_filename objects.
-const void* code_name_object(const void* code) noexcept;
-const void* code_filename_object(const void* code) noexcept;
+
+/// Everything a frame's p record depends on besides lasti, viewed in place in a live code object:
+/// the ASCII text of co_name and co_filename ("?" for any other string) and the two
+/// inputs of PyCode_Addr2Line, co_firstlineno and the bytes of co_linetable (the line of an
+/// instruction offset is a pure function of the three). Valid while the code object is alive.
+struct CodeView {
+    std::string_view name, filename, linetable;
+    int firstlineno;
+};
+CodeView code_view(const void* code) noexcept;
 
 }  // namespace memguard::python

@@ -2,8 +2,21 @@
 // Runs on the CUDA hook path; never takes the GIL. With the calibrated GIL-free walker
 // (frames.h) any thread with Python frames gets its stack; otherwise only a thread that holds the
 // GIL does, through the public API.
-#include <memory>
+//
+// The GIL-free path runs on every tensor allocation in allocator mode, so it caches: a frame's
+// line costs a linear scan of its code's line table (PyCode_Addr2Line), so it is computed once
+// per (code, lasti); and a stack seen before costs one lookup instead of one per frame. Without
+// the GIL no reference can be held on a code object, so a cached code address may meanwhile have
+// been freed and taken by another code object: generated code compiled again, with the same name
+// and filename objects and its line table at the old one's address (the allocator hands a freed
+// block of the same size class back first). Every hit is therefore checked against the live code
+// object: its co_firstlineno and the bytes of its line table, co_name and co_filename must equal
+// what the entry was made from (CodeSnapshot). The line is a pure function of the first two and
+// lasti, and a p record holds exactly the text compared, so a checked hit writes what a fresh
+// computation would; address reuse cannot make a stack wrong. The price is a compare of each
+// frame's line table (about 3 bytes a source line) per allocation.
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -19,16 +32,11 @@ namespace {
 
 constexpr int kMaxPythonFrames = 128;
 
-// A frame: a code object at a line. The code object's name and filename objects are part of the
-// key, so that a code object allocated later at a freed one's address is never confused with it.
+// GIL path: a frame is a code object (kept alive by the table's reference) at a line.
 struct FrameKey {
     const void* code;
-    const void* name;
-    const void* filename;
     int line;
-    bool operator==(const FrameKey& o) const {
-        return code == o.code && name == o.name && filename == o.filename && line == o.line;
-    }
+    bool operator==(const FrameKey& o) const { return code == o.code && line == o.line; }
 };
 struct FrameKeyHash {
     size_t operator()(const FrameKey& k) const {
@@ -43,11 +51,105 @@ struct StackHash {
     }
 };
 
+// GIL-free path: a frame as the walker sees it.
+struct RawKey {
+    const void* code;
+    int lasti;
+    bool operator==(const RawKey& o) const { return code == o.code && lasti == o.lasti; }
+};
+size_t raw_hash(const RawKey& k) {
+    return std::hash<const void*>()(k.code) ^ (static_cast<size_t>(k.lasti) * 0x9E3779B97F4A7C15ull);
+}
+struct RawKeyHash {
+    size_t operator()(const RawKey& k) const { return raw_hash(k); }
+};
+struct RawStackHash {
+    size_t operator()(const std::vector<RawKey>& v) const {
+        size_t h = v.size();
+        for (const RawKey& k : v) h = h * 1000003u ^ raw_hash(k);
+        return h;
+    }
+};
+
+// GIL-free path: a frame interned by what its p record says.
+struct ContentKey {
+    int line;
+    std::string name, filename;
+    bool operator==(const ContentKey& o) const {
+        return line == o.line && name == o.name && filename == o.filename;
+    }
+};
+struct ContentKeyHash {
+    size_t operator()(const ContentKey& k) const {
+        return (std::hash<std::string>()(k.name) * 31u ^ std::hash<std::string>()(k.filename)) * 31u +
+               static_cast<size_t>(k.line);
+    }
+};
+
+/// What the cache entries of one code address were made from (see the top of this file).
+/// `generation` changes whenever the address turns out to hold a different code object, which
+/// invalidates every entry made under the old one.
+struct CodeSnapshot {
+    uint64_t generation = 0;
+    int firstlineno = 0;
+    std::string name, filename, linetable;
+    bool matches(const CodeView& v) const {
+        return v.firstlineno == firstlineno && v.linetable == linetable && v.name == name && v.filename == filename;
+    }
+    void assign(const CodeView& v, uint64_t gen) {
+        generation = gen;
+        firstlineno = v.firstlineno;
+        name.assign(v.name);
+        filename.assign(v.filename);
+        linetable.assign(v.linetable);
+    }
+};
+struct CachedFrame {
+    uint32_t id;
+    const CodeSnapshot* code;
+    uint64_t generation;
+    bool valid(const CodeView& v) const { return code && code->generation == generation && code->matches(v); }
+};
+struct CachedStack {
+    uint32_t id;
+    std::vector<CachedFrame> frames;
+};
+
+// Bounds on the GIL-free caches (not on the interned frames and stacks, which are the report's):
+// past any of them all three are dropped together (cached frames point into `codes`).
+constexpr size_t kMaxCachedCodes = 1u << 14;
+constexpr size_t kMaxCachedFrames = 1u << 18;
+constexpr size_t kMaxCachedStacks = 1u << 16;
+
 struct Tables {
     std::mutex mu;
     uint32_t epoch = 0;
-    std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frames;
+    uint32_t frame_ids = 0;  // the last p id given
+    std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frames;         // GIL path
+    std::unordered_map<ContentKey, uint32_t, ContentKeyHash> contents;  // GIL-free path
     std::unordered_map<std::vector<uint32_t>, uint32_t, StackHash> stacks;
+    // GIL-free caches.
+    uint64_t generations = 0;
+    std::unordered_map<const void*, CodeSnapshot> codes;
+    std::unordered_map<RawKey, CachedFrame, RawKeyHash> by_lasti;
+    std::unordered_map<std::vector<RawKey>, CachedStack, RawStackHash> raw_stacks;
+    std::vector<RawKey> scratch;  // the stack being looked up, kept to save an allocation per call
+
+    void drop_caches() {
+        raw_stacks.clear();
+        by_lasti.clear();
+        codes.clear();
+    }
+    void check_epoch(const track::Recorder& rec) {
+        if (epoch == rec.report_epoch()) return;
+        // A fork child's new report: start over.
+        frames.clear();
+        contents.clear();
+        stacks.clear();
+        drop_caches();
+        frame_ids = 0;
+        epoch = rec.report_epoch();
+    }
 };
 
 Tables& tables() {
@@ -64,7 +166,7 @@ std::string attr_string(PyObject* obj, const char* name) {
 
 struct Captured {
     FrameKey key;
-    PyObject* strong_code;  // GIL path: a new reference to drop after interning; else nullptr
+    PyObject* strong_code;  // a new reference, dropped after interning
 };
 
 /// The calling thread's frames through the public API (GIL held).
@@ -76,7 +178,7 @@ int capture_with_gil(Captured* out, int max) {
     a->Py_IncRef(reinterpret_cast<PyObject*>(f));
     while (f && n < max) {
         auto* code = reinterpret_cast<PyObject*>(a->PyFrame_GetCode(f));  // new reference
-        out[n++] = Captured{FrameKey{code, nullptr, nullptr, a->PyFrame_GetLineNumber(f)}, code};
+        out[n++] = Captured{FrameKey{code, a->PyFrame_GetLineNumber(f)}, code};
         PyFrameObject* back = a->PyFrame_GetBack(f);  // new reference or NULL
         a->Py_DecRef(reinterpret_cast<PyObject*>(f));
         f = back;
@@ -85,38 +187,100 @@ int capture_with_gil(Captured* out, int max) {
     return n;
 }
 
-/// The calling thread's frames read directly (GIL or not; frames.h).
-int capture_without_gil(Captured* out, int max) {
-    RawFrame raw[kMaxPythonFrames];
-    int n = walk_frames(raw, max < kMaxPythonFrames ? max : kMaxPythonFrames);
-    for (int i = 0; i < n; ++i) {
-        const void* code = raw[i].code;
-        out[i] = Captured{FrameKey{code, code_name_object(code), code_filename_object(code),
-                                   code_line(code, raw[i].lasti)},
-                          nullptr};
-    }
-    return n;
+void write_frame(uint32_t id, int line, const std::string& name, const std::string& filename,
+                 track::Recorder& rec) {
+    track::Line p('p');
+    p.dec(id).sdec(line).str(name).str(filename);
+    rec.append_records(p.finish());
 }
 
-/// Interns one frame; writes its p record when new. On the GIL path the table keeps a reference
-/// to the code object, so that its address can never be reused. Caller holds tables().mu.
+/// Interns one frame (GIL path); writes its p record when new. The table keeps a reference to
+/// the code object, so that its address can never be reused. Caller holds tables().mu.
 uint32_t intern_frame(Tables& t, const Captured& c, track::Recorder& rec) {
     auto [it, inserted] = t.frames.try_emplace(c.key, 0);
     if (!inserted) return it->second;
-    it->second = static_cast<uint32_t>(t.frames.size());
-    std::string name, filename;
-    if (c.strong_code) {
-        capi()->Py_IncRef(c.strong_code);
-        name = attr_string(c.strong_code, "co_name");
-        filename = attr_string(c.strong_code, "co_filename");
-    } else {
-        name = code_name(c.key.code);
-        filename = code_filename(c.key.code);
-    }
-    track::Line p('p');
-    p.dec(it->second).sdec(c.key.line).str(name).str(filename);
-    rec.append_records(p.finish());
+    it->second = ++t.frame_ids;
+    capi()->Py_IncRef(c.strong_code);
+    write_frame(it->second, c.key.line, attr_string(c.strong_code, "co_name"),
+                attr_string(c.strong_code, "co_filename"), rec);
     return it->second;
+}
+
+/// The p id of a live frame (GIL-free path), through the (code, lasti) cache; writes its p
+/// record when new. Caller holds tables().mu.
+CachedFrame frame_without_gil(Tables& t, const RawKey& key, const CodeView& view, track::Recorder& rec) {
+    auto [it, inserted] = t.by_lasti.try_emplace(key, CachedFrame{0, nullptr, 0});
+    if (!inserted && it->second.valid(view)) return it->second;
+    auto [cit, new_code] = t.codes.try_emplace(key.code);
+    CodeSnapshot& code = cit->second;
+    if (new_code || !code.matches(view)) code.assign(view, ++t.generations);
+    auto [fit, new_frame] = t.contents.try_emplace(ContentKey{code_line(key.code, key.lasti), code.name, code.filename}, 0);
+    if (new_frame) {
+        fit->second = ++t.frame_ids;
+        write_frame(fit->second, fit->first.line, fit->first.name, fit->first.filename, rec);
+    }
+    it->second = CachedFrame{fit->second, &code, code.generation};
+    return it->second;
+}
+
+/// Interns a stack of p ids; writes its P record when new. Caller holds tables().mu.
+uint32_t intern_stack(Tables& t, std::vector<uint32_t> ids, track::Recorder& rec) {
+    auto [it, inserted] = t.stacks.try_emplace(std::move(ids), 0);
+    if (inserted) {
+        it->second = static_cast<uint32_t>(t.stacks.size());
+        track::Line s('P');
+        s.dec(it->second);
+        for (uint32_t id : it->first) s.dec(id);
+        rec.append_records(s.finish());
+    }
+    return it->second;
+}
+
+/// Whether a cached stack still holds for the live frames it was found for. These are all alive
+/// at once, so frames that share a code address share a code object, and each address needs one
+/// check (a model's stack repeats nn.Module's call wrappers at every level, a recursion its
+/// function): the first kRemembered distinct ones are remembered.
+bool still_valid(const CachedStack& s, const RawFrame* raw, int n) {
+    constexpr int kRemembered = 16;
+    const void* checked[kRemembered];
+    int k = 0;
+    for (int i = 0; i < n; ++i) {
+        const CachedFrame& f = s.frames[static_cast<size_t>(i)];
+        if (f.code->generation != f.generation) return false;
+        bool seen = false;
+        for (int j = 0; j < k && !seen; ++j) seen = checked[j] == raw[i].code;
+        if (seen) continue;
+        if (!f.code->matches(code_view(raw[i].code))) return false;
+        if (k < kRemembered) checked[k++] = raw[i].code;
+    }
+    return true;
+}
+
+/// The stack id of the frames the walker read (GIL-free path). A stack seen before costs one
+/// lookup plus the check of each frame's code object. Caller holds tables().mu.
+uint32_t stack_without_gil(Tables& t, const RawFrame* raw, int n, track::Recorder& rec) {
+    if (t.codes.size() > kMaxCachedCodes || t.by_lasti.size() > kMaxCachedFrames ||
+        t.raw_stacks.size() > kMaxCachedStacks) {
+        t.drop_caches();
+    }
+    t.scratch.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) t.scratch[static_cast<size_t>(i)] = RawKey{raw[i].code, raw[i].lasti};
+    auto hit = t.raw_stacks.find(t.scratch);
+    if (hit != t.raw_stacks.end() && still_valid(hit->second, raw, n)) return hit->second.id;
+    CachedStack entry;
+    entry.frames.reserve(static_cast<size_t>(n));
+    std::vector<uint32_t> ids;
+    ids.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+        entry.frames.push_back(frame_without_gil(t, t.scratch[static_cast<size_t>(i)], code_view(raw[i].code), rec));
+        ids.push_back(entry.frames.back().id);
+    }
+    entry.id = intern_stack(t, std::move(ids), rec);
+    if (hit != t.raw_stacks.end()) {
+        hit->second = std::move(entry);
+        return hit->second.id;
+    }
+    return t.raw_stacks.emplace(t.scratch, std::move(entry)).first->second.id;
 }
 
 }  // namespace
@@ -129,41 +293,36 @@ uint32_t capture_python_stack() {
     bool with_gil = !frames_calibrated();
     if (with_gil && !a->PyGILState_Check()) return 0;
 
+    if (!with_gil) {
+        RawFrame raw[kMaxPythonFrames];
+        int n = walk_frames(raw, kMaxPythonFrames);
+        if (n == 0) return 0;
+        Tables& t = tables();
+        std::lock_guard<std::mutex> lock(t.mu);
+        t.check_epoch(rec);
+        return stack_without_gil(t, raw, n, rec);
+    }
+
     Captured frames[kMaxPythonFrames];
     int n;
-    if (with_gil) {
+    {
         ErrorGuard keep_error;
         n = capture_with_gil(frames, kMaxPythonFrames);
-    } else {
-        n = capture_without_gil(frames, kMaxPythonFrames);
     }
     if (n == 0) return 0;
-
     Tables& t = tables();
     std::lock_guard<std::mutex> lock(t.mu);
-    if (t.epoch != rec.report_epoch()) {  // a fork child's new report: start over
-        t.frames.clear();
-        t.stacks.clear();
-        t.epoch = rec.report_epoch();
-    }
+    t.check_epoch(rec);
     std::vector<uint32_t> ids;
     ids.reserve(static_cast<size_t>(n));
     {
-        std::unique_ptr<ErrorGuard> keep_error(with_gil ? new ErrorGuard() : nullptr);
+        ErrorGuard keep_error;
         for (int i = 0; i < n; ++i) {
             ids.push_back(intern_frame(t, frames[i], rec));
-            if (frames[i].strong_code) a->Py_DecRef(frames[i].strong_code);
+            a->Py_DecRef(frames[i].strong_code);
         }
     }
-    auto [it, inserted] = t.stacks.try_emplace(std::move(ids), 0);
-    if (inserted) {
-        it->second = static_cast<uint32_t>(t.stacks.size());
-        track::Line s('P');
-        s.dec(it->second);
-        for (uint32_t id : it->first) s.dec(id);
-        rec.append_records(s.finish());
-    }
-    return it->second;
+    return intern_stack(t, std::move(ids), rec);
 }
 
 }  // namespace memguard::python
