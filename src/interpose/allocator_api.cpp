@@ -19,8 +19,11 @@
 // Each allocation records a T record (and its segment's A record when the pool grows) with the
 // native and Python stacks; each free a t record, written before the block can be reused. An
 // allocation that fails after the cache was freed and the rescue ran writes O/o records and
-// throws memguard::OutOfMemory (a std::bad_alloc), which PyTorch turns into a RuntimeError:
-// returning nullptr would hand PyTorch a tensor without memory.
+// throws PyTorch's c10::OutOfMemoryError, built by libc10's own constructor (torch_error.h), so
+// Python code gets torch.cuda.OutOfMemoryError as with PyTorch's allocator; when libc10 lacks the
+// symbols (old-ABI build, no torch) it throws memguard's OutOfMemory, a std::bad_alloc that PyTorch
+// turns into a RuntimeError. Returning nullptr is no option: CUDAPluggableAllocator::malloc does
+// not check it and would hand out a tensor without memory.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +38,8 @@
 #include "interpose/allocator_api.h"
 #include "interpose/cuda_backend.h"
 #include "interpose/hook_support.h"
+#include "interpose/real.h"
+#include "interpose/torch_error.h"
 #include "python/allocator_mode.h"
 #include "track/clock.h"
 #include "track/recorder.h"
@@ -84,22 +89,45 @@ uint64_t site_of(uint32_t stack_id, uint32_t python_stack_id) {
     return (uint64_t{python_stack_id} << 32) | stack_id;
 }
 
-class OutOfMemory : public std::bad_alloc {
-public:
-    explicit OutOfMemory(const alloc::OomReport& r) {
-        std::snprintf(what_, sizeof(what_),
-                      "CUDA out of memory (memguard allocator, MEMGUARD_ALLOCATOR=memguard): tried to allocate %zu "
-                      "bytes on device %d; %zu bytes allocated, %zu reserved%s%s; the report lists the live "
-                      "blocks by site (O/o records)",
-                      r.requested, r.device, r.allocated_bytes, r.reserved_bytes,
-                      r.over_limit ? ", over the memory fraction limit of " : "",
-                      r.over_limit ? std::to_string(r.limit_bytes).c_str() : "");
-    }
-    const char* what() const noexcept override { return what_; }
+std::string oom_message(const alloc::OomReport& r) {
+    char text[512];
+    std::snprintf(text, sizeof(text),
+                  "CUDA out of memory (memguard allocator, MEMGUARD_ALLOCATOR=memguard): tried to allocate %zu "
+                  "bytes on device %d; %zu bytes allocated, %zu reserved%s%s; the report lists the live "
+                  "blocks by site (O/o records)",
+                  r.requested, r.device, r.allocated_bytes, r.reserved_bytes,
+                  r.over_limit ? ", over the memory fraction limit of " : "",
+                  r.over_limit ? std::to_string(r.limit_bytes).c_str() : "");
+    return text;
+}
 
-private:
-    char what_[512];
-};
+/// Throws the OOM as c10::OutOfMemoryError when the process's libc10 allows it. The lookup runs
+/// at the first failure, not before (torch loads libc10 RTLD_LOCAL, so find_real searches the
+/// loaded objects one by one), and a complete result is kept: the symbols never change.
+[[noreturn]] void throw_oom(const alloc::OomReport& r) {
+    static std::atomic<bool> resolved{false};
+    static TorchOomSymbols syms;
+    static std::mutex mu;
+    std::string message = oom_message(r);
+    if (!resolved.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!resolved.load(std::memory_order_relaxed)) {
+            TorchOomSymbols found = resolve_torch_oom(&find_real);
+            if (found.usable()) {
+                syms = found;
+                resolved.store(true, std::memory_order_release);
+            } else {
+                static std::atomic<bool> said{false};
+                if (!said.exchange(true)) {
+                    MG_LOG_DEBUG("c10::OutOfMemoryError cannot be built here (no libc10 with the cxx11 ABI); "
+                                 "out-of-memory failures throw std::bad_alloc");
+                }
+                throw OutOfMemory(std::move(message));
+            }
+        }
+    }
+    throw_torch_oom(syms, message);
+}
 
 void record_oom(Recorder& rec, const alloc::OomReport& r, uint32_t sid, uint32_t py) {
     std::vector<Recorder::OomSite> sites;
@@ -184,7 +212,7 @@ MG_EXPORT void* memguard_alloc(size_t size, int device, cudaStream_t stream) {
         memguard::alloc::OomReport none;
         none.requested = size;
         none.device = device;
-        throw memguard::interpose::OutOfMemory(none);
+        memguard::interpose::throw_oom(none);
     }
     Recorder& rec = Recorder::instance();
     memguard::interpose::SegmentContext ctx;
@@ -209,7 +237,7 @@ MG_EXPORT void* memguard_alloc(size_t size, int device, cudaStream_t stream) {
         if (err != memguard::alloc::kErrorMemoryAllocation) {
             MG_LOG_WARN("memguard_alloc: allocating {} bytes on device {} failed with CUDA error {}", size, device, err);
         }
-        throw memguard::interpose::OutOfMemory(oom);
+        memguard::interpose::throw_oom(oom);
     }
     if (ctx.record) {
         memguard::interpose::ErrnoKeeper keep_errno;

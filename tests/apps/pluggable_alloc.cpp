@@ -5,18 +5,22 @@
 //   capture  torch.cuda.graph's protocol: begin_pool, capture, allocations from the private pool,
 //            a free during the capture, end; a second capture sharing the pool; release, empty_cache
 //   oom      allocations until the device is full (the last one fails), then the memory fraction
+//   oom_c10 <libc10.so>  the same failure with PyTorch's libc10 loaded RTLD_LOCAL first (as torch
+//            loads it under Python): the exception's thrown and dynamic types are logged
 //   unknown  a free of a pointer memguard never handed out
 //   deep     one allocation from 100 nested frames (the stack depth cut)
 //   retry    a device allocation that fails until the cache is freed, then succeeds: the
 //            runtime's last error must not be left set (PyTorch checks it after kernel launches)
 // Log lines (app_common.h): `info block <addr> <size> <stream> <function>` per allocation,
 // `info freed <addr>`, `info oom <what>`, `result <label> <error>`.
+#include <cxxabi.h>
 #include <dlfcn.h>
 
 #include <cstring>
 #include <functional>
 #include <new>
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 #include "app_common.h"
@@ -172,6 +176,32 @@ int oom() {
     return 0;
 }
 
+int oom_c10(const char* libc10) {
+    if (!dlopen(libc10, RTLD_NOW | RTLD_LOCAL)) {
+        std::fprintf(stderr, "app check failed: %s\n", dlerror());
+        return k_app_check_failed;
+    }
+    // FAKE_CUDA_CAPACITY is 100 MiB: the fifth 24 MiB block fails. Caught as PyTorch's binding
+    // would catch anything: the thrown type decides which handler matches, the dynamic type
+    // (the vtable's) what virtual calls see.
+    void* held[8] = {};
+    int n = 0;
+    for (; n < 8; ++n) {
+        try {
+            held[n] = allocate_weights(24u << 20, nullptr);
+        } catch (const std::exception& e) {
+            std::string what = e.what();
+            std::printf("info oom_thrown %s\n", abi::__cxa_current_exception_type()->name());
+            std::printf("info oom_dynamic %s\n", typeid(e).name());
+            std::printf("info oom %s\n", what.substr(0, what.find('\n')).c_str());
+            break;
+        }
+    }
+    std::printf("info held %d\n", n);
+    for (int i = 0; i < n; ++i) release(held[i], 24u << 20, nullptr);
+    return 0;
+}
+
 int retry() {
     // FAKE_CUDA_CAPACITY is 100 MiB: four 24 MiB segments; two are freed (cached, still reserved),
     // so a 40 MiB request fails on the device until memguard returns them, then fits.
@@ -235,6 +265,7 @@ int main(int argc, char** argv) {
     if (mode == "basic") return basic();
     if (mode == "capture") return capture();
     if (mode == "oom") return oom();
+    if (mode == "oom_c10" && argc > 2) return oom_c10(argv[2]);
     if (mode == "unknown") return unknown();
     if (mode == "retry") return retry();
     if (mode == "deep") return deep();

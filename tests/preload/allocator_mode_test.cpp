@@ -215,6 +215,27 @@ TEST_F(AllocatorMode, OutOfMemoryIsRecordedWithTheLiveBlocksBySiteAndThrown) {
     }
 }
 
+// With PyTorch's libc10 loaded (RTLD_LOCAL, as under Python) the failure is c10::OutOfMemoryError,
+// which PyTorch's binding raises as torch.cuda.OutOfMemoryError; without it (the test above) the
+// application catches memguard's std::bad_alloc. The O record is written either way.
+TEST_F(AllocatorMode, OutOfMemoryIsTorchsOutOfMemoryErrorWhenLibc10IsLoaded) {
+#ifndef MGTEST_LIBC10
+    GTEST_SKIP() << "no torch with libc10.so for the tests' Python";
+#else
+    Env e = env();
+    e["FAKE_CUDA_CAPACITY"] = std::to_string(100 * MiB);
+    ChildResult result = run("pluggable_alloc", {"oom_c10", MGTEST_LIBC10}, e);
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    EXPECT_EQ(log_value(result.out, "held"), "4");
+    EXPECT_EQ(log_value(result.out, "oom_thrown"), "N3c1016OutOfMemoryErrorE") << describe(result);
+    EXPECT_EQ(log_value(result.out, "oom_dynamic"), "N3c1016OutOfMemoryErrorE") << describe(result);
+    EXPECT_EQ(log_value(result.out, "oom").rfind("CUDA out of memory (memguard allocator", 0), 0u) << describe(result);
+    auto o = raw_records(report_for(result.pid), "O");
+    ASSERT_EQ(o.size(), 1u);
+    EXPECT_EQ(decu(o[0][4]), 24 * MiB);
+#endif
+}
+
 TEST_F(AllocatorMode, ARetriedDeviceAllocationLeavesNoRuntimeErrorBehind) {
     Env e = env();
     e["FAKE_CUDA_CAPACITY"] = std::to_string(100 * MiB);

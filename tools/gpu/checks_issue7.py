@@ -119,7 +119,8 @@ def alloc_mode_stats(ctx):
     assert sum(live_a.values()) == mg["at_flush"]["reserved"]
 
 
-@check(7, "allocator mode: cycles holding CUDA tensors: native raises OutOfMemoryError, memguard's rescue avoids it")
+@check(7, "allocator mode: cycles holding CUDA tensors: native raises OutOfMemoryError, memguard's rescue avoids it; "
+          "a hopeless allocation raises torch.cuda.OutOfMemoryError in both")
 def alloc_mode_oom(ctx):
     mg, nat = _alloc_pair(ctx, "oom")
     print(f"native:   {nat['done']}/{nat['iterations']} iterations, error {nat['error']}")
@@ -129,6 +130,13 @@ def alloc_mode_oom(ctx):
     assert nat["error"] and nat["error"][0] == "OutOfMemoryError"
     assert mg["error"] is None and mg["done"] == mg["iterations"]
     assert mg["hopeless"] is not None and "out of memory" in mg["hopeless"][1].lower()
+    # What training scripts catch: memguard throws c10::OutOfMemoryError built by libc10's own
+    # constructor (src/interpose/torch_error.cpp), which PyTorch's binding raises as this type.
+    print(f"exception type of the failed 4 GiB allocation: native {nat['hopeless'][2]} "
+          f"(torch.cuda.OutOfMemoryError: {nat['hopeless'][3]}); memguard {mg['hopeless'][2]} "
+          f"(torch.cuda.OutOfMemoryError: {mg['hopeless'][3]})")
+    assert nat["hopeless"][3], "native allocator's reference type"
+    assert mg["hopeless"][3] and mg["hopeless"][0] == "OutOfMemoryError", mg["hopeless"]
     assert mg["still_works"] == 1024.0
     path = _report_of(ctx, "oom_memguard")
     ooms = _records(path, "O")

@@ -176,7 +176,8 @@ def oom(iterations=40):
     try:
         torch.empty(4 * 1024 * MIB, dtype=torch.uint8, device="cuda")
     except Exception as e:  # noqa: BLE001: which type PyTorch raises is what the check looks at
-        hopeless = (type(e).__name__, str(e).splitlines()[0][:300])
+        hopeless = (type(e).__name__, str(e).splitlines()[0][:300], f"{type(e).__module__}.{type(e).__qualname__}",
+                    isinstance(e, torch.cuda.OutOfMemoryError))
     still_works = float(torch.ones(1024, device="cuda").sum().item())
     gc.enable()
     return {"done": done, "iterations": iterations, "error": error, "hopeless": hopeless,

@@ -1,0 +1,35 @@
+// A Python extension whose one function wraps libmemguard.so's memguard_alloc in PyTorch's own
+// HANDLE_TH_ERRORS / END_HANDLE_TH_ERRORS (torch/csrc/Exceptions.h), the handler every torch
+// binding uses and the one a CUDAPluggableAllocator failure crosses into Python through. On the
+// CPU wheel nothing in torch calls a pluggable allocator, so this is the seam binding_oom.py
+// drives: mg_torch_binding.alloc(nbytes) -> memguard_alloc(nbytes, 0, default stream).
+#include <Python.h>
+
+#include <dlfcn.h>
+
+#include <torch/csrc/Exceptions.h>
+
+namespace {
+
+using AllocFn = void* (*)(size_t, int, void*);
+
+PyObject* alloc(PyObject*, PyObject* arg) {
+    HANDLE_TH_ERRORS
+    // Found as torch.cuda.memory.CUDAPluggableAllocator's ctypes lookup finds it.
+    static auto fn = reinterpret_cast<AllocFn>(dlsym(RTLD_DEFAULT, "memguard_alloc"));
+    TORCH_CHECK(fn, "memguard_alloc not found: is libmemguard.so preloaded?");
+    size_t n = PyLong_AsSize_t(arg);
+    if (PyErr_Occurred()) return nullptr;
+    return PyLong_FromVoidPtr(fn(n, 0, nullptr));
+    END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef methods[] = {{"alloc", alloc, METH_O, "memguard_alloc(nbytes, 0, nullptr) inside HANDLE_TH_ERRORS"},
+                         {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "mg_torch_binding", nullptr, -1, methods,
+                      nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit_mg_torch_binding() { return PyModule_Create(&module); }
