@@ -1,7 +1,8 @@
 """Allocator mode (MEMGUARD_ALLOCATOR=memguard) against PyTorch's own CUDA caching allocator, on a GPU.
 
 usage: python3 bench/allocator_mode.py --lib build/lib/libmemguard.so [--quick] [--reps 3]
-                                       [--json OUT.json]
+                                       [--bench latency,eager,compiled] [--json OUT.json]
+       python3 bench/allocator_mode.py --tables A.json [B.json ...]   (print tables from saved runs)
 
 Every measurement runs in a fresh process; the arms alternate within each repetition (the order
 rotates from one repetition to the next), all in one run. Arms:
@@ -12,6 +13,9 @@ rotates from one repetition to the next), all in one run. Arms:
                 and a report record on every block)
   mg_nostack    LD_PRELOAD, MEMGUARD_ALLOCATOR=memguard, MEMGUARD_STACK_DEPTH=0,
                 MEMGUARD_PYTHON_STACKS=0 (the allocator with records but no stacks)
+  floor         (latency only) no LD_PRELOAD; bench/pluggable_floor.cpp installed through
+                CUDAPluggableAllocator: an exact-size free list and nothing else, so this is the
+                cost of PyTorch's pluggable path itself, the floor for any pluggable allocator
 Benchmarks:
   latency   torch.empty(n, uint8, device="cuda") then del, for n from 512 B to 256 MiB: median ns
             per allocation+free over --iters iterations (after a warm-up that fills the cache)
@@ -30,7 +34,10 @@ import tempfile
 import time
 
 SIZES = [512, 4096, 65536, 1 << 20, 16 << 20, 256 << 20]
-ARMS = ("native", "history", "memguard", "mg_nostack")
+ARMS = ("native", "history", "memguard", "mg_nostack", "floor")
+STEP_ARMS = ARMS[:4]
+BENCHES = ("latency", "eager", "compiled")
+FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pluggable_floor.cpp")
 
 
 def worker(spec):
@@ -38,6 +45,9 @@ def worker(spec):
     import torch.nn as nn
     if spec["arm"] == "history":
         torch.cuda.memory._record_memory_history(stacks="all", max_entries=100000)
+    if spec["arm"] == "floor":
+        torch.cuda.memory.change_current_allocator(
+            torch.cuda.memory.CUDAPluggableAllocator(spec["floor_lib"], "floor_alloc", "floor_free"))
     dev = torch.device("cuda")
     out = {"backend": torch.cuda.memory.get_allocator_backend()}
     if spec["bench"] == "latency":
@@ -129,7 +139,7 @@ def run_one(args, spec):
         raise SystemExit(f"worker {spec} failed:\n{p.stderr[-3000:]}")
     with open(path) as f:
         result = json.load(f)
-    want = "pluggable" if spec["arm"] in ("memguard", "mg_nostack") else "native"
+    want = "pluggable" if spec["arm"] in ("memguard", "mg_nostack", "floor") else "native"
     if result["backend"] != want:
         raise SystemExit(f"arm {spec['arm']} ran with the {result['backend']} allocator\n{p.stderr[-2000:]}")
     for name in os.listdir(args.tmp):
@@ -143,12 +153,123 @@ def rotated(reps):
         yield [ARMS[(i + r) % len(ARMS)] for i in range(len(ARMS))]
 
 
+def build_floor(tmp):
+    out = os.path.join(tmp, "libpluggable_floor.so")
+    cxx = os.environ.get("CXX", "g++")
+    subprocess.run([cxx, "-O2", "-shared", "-fPIC", "-o", out, FLOOR_SRC, "-ldl"], check=True)
+    return out
+
+
+def run_all(args):
+    reps = args.reps or (1 if args.quick else 3)
+    benches = args.bench.split(",")
+    for b in benches:
+        if b not in BENCHES:
+            raise SystemExit(f"--bench: unknown benchmark {b!r} (known: {', '.join(BENCHES)})")
+    args.tmp = tempfile.mkdtemp(prefix="mgbench.")
+    floor_lib = build_floor(args.tmp) if "latency" in benches else None
+    iters = 2000 if args.quick else 20000
+    step = {"d": 1024, "layers": 4 if args.quick else 12, "seq": 1024, "batch": 8,
+            "warmup": 3 if args.quick else 10, "steps": 5 if args.quick else 30}
+    results = {b: {a: [] for a in ARMS} for b in benches}
+    for order in rotated(reps):
+        if "latency" in benches:
+            for arm in order:
+                spec = {"arm": arm, "bench": "latency", "iters": iters, "floor_lib": floor_lib}
+                results["latency"][arm].append(run_one(args, spec))
+        for kind in ("eager", "compiled"):
+            if kind not in benches:
+                continue
+            for arm in order:
+                if arm not in STEP_ARMS or (kind == "compiled" and arm == "history"):
+                    continue  # history's cost is measured on the eager step; floor is latency only
+                spec = dict(step, arm=arm, bench="step", compiled=kind == "compiled")
+                results[kind][arm].append(run_one(args, spec))
+    results["meta"] = {"reps": reps, "quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    return results
+
+
+def merged(paths):
+    results = {}
+    for path in paths:
+        with open(path) as f:
+            part = json.load(f)
+        for key, value in part.items():
+            if key == "meta":
+                results.setdefault("meta", []).append(value)
+                continue
+            for arm, runs in value.items():
+                results.setdefault(key, {}).setdefault(arm, []).extend(runs)
+    return results
+
+
+def med(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def ratio(a, b):
+    return a / b if b == b and b else float("nan")
+
+
+def print_tables(results):
+    lat = results.get("latency")
+    if lat:
+        arms = [a for a in ARMS if lat.get(a)]
+        n_proc = max(len(lat[a]) for a in arms)
+        print(f"\n### Allocation + free latency through torch.empty (median ns, {n_proc} process(es) per arm)\n")
+        cols = [("memguard", "native"), ("mg_nostack", "native"), ("floor", "native"), ("mg_nostack", "floor"),
+                ("history", "native")]
+        cols = [c for c in cols if c[0] in arms and c[1] in arms]
+        print("| size | " + " | ".join(arms) + " | " + " | ".join(f"{a} / {b}" for a, b in cols) + " |")
+        print("|---|" + "---|" * (len(arms) + len(cols)))
+        for n in SIZES:
+            m = {a: med([r["latency_ns"][str(n)] for r in lat[a]]) for a in arms}
+            print(f"| {n} | " + " | ".join(f"{m[a]:.0f}" for a in arms) + " | " +
+                  " | ".join(f"{ratio(m[a], m[b]):.3f}" for a, b in cols) + " |")
+    for kind in ("eager", "compiled"):
+        if not results.get(kind) or not results[kind].get("native"):
+            continue
+        n_proc = len(results[kind]["native"])
+        print(f"\n### GPT-style training step, {kind} (bf16 autocast, AdamW; median of {n_proc} per-process medians)\n")
+        print("| arm | step ms | ratio | max reserved MiB | ratio |")
+        print("|---|---|---|---|---|")
+        base = results[kind]["native"]
+        b_ms, b_res = med([r["step_ms"] for r in base]), med([r["max_reserved"] for r in base])
+        for a in STEP_ARMS:
+            rs = results[kind].get(a)
+            if not rs:
+                continue
+            ms, res = med([r["step_ms"] for r in rs]), med([r["max_reserved"] for r in rs])
+            print(f"| {a} | {ms:.2f} | {ms / b_ms:.3f} | {res / 2**20:.0f} | {res / b_res:.3f} |")
+    e = results.get("eager") or {}
+    have_e = all(e.get(a) for a in STEP_ARMS)
+    have_l = lat and all(lat.get(a) for a in STEP_ARMS)
+    if not (have_e or have_l):
+        return
+
+    def step(a):
+        return med([r["step_ms"] for r in e[a]]) if have_e else float("nan")
+
+    def l4k(a):
+        return med([r["latency_ns"]["4096"] for r in lat[a]]) if have_l else float("nan")
+
+    print("\n### Tracking overhead (full native + Python stacks on every block)\n")
+    print("| tracker | eager step ratio | 4 KiB alloc+free ratio |")
+    print("|---|---|---|")
+    print(f"| PyTorch _record_memory_history(stacks=\"all\") vs native | {ratio(step('history'), step('native')):.3f} | "
+          f"{ratio(l4k('history'), l4k('native')):.3f} |")
+    print(f"| memguard full tracking vs memguard without stacks | {ratio(step('memguard'), step('mg_nostack')):.3f} | "
+          f"{ratio(l4k('memguard'), l4k('mg_nostack')):.3f} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/lib/libmemguard.so")
     ap.add_argument("--quick", action="store_true", help="a short version (fewer repetitions, iterations, steps)")
     ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--bench", default=",".join(BENCHES), help="comma-separated subset of " + ",".join(BENCHES))
     ap.add_argument("--json", default=None)
+    ap.add_argument("--tables", nargs="+", metavar="JSON", help="print the tables of saved runs (merged)")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -156,58 +277,16 @@ def main():
         with open(args.worker[1], "w") as f:
             json.dump(result, f)
         return
-    reps = args.reps or (1 if args.quick else 3)
-    args.tmp = tempfile.mkdtemp(prefix="mgbench.")
-    iters = 2000 if args.quick else 20000
-    step = {"d": 1024, "layers": 4 if args.quick else 12, "seq": 1024, "batch": 8,
-            "warmup": 3 if args.quick else 10, "steps": 5 if args.quick else 30}
-    results = {"latency": {a: [] for a in ARMS}, "eager": {a: [] for a in ARMS}, "compiled": {a: [] for a in ARMS}}
-    for order in rotated(reps):
-        for arm in order:
-            results["latency"][arm].append(run_one(args, {"arm": arm, "bench": "latency", "iters": iters}))
-        for compiled in (False, True):
-            for arm in order:
-                if compiled and arm == "history":
-                    continue  # history's cost is measured on the eager step
-                spec = dict(step, arm=arm, bench="step", compiled=compiled)
-                results["compiled" if compiled else "eager"][arm].append(run_one(args, spec))
+    if args.tables:
+        print_tables(merged(args.tables))
+        return
+    if not os.path.isfile(args.lib):
+        raise SystemExit(f"--lib: {args.lib} is not a file (build memguard first)")
+    results = run_all(args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
-
-    def med(values):
-        return statistics.median(values) if values else float("nan")
-
-    print(f"\n### Allocation + free latency through torch.empty (median ns, {reps} process(es) per arm)\n")
-    print("| size | " + " | ".join(ARMS) + " | memguard / native | history / native |")
-    print("|---|" + "---|" * (len(ARMS) + 2))
-    for n in SIZES:
-        m = {a: med([r["latency_ns"][str(n)] for r in results["latency"][a]]) for a in ARMS}
-        print(f"| {n} | " + " | ".join(f"{m[a]:.0f}" for a in ARMS) +
-              f" | {m['memguard'] / m['native']:.3f} | {m['history'] / m['native']:.3f} |")
-    for kind in ("eager", "compiled"):
-        print(f"\n### GPT-style training step, {kind} (bf16 autocast, AdamW; median of per-process medians)\n")
-        print("| arm | step ms | ratio | max reserved MiB | ratio |")
-        print("|---|---|---|---|---|")
-        base = results[kind]["native"]
-        b_ms, b_res = med([r["step_ms"] for r in base]), med([r["max_reserved"] for r in base])
-        for a in ARMS:
-            rs = results[kind][a]
-            if not rs:
-                continue
-            ms, res = med([r["step_ms"] for r in rs]), med([r["max_reserved"] for r in rs])
-            print(f"| {a} | {ms:.2f} | {ms / b_ms:.3f} | {res / 2**20:.0f} | {res / b_res:.3f} |")
-    e = results["eager"]
-    ov_torch = med([r["step_ms"] for r in e["history"]]) / med([r["step_ms"] for r in e["native"]])
-    ov_mg = med([r["step_ms"] for r in e["memguard"]]) / med([r["step_ms"] for r in e["mg_nostack"]])
-    lat = results["latency"]
-    l_torch = med([r["latency_ns"]["4096"] for r in lat["history"]]) / med([r["latency_ns"]["4096"] for r in lat["native"]])
-    l_mg = med([r["latency_ns"]["4096"] for r in lat["memguard"]]) / med([r["latency_ns"]["4096"] for r in lat["mg_nostack"]])
-    print("\n### Tracking overhead (full native + Python stacks on every block)\n")
-    print("| tracker | eager step ratio | 4 KiB alloc+free ratio |")
-    print("|---|---|---|")
-    print(f"| PyTorch _record_memory_history(stacks=\"all\") vs native | {ov_torch:.3f} | {l_torch:.3f} |")
-    print(f"| memguard full tracking vs memguard without stacks | {ov_mg:.3f} | {l_mg:.3f} |")
+    print_tables(results)
 
 
 if __name__ == "__main__":
