@@ -1,7 +1,8 @@
 """Allocator mode (MEMGUARD_ALLOCATOR=memguard) against PyTorch's own CUDA caching allocator, on a GPU.
 
 usage: python3 bench/allocator_mode.py --lib build/lib/libmemguard.so [--quick] [--reps 3]
-                                       [--bench latency,eager,compiled] [--json OUT.json]
+                                       [--bench together,latency,eager,compiled] [--cpus 2,3,4,5]
+                                       [--json OUT.json]
        python3 bench/allocator_mode.py --tables A.json [B.json ...]   (print tables from saved runs)
 
 Every measurement runs in a fresh process; the arms alternate within each repetition (the order
@@ -17,6 +18,11 @@ rotates from one repetition to the next), all in one run. Arms:
                 CUDAPluggableAllocator: an exact-size free list and nothing else, so this is the
                 cost of PyTorch's pluggable path itself, the floor for any pluggable allocator
 Benchmarks:
+  together  (the latency figures to quote) the latency benchmark with all five arms running at once,
+            each pinned to its own core, measuring the same size in the same 0.25 s wall-clock
+            slices: on a shared machine the latency of one process drifts by up to 2x over
+            minutes, and this way the drift hits every arm alike. The arms swap cores after each
+            round of sizes, so each arm runs on every core. Ratios are per slice, then the median. (torch.empty of a cached block does no GPU work, so the arms do not contend.)
   latency   torch.empty(n, uint8, device="cuda") then del, for n from 512 B to 256 MiB: median ns
             per allocation+free over --iters iterations (after a warm-up that fills the cache)
   step      a GPT-style transformer training step (bf16 autocast, AdamW), eager and
@@ -36,11 +42,15 @@ import time
 SIZES = [512, 4096, 65536, 1 << 20, 16 << 20, 256 << 20]
 ARMS = ("native", "history", "memguard", "mg_nostack", "floor")
 STEP_ARMS = ARMS[:4]
-BENCHES = ("latency", "eager", "compiled")
+BENCHES = ("latency", "together", "eager", "compiled")
 FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pluggable_floor.cpp")
 
 
 def worker(spec):
+    if spec.get("cpus"):
+        # The same cores for every process: otherwise where the scheduler puts a process (which
+        # core, which NUMA node) moves its latency by up to 2x, more than the arms differ.
+        os.sched_setaffinity(0, spec["cpus"])
     import torch
     import torch.nn as nn
     if spec["arm"] == "history":
@@ -50,6 +60,8 @@ def worker(spec):
             torch.cuda.memory.CUDAPluggableAllocator(spec["floor_lib"], "floor_alloc", "floor_free"))
     dev = torch.device("cuda")
     out = {"backend": torch.cuda.memory.get_allocator_backend()}
+    if spec["bench"] == "together":
+        return latency_together(spec, torch, dev, out)
     if spec["bench"] == "latency":
         lat = {}
         for n in SIZES:
@@ -118,19 +130,65 @@ def worker(spec):
     return out
 
 
-def run_one(args, spec):
+def latency_together(spec, torch, dev, out):
+    """All arms at once, each on its own core, in the same wall-clock slices: slice r measures size
+    SIZES[r % len(SIZES)] in every arm, so whatever the machine does meanwhile (frequency, other
+    tenants) hits all arms alike and the per-slice ratios pair up."""
+    for n in SIZES:
+        for _ in range(50):
+            x = torch.empty(n, dtype=torch.uint8, device=dev)
+            del x
+    open(spec["ready_file"], "w").close()
+    while not os.path.exists(spec["go_file"]):
+        time.sleep(0.01)
+    with open(spec["go_file"]) as f:
+        go = float(f.read())
+    per_slice = []
+    for r in range(spec["slices"]):
+        n = SIZES[r % len(SIZES)]
+        if r % len(SIZES) == 0:
+            # Every arm visits every core in turn: on a virtual machine the cores differ in speed.
+            cores = spec["cores"]
+            os.sched_setaffinity(0, [cores[(spec["index"] + r // len(SIZES)) % len(cores)]])
+        start = go + r * spec["slice_s"]
+        end = start + 0.9 * spec["slice_s"]  # the last tenth: slack for the slowest arm to stop
+        while time.time() < start:
+            pass
+        count, t0 = 0, time.perf_counter_ns()
+        while time.time() < end:
+            for _ in range(50):
+                x = torch.empty(n, dtype=torch.uint8, device=dev)
+                del x
+            count += 50
+        per_slice.append([n, (time.perf_counter_ns() - t0) / count])
+    out["slices"] = per_slice
+    return out
+
+
+def arm_env(args, arm):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     for k in list(env):
         if k.startswith("MEMGUARD_"):
             del env[k]
-    if spec["arm"] in ("memguard", "mg_nostack"):
+    if arm in ("memguard", "mg_nostack"):
         env["LD_PRELOAD"] = os.path.abspath(args.lib)
         env["MEMGUARD_ALLOCATOR"] = "memguard"
         env["MEMGUARD_OUTPUT"] = os.path.join(args.tmp, "bench.%p.mgr")
-        if spec["arm"] == "mg_nostack":
+        if arm == "mg_nostack":
             env["MEMGUARD_STACK_DEPTH"] = "0"
             env["MEMGUARD_PYTHON_STACKS"] = "0"
+    return env
+
+
+def check_backend(spec, result, stderr):
+    want = "pluggable" if spec["arm"] in ("memguard", "mg_nostack", "floor") else "native"
+    if result["backend"] != want:
+        raise SystemExit(f"arm {spec['arm']} ran with the {result['backend']} allocator\n{stderr[-2000:]}")
+
+
+def run_one(args, spec):
+    env = arm_env(args, spec["arm"])
     with tempfile.NamedTemporaryFile("r", suffix=".json", dir=args.tmp, delete=False) as f:
         path = f.name
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec), path], env=env,
@@ -139,13 +197,47 @@ def run_one(args, spec):
         raise SystemExit(f"worker {spec} failed:\n{p.stderr[-3000:]}")
     with open(path) as f:
         result = json.load(f)
-    want = "pluggable" if spec["arm"] in ("memguard", "mg_nostack", "floor") else "native"
-    if result["backend"] != want:
-        raise SystemExit(f"arm {spec['arm']} ran with the {result['backend']} allocator\n{p.stderr[-2000:]}")
+    check_backend(spec, result, p.stderr)
     for name in os.listdir(args.tmp):
         if name.endswith(".mgr"):
             os.unlink(os.path.join(args.tmp, name))
     return result
+
+
+def run_together(args, floor_lib, cpus, slices, slice_s):
+    """One process per arm, all at once, each pinned to its own core."""
+    if len(cpus) < len(ARMS):
+        cpus = list(range(2, 2 + 2 * len(ARMS), 2))  # every other core: not two hyperthreads of one
+    go_file = os.path.join(args.tmp, "go")
+    procs = []
+    for i, arm in enumerate(ARMS):
+        spec = {"arm": arm, "bench": "together", "floor_lib": floor_lib, "cpus": [cpus[i]], "cores": cpus[:len(ARMS)],
+                "index": i, "slices": slices,
+                "slice_s": slice_s, "go_file": go_file, "ready_file": os.path.join(args.tmp, f"ready.{arm}")}
+        path = os.path.join(args.tmp, f"together.{arm}.json")
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec), path],
+                             env=arm_env(args, arm), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        procs.append((spec, path, p))
+    deadline = time.time() + 600
+    while not all(os.path.exists(s["ready_file"]) for s, _, _ in procs):
+        if time.time() > deadline or any(p.poll() is not None for _, _, p in procs):
+            for _, _, p in procs:
+                p.kill()
+            raise SystemExit("latency together: a worker failed before the start:\n" +
+                             "".join((p.stderr.read() or "")[-1500:] for _, _, p in procs if p.poll() is not None))
+        time.sleep(0.1)
+    with open(go_file + ".tmp", "w") as f:
+        f.write(repr(time.time() + 1.0))
+    os.rename(go_file + ".tmp", go_file)
+    results = {}
+    for spec, path, p in procs:
+        _, err = p.communicate(timeout=600 + slices * slice_s)
+        if p.returncode != 0:
+            raise SystemExit(f"worker {spec['arm']} failed:\n{err[-3000:]}")
+        with open(path) as f:
+            results[spec["arm"]] = json.load(f)
+        check_backend(spec, results[spec["arm"]], err)
+    return {arm: [r] for arm, r in results.items()}
 
 
 def rotated(reps):
@@ -167,15 +259,19 @@ def run_all(args):
         if b not in BENCHES:
             raise SystemExit(f"--bench: unknown benchmark {b!r} (known: {', '.join(BENCHES)})")
     args.tmp = tempfile.mkdtemp(prefix="mgbench.")
-    floor_lib = build_floor(args.tmp) if "latency" in benches else None
+    floor_lib = build_floor(args.tmp) if "latency" in benches or "together" in benches else None
     iters = 2000 if args.quick else 20000
-    step = {"d": 1024, "layers": 4 if args.quick else 12, "seq": 1024, "batch": 8,
+    cpus = [int(c) for c in args.cpus.split(",")] if args.cpus else []
+    step = {"cpus": cpus, "d": 1024, "layers": 4 if args.quick else 12, "seq": 1024, "batch": 8,
             "warmup": 3 if args.quick else 10, "steps": 5 if args.quick else 30}
     results = {b: {a: [] for a in ARMS} for b in benches}
+    if "together" in benches:
+        results["together"] = run_together(args, floor_lib, cpus, slices=6 * (3 if args.quick else 20),
+                                           slice_s=0.25)
     for order in rotated(reps):
         if "latency" in benches:
             for arm in order:
-                spec = {"arm": arm, "bench": "latency", "iters": iters, "floor_lib": floor_lib}
+                spec = {"arm": arm, "bench": "latency", "iters": iters, "floor_lib": floor_lib, "cpus": cpus}
                 results["latency"][arm].append(run_one(args, spec))
         for kind in ("eager", "compiled"):
             if kind not in benches:
@@ -226,6 +322,30 @@ def print_tables(results):
             m = {a: med([r["latency_ns"][str(n)] for r in lat[a]]) for a in arms}
             print(f"| {n} | " + " | ".join(f"{m[a]:.0f}" for a in arms) + " | " +
                   " | ".join(f"{ratio(m[a], m[b]):.3f}" for a, b in cols) + " |")
+    tog = results.get("together")
+    if tog and all(tog.get(a) for a in ARMS):
+        runs = min(len(tog[a]) for a in ARMS)
+        n_slices = sum(len(tog["native"][k]["slices"]) for k in range(runs))
+        print(f"\n### Allocation + free latency through torch.empty, all arms at once ({runs} run(s), {n_slices} "
+              "slices; median ns per slice, and the median of the per-slice ratios)\n")
+        cols = [("memguard", "native"), ("mg_nostack", "native"), ("floor", "native"), ("mg_nostack", "floor"),
+                ("history", "native")]
+        print("| size | " + " | ".join(ARMS) + " | " + " | ".join(f"{a} / {b}" for a, b in cols) + " |")
+        print("|---|" + "---|" * (len(ARMS) + len(cols)))
+        for n in SIZES:
+            ns = {a: [] for a in ARMS}
+            ratios = {c: [] for c in cols}
+            for k in range(runs):
+                per_arm = {a: tog[a][k]["slices"] for a in ARMS}
+                for r in range(min(len(v) for v in per_arm.values())):
+                    if per_arm["native"][r][0] != n:
+                        continue
+                    for a in ARMS:
+                        ns[a].append(per_arm[a][r][1])
+                    for a, b in cols:
+                        ratios[(a, b)].append(per_arm[a][r][1] / per_arm[b][r][1])
+            print(f"| {n} | " + " | ".join(f"{med(ns[a]):.0f}" for a in ARMS) + " | " +
+                  " | ".join(f"{med(ratios[c]):.3f}" for c in cols) + " |")
     for kind in ("eager", "compiled"):
         if not results.get(kind) or not results[kind].get("native"):
             continue
@@ -268,6 +388,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a short version (fewer repetitions, iterations, steps)")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--bench", default=",".join(BENCHES), help="comma-separated subset of " + ",".join(BENCHES))
+    ap.add_argument("--cpus", default="", help="comma-separated CPU ids every worker is pinned to (default: not pinned)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--tables", nargs="+", metavar="JSON", help="print the tables of saved runs (merged)")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
