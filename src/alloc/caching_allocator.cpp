@@ -861,7 +861,7 @@ CachingAllocator::CachingAllocator(DeviceBackend& backend, int device_count, All
 CachingAllocator::~CachingAllocator() = default;
 
 void* CachingAllocator::malloc(int device, size_t size, Stream stream, SiteId site, int* error, OomReport* oom,
-                              MempoolId* pool) {
+                              AllocatedBlock* block) {
     int local = kSuccess;
     int& err = error ? *error : local;
     if (device < 0 || device >= device_count()) {
@@ -875,7 +875,11 @@ void* CachingAllocator::malloc(int device, size_t size, Stream stream, SiteId si
     Block* b = devices_[device]->malloc(size, stream, site, &rescue_, &err, oom);
     if (!b) return nullptr;
     // Read before the block is published: once in the map another thread may free it.
-    if (pool) *pool = b->pool->owner ? b->pool->owner->id : MempoolId{};
+    if (block) {
+        block->size = b->size;
+        block->requested = b->requested;
+        block->pool = b->pool->owner ? b->pool->owner->id : MempoolId{};
+    }
     Shard& s = shards_[shard_of(b->ptr)];
     {
         std::lock_guard<std::mutex> lock(s.mu);
@@ -898,11 +902,9 @@ void* CachingAllocator::find_block(void* ptr) const {
     return s.blocks.find(p);
 }
 
-bool CachingAllocator::free(void* ptr) {
-    auto* b = static_cast<Block*>(take_block(ptr));
-    if (!b) return false;
+void CachingAllocator::release_block(void* block) {
+    auto* b = static_cast<Block*>(block);
     devices_[b->device]->free(b);
-    return true;
 }
 
 bool CachingAllocator::record_stream(void* ptr, Stream stream) {

@@ -86,6 +86,13 @@ struct OomReport {
     std::vector<SiteUsage> live_by_site;  // allocated blocks by site, largest first
 };
 
+/// What malloc() handed out.
+struct AllocatedBlock {
+    size_t size = 0;       // the block's size (rounded)
+    size_t requested = 0;  // what the caller asked for
+    MempoolId pool;        // {0,0}: the default pools
+};
+
 /// One block, as snapshot() reports it.
 struct BlockInfo {
     uintptr_t segment = 0;  // base address of its device allocation
@@ -114,12 +121,26 @@ public:
 
     /// A block of at least `size` bytes for use on `stream`. Returns nullptr with *error set
     /// (kErrorMemoryAllocation when out of memory, with *oom filled when given) or for size 0
-    /// with *error = kSuccess. *pool, when given, is set to the private pool the block came from
-    /// ({0,0}: the default pools).
+    /// with *error = kSuccess. *block, when given, is set to the block's sizes and the private
+    /// pool it came from ({0,0}: the default pools), read before another thread can free it.
     void* malloc(int device, size_t size, Stream stream, SiteId site = 0, int* error = nullptr,
-                 OomReport* oom = nullptr, MempoolId* pool = nullptr);
+                 OomReport* oom = nullptr, AllocatedBlock* block = nullptr);
     /// Returns a block. False when ptr is not a live block of this allocator.
-    bool free(void* ptr);
+    bool free(void* ptr) {
+        return free(ptr, [] {});
+    }
+    /// free() that calls `before_reuse()` once ptr is known to be a live block, after no other
+    /// free of it can succeed and before the block can be handed out again: a caller records the
+    /// free there, so a record of the address's next allocation always comes after it. False,
+    /// without calling it, when ptr is not a live block. One pointer-map lookup, not two.
+    template <typename F>
+    bool free(void* ptr, F&& before_reuse) {
+        void* b = take_block(ptr);
+        if (!b) return false;
+        before_reuse();
+        release_block(b);
+        return true;
+    }
     /// The block is also used on `stream`: it is reused only after that stream's work queued
     /// before free() completed (Tensor.record_stream).
     bool record_stream(void* ptr, Stream stream);
@@ -163,6 +184,7 @@ private:
     static constexpr size_t kShards = 64;
     static size_t shard_of(uintptr_t p) noexcept { return ((p >> 9) * 0x9E3779B97F4A7C15ull) >> 58; }
     void* take_block(void* ptr);
+    void release_block(void* block);
     void* find_block(void* ptr) const;
 
     std::vector<std::unique_ptr<DeviceCachingAllocator>> devices_;

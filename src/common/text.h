@@ -13,26 +13,49 @@ namespace memguard::text {
 /// Appends `v` as lowercase hex without prefix. `out` must have room for 16 chars.
 /// Returns the number of chars written.
 inline size_t put_hex(char* out, uint64_t v) noexcept {
+    // Written on every record (addresses, streams): the digit count first, then the digits
+    // straight into place, with no reversing copy.
     static constexpr char digits[] = "0123456789abcdef";
-    char tmp[16];
-    size_t n = 0;
-    do {
-        tmp[n++] = digits[v & 0xf];
-        v >>= 4;
-    } while (v != 0);
-    for (size_t i = 0; i < n; ++i) out[i] = tmp[n - 1 - i];
+    const size_t n = v == 0 ? 1 : static_cast<size_t>((64 - __builtin_clzll(v) + 3) / 4);
+    for (size_t i = n; i-- > 0; v >>= 4) out[i] = digits[v & 0xf];
     return n;
+}
+
+/// The number of decimal digits of `v` (1 for 0).
+inline size_t dec_digits(uint64_t v) noexcept {
+    size_t n = 1;
+    for (;;) {  // four digits a step: a timestamp in nanoseconds has 10 to 19
+        if (v < 10) return n;
+        if (v < 100) return n + 1;
+        if (v < 1000) return n + 2;
+        if (v < 10000) return n + 3;
+        v /= 10000;
+        n += 4;
+    }
 }
 
 /// Appends `v` in decimal. `out` must have room for 20 chars.
 inline size_t put_dec(char* out, uint64_t v) noexcept {
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = static_cast<char>('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    for (size_t i = 0; i < n; ++i) out[i] = tmp[n - 1 - i];
+    // Two digits per division, from a table: about half the work of one digit at a time.
+    static constexpr char pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
+    const size_t n = dec_digits(v);
+    size_t i = n;
+    while (v >= 100) {
+        const size_t two = static_cast<size_t>(v % 100) * 2;
+        v /= 100;
+        out[--i] = pairs[two + 1];
+        out[--i] = pairs[two];
+    }
+    if (v >= 10) {
+        const size_t two = static_cast<size_t>(v) * 2;
+        out[--i] = pairs[two + 1];
+        out[--i] = pairs[two];
+    } else {
+        out[--i] = static_cast<char>('0' + v);
+    }
     return n;
 }
 

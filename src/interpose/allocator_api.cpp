@@ -228,10 +228,10 @@ MG_EXPORT void* memguard_alloc(size_t size, int device, cudaStream_t stream) {
     memguard::interpose::SegmentContextScope scope(ctx);
     int err = 0;
     memguard::alloc::OomReport oom;
-    memguard::alloc::MempoolId pool;
+    memguard::alloc::AllocatedBlock block;
     memguard::interpose::t_rescue_ran = false;
     void* p = a->malloc(device, size, reinterpret_cast<uintptr_t>(stream),
-                        memguard::interpose::site_of(ctx.stack_id, ctx.python_stack_id), &err, &oom, &pool);
+                        memguard::interpose::site_of(ctx.stack_id, ctx.python_stack_id), &err, &oom, &block);
     if (!p) {
         if (ctx.record) memguard::interpose::record_oom(rec, oom, ctx.stack_id, ctx.python_stack_id);
         if (err != memguard::alloc::kErrorMemoryAllocation) {
@@ -243,15 +243,16 @@ MG_EXPORT void* memguard_alloc(size_t size, int device, cudaStream_t stream) {
         memguard::interpose::ErrnoKeeper keep_errno;
         Recorder::TensorBlock b;
         b.addr = reinterpret_cast<uintptr_t>(p);
-        a->block_sizes(p, &b.size, &b.requested);
+        b.size = block.size;
+        b.requested = block.requested;
         b.device = device;
         b.stream = ctx.stream;
         b.stack_id = ctx.stack_id;
         b.python_stack_id = ctx.python_stack_id;
-        b.private_pool = pool != memguard::alloc::MempoolId{};
+        b.private_pool = block.pool != memguard::alloc::MempoolId{};
         if (b.private_pool) {
-            b.pool_first = pool.first;
-            b.pool_second = pool.second;
+            b.pool_first = block.pool.first;
+            b.pool_second = block.pool.second;
             b.capture_id = rec.captures()
                                .owner_for(memguard::track::make_stream_arg(ctx.stream, false),
                                           memguard::track::current_tid())
@@ -268,16 +269,15 @@ MG_EXPORT void memguard_free(void* ptr, size_t size, int device, cudaStream_t st
     (void)stream;
     if (ptr == nullptr) return;
     memguard::alloc::CachingAllocator* a = memguard::interpose::g_allocator.load(std::memory_order_acquire);
-    if (!a || !a->block_sizes(ptr, nullptr, nullptr)) {
-        memguard::interpose::warn_unknown_pointer(ptr);
-        return;
-    }
     Recorder& rec = Recorder::instance();
-    if (rec.recording()) {
+    // The t record is written once the block is taken out of the pointer map and before it can
+    // be handed out again, so the next T of this address always follows it in the report.
+    bool freed = a && a->free(ptr, [&] {
+        if (!rec.recording()) return;
         memguard::interpose::ErrnoKeeper keep_errno;
         rec.record_block_free(reinterpret_cast<uintptr_t>(ptr), memguard::python::collecting_on_this_thread());
-    }
-    a->free(ptr);
+    });
+    if (!freed) memguard::interpose::warn_unknown_pointer(ptr);
 }
 
 MG_EXPORT void memguard_allocator_init(int device_count) {

@@ -589,20 +589,52 @@ TEST_F(AllocTest, CaptureAllocationsComeFromThePrivatePool) {
     EXPECT_TRUE(alloc.release_pool(0, pool));
 }
 
-TEST_F(AllocTest, MallocTellsWhichPoolTheBlockCameFrom) {
+TEST_F(AllocTest, MallocTellsWhichPoolTheBlockCameFromAndItsSizes) {
     const MempoolId pool{9, 0};
-    MempoolId got{1, 1};
+    AllocatedBlock got;
+    got.pool = {1, 1};
     int err = -1;
-    void* outside = alloc.malloc(0, 4096, kCap, 0, &err, nullptr, &got);
-    EXPECT_EQ(got, MempoolId{});  // the default pools
+    void* outside = alloc.malloc(0, 4000, kCap, 0, &err, nullptr, &got);
+    EXPECT_EQ(got.pool, MempoolId{});  // the default pools
+    size_t size = 0, requested = 0;
+    ASSERT_TRUE(alloc.block_sizes(outside, &size, &requested));
+    EXPECT_EQ(got.size, size);
+    EXPECT_EQ(got.requested, 4000u);
+    EXPECT_EQ(requested, 4000u);
     begin_capture(pool, kCap);
     void* inside = alloc.malloc(0, 4096, kCap, 0, &err, nullptr, &got);
-    EXPECT_EQ(got, pool);
-    void* other = alloc.malloc(0, 3 * MiB, kS1, 0, &err, nullptr, &got);  // the filter does not match
-    EXPECT_EQ(got, MempoolId{});
+    EXPECT_EQ(got.pool, pool);
+    void* other = alloc.malloc(0, 3 * MiB + 5, kS1, 0, &err, nullptr, &got);  // the filter does not match
+    EXPECT_EQ(got.pool, MempoolId{});
+    ASSERT_TRUE(alloc.block_sizes(other, &size, nullptr));
+    EXPECT_EQ(got.size, size);
+    EXPECT_GT(got.size, 3 * MiB + 5);
+    EXPECT_EQ(got.requested, 3 * MiB + 5);
     end_capture(pool, kCap);
     for (void* v : {outside, inside, other}) alloc.free(v);
     alloc.release_pool(0, pool);
+}
+
+TEST_F(AllocTest, FreeCallsBeforeReuseOnceForALiveBlockOnly) {
+    void* p = get(4096, kCap);
+    int calls = 0;
+    EXPECT_TRUE(alloc.free(p, [&] {
+        ++calls;
+        // Inside the call the block is no longer live, and not yet reusable: a malloc of the
+        // same size on the same stream gets another address.
+        EXPECT_FALSE(alloc.block_sizes(p, nullptr, nullptr));
+        void* q = get(4096, kCap);
+        EXPECT_NE(q, p);
+        alloc.free(q);
+    }));
+    EXPECT_EQ(calls, 1);
+    EXPECT_FALSE(alloc.free(p, [&] { ++calls; }));  // a second free: not live, not called
+    int x = 0;
+    EXPECT_FALSE(alloc.free(&x, [&] { ++calls; }));
+    EXPECT_EQ(calls, 1);
+    void* again = get(4096, kCap);  // afterwards the block is reused
+    EXPECT_EQ(again, p);
+    alloc.free(again);
 }
 
 TEST_F(AllocTest, NewestMatchingPoolWins) {

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cstdio>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "common/text.h"
 
@@ -52,4 +56,32 @@ TEST(Text, RejectsMalformedPercentEscapes) {
     EXPECT_FALSE(text::decode("abc%2"));
     EXPECT_FALSE(text::decode("abc%zz"));
     EXPECT_FALSE(text::decode("%4"));
+}
+
+TEST(Text, NumbersMatchTheStandardLibraryAtEveryDigitCount) {
+    // Every digit-count boundary (9/10, 99/100, ... and 2^64 - 1), both sides, against
+    // std::to_string and printf's %llx.
+    std::vector<uint64_t> values{0, 1, UINT64_MAX, UINT64_MAX - 1};
+    uint64_t p = 1;
+    for (int d = 1; d < 20; ++d) {
+        p *= 10;
+        values.insert(values.end(), {p - 1, p, p + 1});
+    }
+    for (int b = 1; b < 64; ++b) {
+        uint64_t q = uint64_t{1} << b;
+        values.insert(values.end(), {q - 1, q, q + 1});
+    }
+    for (uint64_t v : values) {
+        char buf[32];
+        EXPECT_EQ(std::string(buf, text::put_dec(buf, v)), std::to_string(v)) << v;
+        char want[32];
+        std::snprintf(want, sizeof(want), "%llx", static_cast<unsigned long long>(v));
+        EXPECT_EQ(std::string(buf, text::put_hex(buf, v)), want) << v;
+        if (v <= static_cast<uint64_t>(INT64_MAX)) {
+            auto s = static_cast<int64_t>(v);
+            EXPECT_EQ(std::string(buf, text::put_sdec(buf, -s)), std::to_string(-s)) << v;
+        }
+    }
+    char buf[32];
+    EXPECT_EQ(std::string(buf, text::put_sdec(buf, INT64_MIN)), std::to_string(INT64_MIN));
 }
