@@ -18,11 +18,13 @@ rotates from one repetition to the next), all in one run. Arms:
                 CUDAPluggableAllocator: an exact-size free list and nothing else, so this is the
                 cost of PyTorch's pluggable path itself, the floor for any pluggable allocator
 Benchmarks:
-  together  (the latency figures to quote) the latency benchmark with all five arms running at once,
-            each pinned to its own core, measuring the same size in the same 0.25 s wall-clock
-            slices: on a shared machine the latency of one process drifts by up to 2x over
-            minutes, and this way the drift hits every arm alike. The arms swap cores after each
-            round of sizes, so each arm runs on every core. Ratios are per slice, then the median. (torch.empty of a cached block does no GPU work, so the arms do not contend.)
+  together  (the latency figures to quote) the latency benchmark with all five arms running at
+            once, each pinned to its own two cores (--cpus gives the 10), measuring the same size
+            in the same 0.25 s wall-clock slices: on a shared machine the latency of one process
+            drifts by up to 2x over minutes, and this way the drift hits every arm alike. The arms
+            swap cores after each round of sizes, so each arm runs on every pair of cores. Ratios
+            are per slice, then the median. (torch.empty of a cached block does no GPU work, so
+            the arms do not contend for the GPU.)
   latency   torch.empty(n, uint8, device="cuda") then del, for n from 512 B to 256 MiB: median ns
             per allocation+free over --iters iterations (after a warm-up that fills the cache)
   step      a GPT-style transformer training step (bf16 autocast, AdamW), eager and
@@ -147,9 +149,9 @@ def latency_together(spec, torch, dev, out):
     for r in range(spec["slices"]):
         n = SIZES[r % len(SIZES)]
         if r % len(SIZES) == 0:
-            # Every arm visits every core in turn: on a virtual machine the cores differ in speed.
-            cores = spec["cores"]
-            os.sched_setaffinity(0, [cores[(spec["index"] + r // len(SIZES)) % len(cores)]])
+            # Every arm visits every pair of cores in turn: on a virtual machine cores differ in speed.
+            groups = spec["core_groups"]
+            os.sched_setaffinity(0, groups[(spec["index"] + r // len(SIZES)) % len(groups)])
         start = go + r * spec["slice_s"]
         end = start + 0.9 * spec["slice_s"]  # the last tenth: slack for the slowest arm to stop
         while time.time() < start:
@@ -205,13 +207,17 @@ def run_one(args, spec):
 
 
 def run_together(args, floor_lib, cpus, slices, slice_s):
-    """One process per arm, all at once, each pinned to its own core."""
-    if len(cpus) < len(ARMS):
-        cpus = list(range(2, 2 + 2 * len(ARMS), 2))  # every other core: not two hyperthreads of one
+    """One process per arm, all at once, each pinned to its own two cores: one for the thread
+    that allocates, one for the process's helper threads (memguard's report writer, CUDA's own),
+    which on a single core would take their time out of the measured thread's."""
+    per_arm = 2
+    if len(cpus) < per_arm * len(ARMS):
+        cpus = list(range(2, 2 + per_arm * len(ARMS)))
+    groups = [cpus[per_arm * i:per_arm * (i + 1)] for i in range(len(ARMS))]
     go_file = os.path.join(args.tmp, "go")
     procs = []
     for i, arm in enumerate(ARMS):
-        spec = {"arm": arm, "bench": "together", "floor_lib": floor_lib, "cpus": [cpus[i]], "cores": cpus[:len(ARMS)],
+        spec = {"arm": arm, "bench": "together", "floor_lib": floor_lib, "cpus": groups[i], "core_groups": groups,
                 "index": i, "slices": slices,
                 "slice_s": slice_s, "go_file": go_file, "ready_file": os.path.join(args.tmp, f"ready.{arm}")}
         path = os.path.join(args.tmp, f"together.{arm}.json")
