@@ -14,12 +14,13 @@ rotates from one repetition to the next), all in one run. Arms:
                 and a report record on every block)
   mg_nostack    LD_PRELOAD, MEMGUARD_ALLOCATOR=memguard, MEMGUARD_STACK_DEPTH=0,
                 MEMGUARD_PYTHON_STACKS=0 (the allocator with records but no stacks)
+  mg_native, mg_python  (together only) memguard with native stacks only, with Python stacks only
   floor         (latency only) no LD_PRELOAD; bench/pluggable_floor.cpp installed through
                 CUDAPluggableAllocator: an exact-size free list and nothing else, so this is the
                 cost of PyTorch's pluggable path itself, the floor for any pluggable allocator
 Benchmarks:
-  together  (the latency figures to quote) the latency benchmark with all five arms running at
-            once, each pinned to its own two cores (--cpus gives the 10), measuring the same size
+  together  (the latency figures to quote) the latency benchmark with all seven arms running at
+            once, each pinned to its own two cores (--cpus gives the 14), measuring the same size
             in the same 0.25 s wall-clock slices: on a shared machine the latency of one process
             drifts by up to 2x over minutes, and this way the drift hits every arm alike. The arms
             swap cores after each round of sizes, so each arm runs on every pair of cores. Ratios
@@ -44,6 +45,8 @@ import time
 SIZES = [512, 4096, 65536, 1 << 20, 16 << 20, 256 << 20]
 ARMS = ("native", "history", "memguard", "mg_nostack", "floor")
 STEP_ARMS = ARMS[:4]
+# `together` also splits full tracking's cost: native stacks only, and Python stacks only.
+TOGETHER_ARMS = ARMS + ("mg_native", "mg_python")
 BENCHES = ("latency", "together", "eager", "compiled")
 FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pluggable_floor.cpp")
 
@@ -173,18 +176,19 @@ def arm_env(args, arm):
     for k in list(env):
         if k.startswith("MEMGUARD_"):
             del env[k]
-    if arm in ("memguard", "mg_nostack"):
+    if arm.startswith("mg") or arm == "memguard":
         env["LD_PRELOAD"] = os.path.abspath(args.lib)
         env["MEMGUARD_ALLOCATOR"] = "memguard"
         env["MEMGUARD_OUTPUT"] = os.path.join(args.tmp, "bench.%p.mgr")
-        if arm == "mg_nostack":
+        if arm in ("mg_nostack", "mg_python"):
             env["MEMGUARD_STACK_DEPTH"] = "0"
+        if arm in ("mg_nostack", "mg_native"):
             env["MEMGUARD_PYTHON_STACKS"] = "0"
     return env
 
 
 def check_backend(spec, result, stderr):
-    want = "pluggable" if spec["arm"] in ("memguard", "mg_nostack", "floor") else "native"
+    want = "pluggable" if spec["arm"] in ("memguard", "floor") or spec["arm"].startswith("mg") else "native"
     if result["backend"] != want:
         raise SystemExit(f"arm {spec['arm']} ran with the {result['backend']} allocator\n{stderr[-2000:]}")
 
@@ -211,12 +215,15 @@ def run_together(args, floor_lib, cpus, slices, slice_s):
     that allocates, one for the process's helper threads (memguard's report writer, CUDA's own),
     which on a single core would take their time out of the measured thread's."""
     per_arm = 2
-    if len(cpus) < per_arm * len(ARMS):
-        cpus = list(range(2, 2 + per_arm * len(ARMS)))
-    groups = [cpus[per_arm * i:per_arm * (i + 1)] for i in range(len(ARMS))]
+    arms = TOGETHER_ARMS
+    if len(cpus) < per_arm * len(arms):
+        cpus = list(range(2, 2 + per_arm * len(arms)))
+        if cpus[-1] >= os.cpu_count():
+            raise SystemExit(f"together: needs {per_arm * len(arms)} cores from core 2 on; give them with --cpus")
+    groups = [cpus[per_arm * i:per_arm * (i + 1)] for i in range(len(arms))]
     go_file = os.path.join(args.tmp, "go")
     procs = []
-    for i, arm in enumerate(ARMS):
+    for i, arm in enumerate(arms):
         spec = {"arm": arm, "bench": "together", "floor_lib": floor_lib, "cpus": groups[i], "core_groups": groups,
                 "index": i, "slices": slices,
                 "slice_s": slice_s, "go_file": go_file, "ready_file": os.path.join(args.tmp, f"ready.{arm}")}
@@ -330,27 +337,29 @@ def print_tables(results):
                   " | ".join(f"{ratio(m[a], m[b]):.3f}" for a, b in cols) + " |")
     tog = results.get("together")
     if tog and all(tog.get(a) for a in ARMS):
-        runs = min(len(tog[a]) for a in ARMS)
+        arms = [a for a in TOGETHER_ARMS if tog.get(a)]
+        runs = min(len(tog[a]) for a in arms)
         n_slices = sum(len(tog["native"][k]["slices"]) for k in range(runs))
         print(f"\n### Allocation + free latency through torch.empty, all arms at once ({runs} run(s), {n_slices} "
               "slices; median ns per slice, and the median of the per-slice ratios)\n")
         cols = [("memguard", "native"), ("mg_nostack", "native"), ("floor", "native"), ("mg_nostack", "floor"),
-                ("history", "native")]
-        print("| size | " + " | ".join(ARMS) + " | " + " | ".join(f"{a} / {b}" for a, b in cols) + " |")
-        print("|---|" + "---|" * (len(ARMS) + len(cols)))
+                ("history", "native"), ("mg_native", "mg_nostack"), ("mg_python", "mg_nostack")]
+        cols = [c for c in cols if c[0] in arms and c[1] in arms]
+        print("| size | " + " | ".join(arms) + " | " + " | ".join(f"{a} / {b}" for a, b in cols) + " |")
+        print("|---|" + "---|" * (len(arms) + len(cols)))
         for n in SIZES:
-            ns = {a: [] for a in ARMS}
+            ns = {a: [] for a in arms}
             ratios = {c: [] for c in cols}
             for k in range(runs):
-                per_arm = {a: tog[a][k]["slices"] for a in ARMS}
+                per_arm = {a: tog[a][k]["slices"] for a in arms}
                 for r in range(min(len(v) for v in per_arm.values())):
                     if per_arm["native"][r][0] != n:
                         continue
-                    for a in ARMS:
+                    for a in arms:
                         ns[a].append(per_arm[a][r][1])
                     for a, b in cols:
                         ratios[(a, b)].append(per_arm[a][r][1] / per_arm[b][r][1])
-            print(f"| {n} | " + " | ".join(f"{med(ns[a]):.0f}" for a in ARMS) + " | " +
+            print(f"| {n} | " + " | ".join(f"{med(ns[a]):.0f}" for a in arms) + " | " +
                   " | ".join(f"{med(ratios[c]):.3f}" for c in cols) + " |")
     for kind in ("eager", "compiled"):
         if not results.get(kind) or not results[kind].get("native"):
