@@ -272,10 +272,15 @@ MG_EXPORT void memguard_free(void* ptr, size_t size, int device, cudaStream_t st
     Recorder& rec = Recorder::instance();
     // The t record is written once the block is taken out of the pointer map and before it can
     // be handed out again, so the next T of this address always follows it in the report.
-    bool freed = a && a->free(ptr, [&] {
+    // PyTorch frees from a noexcept deleter: nothing may escape (a record that cannot be
+    // buffered when host memory runs out is lost; the block is still returned).
+    bool freed = a && a->free(ptr, [&]() noexcept {
         if (!rec.recording()) return;
         memguard::interpose::ErrnoKeeper keep_errno;
-        rec.record_block_free(reinterpret_cast<uintptr_t>(ptr), memguard::python::collecting_on_this_thread());
+        try {
+            rec.record_block_free(reinterpret_cast<uintptr_t>(ptr), memguard::python::collecting_on_this_thread());
+        } catch (...) {
+        }
     });
     if (!freed) memguard::interpose::warn_unknown_pointer(ptr);
 }
