@@ -46,12 +46,23 @@ bool ReportWriter::start(const std::string& path, std::string* error) {
     return true;
 }
 
-void ReportWriter::append(std::string_view records) {
-    bool wake;
+void ReportWriter::append(std::string_view records) noexcept {
+    bool wake = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
         size_t before = buffer_.size();
-        buffer_.append(records.data(), records.size());
+        try {
+            buffer_.append(records.data(), records.size());
+        } catch (...) {
+            // Host memory is exhausted. The hooks calling this run inside the host's CUDA calls
+            // and PyTorch's noexcept deleters, where an exception would end the program: the
+            // records are dropped instead, and the log says once that the report is incomplete.
+            if (!dropped_) {
+                dropped_ = true;
+                MG_LOG_WARN("out of host memory: report records dropped; the report is incomplete");
+            }
+            return;
+        }
         wake = before < kWakeThreshold && buffer_.size() >= kWakeThreshold;
     }
     if (wake) cv_.notify_one();

@@ -25,8 +25,13 @@ public:
     bool started() const { return fd_ >= 0; }
     const std::string& path() const { return path_; }
 
-    /// Appends complete records (each ending in '\n'). Never blocks on I/O.
-    void append(std::string_view records);
+    /// Appends complete records (each ending in '\n'). Never blocks on I/O and never throws:
+    /// when host memory runs out the records are dropped (logged once; dropped() turns true).
+    void append(std::string_view records) noexcept;
+    bool dropped() const {
+        std::lock_guard<std::mutex> lock(mu_);
+        return dropped_;
+    }
 
     /// Writes everything appended so far, with a heartbeat, from the calling thread.
     void flush();
@@ -53,10 +58,11 @@ private:
     bool write_all(const char* data, size_t n);
 
     Clock clock_;
-    std::mutex mu_;  // guards buffer_, stop_
+    mutable std::mutex mu_;  // guards buffer_, stop_, dropped_
     std::condition_variable cv_;
     std::string buffer_;
     bool stop_ = false;
+    bool dropped_ = false;
     std::mutex io_mu_;  // serializes write(2) calls on fd_
     int fd_ = -1;
     bool io_failed_ = false;
