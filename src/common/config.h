@@ -20,6 +20,7 @@ struct Config {
     LogLevel log_level = LogLevel::Warn;  // MEMGUARD_LOG_LEVEL
     bool collect_compile_garbage = true;  // MEMGUARD_COLLECT_COMPILE_GARBAGE
     bool python_stacks = true;            // MEMGUARD_PYTHON_STACKS
+    bool native_below_python = false;     // MEMGUARD_NATIVE_BELOW_PYTHON: keep the interpreter's frames
     bool compile_window = true;           // MEMGUARD_COMPILE_WINDOW
     bool nvtx = true;                     // MEMGUARD_NVTX: register as the NVTX injection library
     AllocatorMode allocator = AllocatorMode::Native;  // MEMGUARD_ALLOCATOR: native or memguard

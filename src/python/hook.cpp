@@ -535,7 +535,14 @@ void startup() {
     a->PyTuple_SetItem(args.get(), 0, at.get());
     Ref r(a->PyObject_CallObject(reg.get(), args.get()));
     a->PyErr_Clear();
-    if (g_settings.python_stacks) Recorder::instance().set_python_stack_provider(&capture_python_stack);
+    if (g_settings.python_stacks) {
+        Recorder::instance().set_python_stack_provider(&capture_python_stack);
+        // The interpreter's own frames under a Python caller say nothing the Python stack does
+        // not, and unwinding them is most of a stack's cost in allocator mode.
+        if (!g_settings.native_below_python) {
+            Recorder::instance().set_native_cut(track::object_range_of(reinterpret_cast<const void*>(a->PyEval_GetFrame)));
+        }
+    }
     install_module();
     MG_LOG_DEBUG("Python hook active (CPython 3.{})", a->minor);
 }

@@ -28,6 +28,7 @@ struct HookSettings {
     bool collect_compile_garbage = true;  // MEMGUARD_COLLECT_COMPILE_GARBAGE
     bool python_stacks = true;            // Python frames on allocation records
     bool compile_window = true;           // MEMGUARD_COMPILE_WINDOW: freeze older objects during a compile
+    bool native_below_python = false;     // MEMGUARD_NATIVE_BELOW_PYTHON: no native stack cut
 };
 
 /// Called once from the library constructor.

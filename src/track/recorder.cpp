@@ -86,21 +86,55 @@ void Recorder::init(const Config& config) {
     state_.store(config.enabled ? State::Idle : State::Off, std::memory_order_release);
 }
 
+void Recorder::set_native_cut(TextRange interpreter) noexcept {
+    static TextRange stored;
+    if (interpreter.hi <= interpreter.lo) return;
+    stored = interpreter;
+    native_cut_.store(&stored, std::memory_order_release);
+}
+
+namespace {
+
+/// Frames this thread's last stack needed to reach the interpreter (0: no guess). One int of
+/// thread-local storage: large per-thread arrays do not fit the static TLS that dlopen needs.
+thread_local int t_unwind_guess = 0;
+constexpr int kGuessMargin = 2;  // a call path a frame or two deeper still fits
+
+int first_in(const TextRange& r, const uintptr_t* ips, int from, int n) noexcept {
+    for (int i = from; i < n; ++i) {
+        if (r.contains(ips[i])) return i;
+    }
+    return -1;
+}
+
+}  // namespace
+
 int Recorder::capture_stack(uintptr_t* ips) const noexcept {
     int depth = config_.stack_depth;
     if (depth <= 0) return 0;
     // Each unwound frame costs the same and unwinding is most of a stack's cost: ask for the kept
     // depth and a few of memguard's own frames on top, and unwind in full only when more of
     // those were there. The frames kept are the same either way.
-    const int want = depth + kSelfFrameSlack < kStackCapacity ? depth + kSelfFrameSlack : kStackCapacity;
+    const int full = depth + kSelfFrameSlack < kStackCapacity ? depth + kSelfFrameSlack : kStackCapacity;
+    // Under a native cut (set_native_cut) a stack ends at the interpreter: ask for as many frames
+    // as this thread's last stack took to get there, and unwind again in full when that fell short.
+    const TextRange* cut = native_cut_.load(std::memory_order_acquire);
+    const int guess = cut ? t_unwind_guess : 0;
+    const int want = guess > 0 && guess < full ? guess : full;
     int n = track::capture_stack(ips, want);
     int skip = 0;
     while (skip < n && self_range_.contains(ips[skip])) ++skip;
-    if (n == want && want < kStackCapacity && n - skip < depth) {
+    int boundary = cut ? first_in(*cut, ips, skip, n) : -1;
+    // Short of the kept depth without reaching the interpreter: the guess, or memguard's own
+    // frames, took more than was asked for.
+    if (boundary < 0 && n == want && want < kStackCapacity && n - skip < depth) {
         n = track::capture_stack(ips, kStackCapacity);
         skip = 0;
         while (skip < n && self_range_.contains(ips[skip])) ++skip;
+        boundary = cut ? first_in(*cut, ips, skip, n) : -1;
     }
+    if (cut) t_unwind_guess = boundary >= 0 ? boundary + 1 + kGuessMargin : 0;
+    if (boundary >= 0) n = boundary + 1;
     int keep = n - skip;
     if (keep > depth) keep = depth;
     if (skip > 0) {

@@ -90,6 +90,10 @@ public:
     /// GIL). Its p/P records must already be appended when it returns.
     using PythonStackFn = uint32_t (*)();
     void set_python_stack_provider(PythonStackFn fn) noexcept { python_stack_.store(fn, std::memory_order_release); }
+    /// From now on a native stack ends at its first frame inside `interpreter` (that frame is
+    /// kept: where Python called in); the Python stack stands for what lies below. Set once, by
+    /// the Python hook, when Python stacks are on (MEMGUARD_NATIVE_BELOW_PYTHON=0).
+    void set_native_cut(TextRange interpreter) noexcept;
 
     /// A dynamo compile finished on this thread.
     void record_compile(std::string_view compile_id);
@@ -207,6 +211,7 @@ private:
     ModuleMap modules_;
     ReportWriter writer_;
     TextRange self_range_;
+    std::atomic<const TextRange*> native_cut_{nullptr};
     CaptureView captures_;
     GraphRegistry graphs_;
     PhaseTable phases_;

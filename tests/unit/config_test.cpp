@@ -95,6 +95,17 @@ TEST(Config, PythonSwitchesDefaultOnAndTurnOff) {
     EXPECT_TRUE(bad.config.compile_window);
 }
 
+TEST(Config, NativeBelowPythonDefaultsOffAndTurnsOn) {
+    EXPECT_FALSE(parse({}).config.native_below_python);
+    ConfigResult on = parse({{"MEMGUARD_NATIVE_BELOW_PYTHON", "1"}});
+    EXPECT_TRUE(on.problems.empty());
+    EXPECT_TRUE(on.config.native_below_python);
+    ConfigResult bad = parse({{"MEMGUARD_NATIVE_BELOW_PYTHON", "deep"}});
+    ASSERT_EQ(bad.problems.size(), 1u);
+    EXPECT_NE(bad.problems[0].find("MEMGUARD_NATIVE_BELOW_PYTHON='deep'"), std::string::npos);
+    EXPECT_FALSE(bad.config.native_below_python);
+}
+
 TEST(Config, NvtxSwitchDefaultsOnAndTurnsOff) {
     EXPECT_TRUE(parse({}).config.nvtx);
     ConfigResult off = parse({{"MEMGUARD_NVTX", "0"}});
