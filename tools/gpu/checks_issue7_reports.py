@@ -110,3 +110,35 @@ def alloc_report_cycles(ctx):
     assert len(events) == len(ooms)
     for e, o in zip(events, ooms):
         assert e["rescued"] == o[11] and e["requested_bytes"] == int(o[4])
+
+
+@check(7, "native stacks of tensor blocks allocated under Python end at the interpreter (MEMGUARD_NATIVE_BELOW_PYTHON=0)")
+def alloc_report_native_cut(ctx):
+    workload(ctx, "allocator_mode", "train_memguard", True, env={"MEMGUARD_ALLOCATOR": "memguard"},
+             args=("train", "--steps", "50"))
+    path = _mg7r_report(ctx, "train_memguard")
+    records = _mg7r_records(path)
+    stacks = {int(r[1]): [int(x, 16) for x in r[2:]] for r in records if r[0] == "S"}
+    modules = [(int(r[2], 16), int(r[3], 16), r[-1]) for r in records if r[0] == "M"]
+    exe = os.path.realpath(sys.executable)
+    interp = [(lo, hi) for lo, hi, p in modules if os.path.realpath(p) == exe or "libpython" in os.path.basename(p)]
+    assert interp, f"no M record for the interpreter ({exe})"
+
+    def in_interp(ip):
+        return any(lo <= ip < hi for lo, hi in interp)
+
+    ends, inner, lengths, n = 0, 0, [], 0
+    for r in records:
+        if r[0] != "T" or r[9] == "0" or r[8] == "0":
+            continue  # no Python stack (autograd's own threads) or no native stack
+        ips = stacks[int(r[8])]
+        n += 1
+        lengths.append(len(ips))
+        ends += in_interp(ips[-1])
+        inner += any(in_interp(ip) for ip in ips[:-1])
+    print(f"{n} tensor blocks with Python and native stacks: {ends} end in the interpreter, {inner} have an "
+          f"interpreter frame before the last; native frames per stack: mean {sum(lengths) / max(n, 1):.1f}, "
+          f"max {max(lengths, default=0)}")
+    assert n > 0
+    assert inner == 0, "an interpreter frame that is not the last: the stack was not cut"
+    assert ends >= 0.9 * n, "most stacks taken under Python should reach the interpreter within the depth"
