@@ -100,10 +100,16 @@ bool ReportWriter::write_all(const char* data, size_t n) {
 
 void ReportWriter::write_pending(bool heartbeat) {
     std::lock_guard<std::mutex> io(io_mu_);
-    std::string out;
+    // The buffer the hooks append to next is the one written last time, emptied: it keeps its
+    // capacity, so appending does not grow (reallocate and copy) a fresh string after every flush.
+    std::string out = std::move(spare_);
+    out.clear();
     {
         std::lock_guard<std::mutex> lock(mu_);
-        if (buffer_.empty()) return;
+        if (buffer_.empty()) {
+            spare_ = std::move(out);
+            return;
+        }
         if (heartbeat) {
             Line hb('H');
             hb.sdec(clock_());
@@ -111,11 +117,14 @@ void ReportWriter::write_pending(bool heartbeat) {
         }
         out.swap(buffer_);
     }
-    if (fd_ < 0 || io_failed_) return;
-    if (!write_all(out.data(), out.size())) {
+    if (fd_ >= 0 && !io_failed_ && !write_all(out.data(), out.size())) {
         io_failed_ = true;
         MG_LOG_WARN("writing the report '{}' failed ({}); recording continues but is no longer saved", path_,
                     std::strerror(errno));
+    }
+    if (out.capacity() <= kMaxSpare) {
+        out.clear();
+        spare_ = std::move(out);
     }
 }
 
@@ -157,6 +166,8 @@ void ReportWriter::reset_in_child() {
     path_.clear();
     buffer_.clear();
     buffer_.shrink_to_fit();
+    spare_.clear();
+    spare_.shrink_to_fit();
     stop_ = false;
     thread_running_ = false;
 }

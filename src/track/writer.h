@@ -48,6 +48,7 @@ public:
 
     static constexpr int64_t kFlushIntervalMs = 250;
     static constexpr size_t kWakeThreshold = 1 << 20;
+    static constexpr size_t kMaxSpare = 16 << 20;  // a larger written buffer is freed, not kept
 
 private:
     static void* thread_main(void* self);
@@ -63,7 +64,8 @@ private:
     std::string buffer_;
     bool stop_ = false;
     bool dropped_ = false;
-    std::mutex io_mu_;  // serializes write(2) calls on fd_
+    std::mutex io_mu_;  // serializes write(2) calls on fd_; guards spare_
+    std::string spare_;  // the last written buffer, empty, for buffer_ to take over
     int fd_ = -1;
     bool io_failed_ = false;
     std::string path_;
