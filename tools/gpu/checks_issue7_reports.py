@@ -44,16 +44,21 @@ def _mg7r_peaks(records):
     return t_peak, a_peak
 
 
+def _mg7r_train(ctx):
+    """The 50-step allocator-mode training run (run once) and its report's records."""
+    workload(ctx, "allocator_mode", "train_memguard", True, env={"MEMGUARD_ALLOCATOR": "memguard"},
+             args=("train", "--steps", "50"))
+    path = _mg7r_report(ctx, "train_memguard")
+    return path, _mg7r_records(path)
+
+
 def _mg7r_cli_json(ctx, *args):
     return _json7r.loads(ctx.run([str(ctx.cli), *args]).stdout)
 
 
 @check(7, "allocator mode report: memguard top shows tensor-block sites at the tensor peak; --segments the segments")
 def alloc_report_top(ctx):
-    workload(ctx, "allocator_mode", "train_memguard", True, env={"MEMGUARD_ALLOCATOR": "memguard"},
-             args=("train", "--steps", "50"))
-    path = _mg7r_report(ctx, "train_memguard")
-    records = _mg7r_records(path)
+    path, records = _mg7r_train(ctx)
     t_peak, a_peak = _mg7r_peaks(records)
     top = _mg7r_cli_json(ctx, "top", "--json", "--frames", "3", str(path))
     seg = _mg7r_cli_json(ctx, "top", "--json", "--segments", "--frames", "3", str(path))
@@ -114,10 +119,7 @@ def alloc_report_cycles(ctx):
 
 @check(7, "native stacks of tensor blocks allocated under Python end at the interpreter (MEMGUARD_NATIVE_BELOW_PYTHON=0)")
 def alloc_report_native_cut(ctx):
-    workload(ctx, "allocator_mode", "train_memguard", True, env={"MEMGUARD_ALLOCATOR": "memguard"},
-             args=("train", "--steps", "50"))
-    path = _mg7r_report(ctx, "train_memguard")
-    records = _mg7r_records(path)
+    path, records = _mg7r_train(ctx)
     stacks = {int(r[1]): [int(x, 16) for x in r[2:]] for r in records if r[0] == "S"}
     modules = [(int(r[2], 16), int(r[3], 16), r[-1]) for r in records if r[0] == "M"]
     exe = os.path.realpath(sys.executable)
