@@ -274,14 +274,21 @@ MG_EXPORT void memguard_free(void* ptr, size_t size, int device, cudaStream_t st
     // be handed out again, so the next T of this address always follows it in the report.
     // PyTorch frees from a noexcept deleter: nothing may escape (a record that cannot be
     // buffered when host memory runs out is lost; the block is still returned).
-    bool freed = a && a->free(ptr, [&]() noexcept {
-        if (!rec.recording()) return;
-        memguard::interpose::ErrnoKeeper keep_errno;
-        try {
-            rec.record_block_free(reinterpret_cast<uintptr_t>(ptr), memguard::python::collecting_on_this_thread());
-        } catch (...) {
-        }
-    });
+    bool freed = false;
+    try {
+        freed = a && a->free(ptr, [&]() noexcept {
+            if (!rec.recording()) return;
+            memguard::interpose::ErrnoKeeper keep_errno;
+            try {
+                rec.record_block_free(reinterpret_cast<uintptr_t>(ptr), memguard::python::collecting_on_this_thread());
+            } catch (...) {
+            }
+        });
+    } catch (...) {
+        // Out of host memory inside the core (its free lists): the block stays out of the
+        // cache, which loses its memory but not the program.
+        return;
+    }
     if (!freed) memguard::interpose::warn_unknown_pointer(ptr);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <pthread.h>
 #include <string>
 #include <vector>
 
@@ -535,14 +536,7 @@ void startup() {
     a->PyTuple_SetItem(args.get(), 0, at.get());
     Ref r(a->PyObject_CallObject(reg.get(), args.get()));
     a->PyErr_Clear();
-    if (g_settings.python_stacks) {
-        Recorder::instance().set_python_stack_provider(&capture_python_stack);
-        // The interpreter's own frames under a Python caller say nothing the Python stack does
-        // not, and unwinding them is most of a stack's cost in allocator mode.
-        if (!g_settings.native_below_python) {
-            Recorder::instance().set_native_cut(track::object_range_of(reinterpret_cast<const void*>(a->PyEval_GetFrame)));
-        }
-    }
+    if (g_settings.python_stacks) Recorder::instance().set_python_stack_provider(&capture_python_stack);
     install_module();
     MG_LOG_DEBUG("Python hook active (CPython 3.{})", a->minor);
 }
@@ -557,6 +551,14 @@ void calibrate_when_possible() {
     bool gil_free = calibrate_frames();
     MG_LOG_DEBUG("Python stacks on allocations: {}",
                  gil_free ? "from every thread with Python frames" : "only from threads that hold the GIL");
+    // The interpreter's own frames under a Python caller say nothing the Python stack does not,
+    // and unwinding them is most of a stack's cost in allocator mode. Only with the GIL-free
+    // walker does every thread running Python get a Python stack to stand for them (PyTorch's
+    // operators release the GIL).
+    if (gil_free && !g_settings.native_below_python) {
+        Recorder::instance().set_native_cut(
+            track::object_range_of(reinterpret_cast<const void*>(capi()->PyEval_GetFrame)));
+    }
 }
 
 int audit_hook(const char* event, PyObject*, void*) {
@@ -597,6 +599,12 @@ void install(const HookSettings& settings) {
         return;
     }
     g_settings = settings;
+    if (settings.python_stacks) {
+        // Registered after the recorder's handlers, so this prepare handler runs before theirs:
+        // a thread recording a Python stack holds this lock while it takes the writer's.
+        pthread_atfork(&lock_python_stacks_for_fork, &unlock_python_stacks_after_fork,
+                       &unlock_python_stacks_after_fork);
+    }
     g_phase.store(Phase::WaitingForInit, std::memory_order_release);
     if (a->PySys_AddAuditHook(audit_hook, nullptr) != 0) {
         g_phase.store(Phase::NotPython, std::memory_order_release);

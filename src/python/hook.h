@@ -38,4 +38,9 @@ void install(const HookSettings& settings);
 /// the thread does not hold the GIL or the interpreter is not running).
 uint32_t capture_python_stack();
 
+/// fork(2) handlers for the Python stack tables' lock, which a thread recording a stack holds
+/// while it appends records (so it is taken before the recorder's own fork locks).
+void lock_python_stacks_for_fork() noexcept;
+void unlock_python_stacks_after_fork() noexcept;
+
 }  // namespace memguard::python

@@ -285,6 +285,9 @@ uint32_t stack_without_gil(Tables& t, const RawFrame* raw, int n, track::Recorde
 
 }  // namespace
 
+void lock_python_stacks_for_fork() noexcept { tables().mu.lock(); }
+void unlock_python_stacks_after_fork() noexcept { tables().mu.unlock(); }
+
 uint32_t capture_python_stack() {
     const CApi* a = capi();
     if (!interpreter_running()) return 0;

@@ -125,10 +125,11 @@ int Recorder::capture_stack(uintptr_t* ips) const noexcept {
     int skip = 0;
     while (skip < n && self_range_.contains(ips[skip])) ++skip;
     int boundary = cut ? first_in(*cut, ips, skip, n) : -1;
-    // Short of the kept depth without reaching the interpreter: the guess, or memguard's own
-    // frames, took more than was asked for.
-    if (boundary < 0 && n == want && want < kStackCapacity && n - skip < depth) {
-        n = track::capture_stack(ips, kStackCapacity);
+    // Short of the kept depth without reaching the interpreter: the guess fell short (ask for
+    // the usual amount), or memguard's own frames took more than the slack (ask for all).
+    for (int asked = want; boundary < 0 && n == asked && asked < kStackCapacity && n - skip < depth;) {
+        asked = asked < full ? full : kStackCapacity;
+        n = track::capture_stack(ips, asked);
         skip = 0;
         while (skip < n && self_range_.contains(ips[skip])) ++skip;
         boundary = cut ? first_in(*cut, ips, skip, n) : -1;

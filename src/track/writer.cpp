@@ -113,7 +113,11 @@ void ReportWriter::write_pending(bool heartbeat) {
         if (heartbeat) {
             Line hb('H');
             hb.sdec(clock_());
-            buffer_.append(hb.finish());
+            try {
+                buffer_.append(hb.finish());
+            } catch (...) {
+                // Out of host memory: this flush goes without its heartbeat (append's comment).
+            }
         }
         out.swap(buffer_);
     }
@@ -168,6 +172,7 @@ void ReportWriter::reset_in_child() {
     buffer_.shrink_to_fit();
     spare_.clear();
     spare_.shrink_to_fit();
+    dropped_ = false;
     stop_ = false;
     thread_running_ = false;
 }

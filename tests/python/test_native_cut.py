@@ -1,5 +1,8 @@
 """16. Native stacks under a Python caller end at the interpreter (MEMGUARD_NATIVE_BELOW_PYTHON).
 
+Only where memguard reads Python frames without the GIL (CPython 3.11 and 3.12): elsewhere a
+thread running PyTorch's operators (which release the GIL) gets no Python stack, so nothing is cut.
+
 With Python stacks on, a native stack taken while Python code runs ends at its first frame inside
 the interpreter (the object that defines PyEval_GetFrame: the python executable or libpython);
 that frame is kept, the interpreter's frames below it are not unwound. memguard asks libunwind for
@@ -46,7 +49,7 @@ def child(arm):
             t = threading.Thread(target=alloc, args=(i, depth))
             t.start()
             t.join()
-    return {"rcs": rcs, "interpreter_fn": ctypes.cast(ctypes.pythonapi.PyEval_GetFrame, ctypes.c_void_p).value,
+    return {"rcs": rcs, "python": list(sys.version_info[:2]), "interpreter_fn": ctypes.cast(ctypes.pythonapi.PyEval_GetFrame, ctypes.c_void_p).value,
             "nested_fn": ctypes.cast(lib.mgtest_nested_cuda_malloc, ctypes.c_void_p).value}
 
 
@@ -101,7 +104,13 @@ class NativeCut(harness.ChildTestCase):
             out.append((ips, first, in_nested))
         return out
 
+    def walker(self):
+        return tuple(self.runs["cut"].result["python"]) in ((3, 11), (3, 12))
+
     def test_cut_ends_every_stack_at_the_interpreter_and_keeps_the_frames_above(self):
+        if not self.walker():
+            # No GIL-free walker: no Python stack for a GIL-released call, so no cut either.
+            return self.test_no_python_stacks_means_no_cut("cut")
         for i, (ips, first, in_nested) in enumerate(self.frames("cut")):
             where, depth = CALLS[i]
             self.assertIsNotNone(first, f"call {i} ({where}, depth {depth}): no interpreter frame: {ips}")
@@ -111,6 +120,8 @@ class NativeCut(harness.ChildTestCase):
             self.assertGreaterEqual(in_nested, depth, f"call {i} ({where}, depth {depth}): {ips}")
 
     def test_full_keeps_the_frames_below_the_interpreter(self):
+        if not self.walker():
+            return self.test_no_python_stacks_means_no_cut("full")
         cut = self.frames("cut")
         for i, (ips, first, in_nested) in enumerate(self.frames("full")):
             self.assertIsNotNone(first, f"call {i}: no interpreter frame: {ips}")
@@ -119,8 +130,8 @@ class NativeCut(harness.ChildTestCase):
             self.assertEqual(in_nested, cut[i][2])
             self.assertEqual(first, cut[i][1], f"call {i}: the frames above the interpreter differ")
 
-    def test_no_python_stacks_means_no_cut(self):
-        for i, (ips, first, _) in enumerate(self.frames("nopython")):
+    def test_no_python_stacks_means_no_cut(self, arm="nopython"):
+        for i, (ips, first, _) in enumerate(self.frames(arm)):
             self.assertIsNotNone(first, f"call {i}: no interpreter frame: {ips}")
             self.assertGreater(len(ips) - first, 3, f"call {i}: cut without Python stacks: {ips}")
 
