@@ -96,6 +96,7 @@ struct CodeSnapshot {
     bool matches(const CodeView& v) const {
         return v.firstlineno == firstlineno && v.linetable == linetable && v.name == name && v.filename == filename;
     }
+    size_t bytes() const { return name.size() + filename.size() + linetable.size(); }
     void assign(const CodeView& v, uint64_t gen) {
         generation = gen;
         firstlineno = v.firstlineno;
@@ -120,6 +121,9 @@ struct CachedStack {
 constexpr size_t kMaxCachedCodes = 1u << 14;
 constexpr size_t kMaxCachedFrames = 1u << 18;
 constexpr size_t kMaxCachedStacks = 1u << 16;
+// The snapshots' copies of line tables, names and filenames: inductor's generated functions have
+// line tables of kilobytes, and a long run recompiles many of them.
+constexpr size_t kMaxCachedCodeBytes = size_t{64} << 20;
 
 struct Tables {
     std::mutex mu;
@@ -131,6 +135,7 @@ struct Tables {
     // GIL-free caches.
     uint64_t generations = 0;
     std::unordered_map<const void*, CodeSnapshot> codes;
+    size_t code_bytes = 0;  // sum of codes' bytes()
     std::unordered_map<RawKey, CachedFrame, RawKeyHash> by_lasti;
     std::unordered_map<std::vector<RawKey>, CachedStack, RawStackHash> raw_stacks;
     std::vector<RawKey> scratch;  // the stack being looked up, kept to save an allocation per call
@@ -139,6 +144,7 @@ struct Tables {
         raw_stacks.clear();
         by_lasti.clear();
         codes.clear();
+        code_bytes = 0;
     }
     void check_epoch(const track::Recorder& rec) {
         if (epoch == rec.report_epoch()) return;
@@ -213,7 +219,11 @@ CachedFrame frame_without_gil(Tables& t, const RawKey& key, const CodeView& view
     if (!inserted && it->second.valid(view)) return it->second;
     auto [cit, new_code] = t.codes.try_emplace(key.code);
     CodeSnapshot& code = cit->second;
-    if (new_code || !code.matches(view)) code.assign(view, ++t.generations);
+    if (new_code || !code.matches(view)) {
+        t.code_bytes -= code.bytes();  // 0 for a new entry
+        code.assign(view, ++t.generations);
+        t.code_bytes += code.bytes();
+    }
     auto [fit, new_frame] = t.contents.try_emplace(ContentKey{code_line(key.code, key.lasti), code.name, code.filename}, 0);
     if (new_frame) {
         fit->second = ++t.frame_ids;
@@ -259,8 +269,8 @@ bool still_valid(const CachedStack& s, const RawFrame* raw, int n) {
 /// The stack id of the frames the walker read (GIL-free path). A stack seen before costs one
 /// lookup plus the check of each frame's code object. Caller holds tables().mu.
 uint32_t stack_without_gil(Tables& t, const RawFrame* raw, int n, track::Recorder& rec) {
-    if (t.codes.size() > kMaxCachedCodes || t.by_lasti.size() > kMaxCachedFrames ||
-        t.raw_stacks.size() > kMaxCachedStacks) {
+    if (t.codes.size() > kMaxCachedCodes || t.code_bytes > kMaxCachedCodeBytes ||
+        t.by_lasti.size() > kMaxCachedFrames || t.raw_stacks.size() > kMaxCachedStacks) {
         t.drop_caches();
     }
     t.scratch.resize(static_cast<size_t>(n));
