@@ -256,67 +256,31 @@ void Parser::header(std::string_view text) {
 
 void Parser::record() {
     std::string_view type = f_[0];
-    if (type.size() != 1) return;  // unknown record types are ignored (format 1.x additions)
-    switch (type[0]) {
-    case 'I': info(); break;
-    case 'M': module(); break;
-    case 'S': stack(); break;
-    case 'A': alloc(); break;
-    case 'F': free_block(); break;
-    case 'R': restore(); break;
-    case 'E': failure(); break;
-    case 'H': heartbeat(); break;
-    case 'Z': end(); break;
-    default: break;
-    }
-    // The records of a later minor are known only in files that declare it (I format_minor).
-    if (minor_ >= 1) {
-        switch (type[0]) {
-        case 'C': capture_begin(); break;
-        case 'c': capture_end(); break;
-        case 'G': instantiate(); break;
-        case 'L': launch(); break;
-        case 'D': exec_destroy(); break;
-        case 'K': graph_destroy(); break;
-        case 'W': hazard(); break;
-        default: break;
-        }
-    }
-    if (minor_ >= 2) {
-        switch (type[0]) {
-        case 'p': python_frame(); break;
-        case 'P': python_stack(); break;
-        case 'X': compile(); break;
-        case 'Y': collection(); break;
-        default: break;
-        }
-    }
-    if (minor_ >= 3) {
-        switch (type[0]) {
-        case 'V': reserve(); break;
-        case 'v': address_free(); break;
-        case 'N': create(); break;
-        case 'n': release(); break;
-        case 'Q': map(); break;
-        case 'q': unmap(); break;
-        default: break;
-        }
-    }
-    if (minor_ >= 4) {
-        switch (type[0]) {
-        case 'B': phase_begin(); break;
-        case 'b': phase_end(); break;
-        case 'J': mark(); break;
-        default: break;
-        }
-    }
-    if (minor_ >= 5) {
-        switch (type[0]) {
-        case 'T': tensor_alloc(); break;
-        case 't': tensor_free(); break;
-        case 'O': tensor_oom(); break;
-        case 'o': tensor_oom_site(); break;
-        default: break;
+    // Unknown record types are ignored (format 1.x additions), and so are the records of a later
+    // minor in a file that does not declare it (I format_minor).
+    struct Kind {
+        char type;
+        int minor;  // the format minor that added it
+        void (Parser::*parse)();
+    };
+    static constexpr Kind kKinds[] = {
+        {'I', 0, &Parser::info},          {'M', 0, &Parser::module},        {'S', 0, &Parser::stack},
+        {'A', 0, &Parser::alloc},         {'F', 0, &Parser::free_block},    {'R', 0, &Parser::restore},
+        {'E', 0, &Parser::failure},       {'H', 0, &Parser::heartbeat},     {'Z', 0, &Parser::end},
+        {'C', 1, &Parser::capture_begin}, {'c', 1, &Parser::capture_end},   {'G', 1, &Parser::instantiate},
+        {'L', 1, &Parser::launch},        {'D', 1, &Parser::exec_destroy},  {'K', 1, &Parser::graph_destroy},
+        {'W', 1, &Parser::hazard},        {'p', 2, &Parser::python_frame},  {'P', 2, &Parser::python_stack},
+        {'X', 2, &Parser::compile},       {'Y', 2, &Parser::collection},    {'V', 3, &Parser::reserve},
+        {'v', 3, &Parser::address_free},  {'N', 3, &Parser::create},        {'n', 3, &Parser::release},
+        {'Q', 3, &Parser::map},           {'q', 3, &Parser::unmap},         {'B', 4, &Parser::phase_begin},
+        {'b', 4, &Parser::phase_end},     {'J', 4, &Parser::mark},          {'T', 5, &Parser::tensor_alloc},
+        {'t', 5, &Parser::tensor_free},   {'O', 5, &Parser::tensor_oom},    {'o', 5, &Parser::tensor_oom_site},
+    };
+    if (type.size() != 1) return;
+    for (const Kind& k : kKinds) {
+        if (k.type == type[0]) {
+            if (minor_ >= k.minor) (this->*k.parse)();
+            return;
         }
     }
 }
