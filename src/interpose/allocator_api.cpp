@@ -272,17 +272,13 @@ MG_EXPORT void memguard_free(void* ptr, size_t size, int device, cudaStream_t st
     Recorder& rec = Recorder::instance();
     // The t record is written once the block is taken out of the pointer map and before it can
     // be handed out again, so the next T of this address always follows it in the report.
-    // PyTorch frees from a noexcept deleter: nothing may escape (a record that cannot be
-    // buffered when host memory runs out is lost; the block is still returned).
+    // PyTorch frees from a noexcept deleter: nothing may escape (the record itself cannot throw:
+    // the report buffer drops records when host memory runs out).
     bool freed = false;
     try {
-        freed = a && a->free(ptr, [&]() noexcept {
-            if (!rec.recording()) return;
+        freed = a && a->free(ptr, [&] {  // record_block_free writes only while recording
             memguard::interpose::ErrnoKeeper keep_errno;
-            try {
-                rec.record_block_free(reinterpret_cast<uintptr_t>(ptr), memguard::python::collecting_on_this_thread());
-            } catch (...) {
-            }
+            rec.record_block_free(reinterpret_cast<uintptr_t>(ptr), memguard::python::collecting_on_this_thread());
         });
     } catch (...) {
         // Out of host memory inside the core (its free lists): the block stays out of the
