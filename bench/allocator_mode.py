@@ -47,6 +47,9 @@ ARMS = ("native", "history", "memguard", "mg_nostack", "floor")
 STEP_ARMS = ARMS[:4]
 # `together` also splits full tracking's cost: native stacks only, and Python stacks only.
 TOGETHER_ARMS = ARMS + ("mg_native", "mg_python")
+# The latency tables' ratio columns (those whose two arms ran).
+RATIO_COLS = [("memguard", "native"), ("mg_nostack", "native"), ("floor", "native"), ("mg_nostack", "floor"),
+              ("history", "native"), ("mg_native", "mg_nostack"), ("mg_python", "mg_nostack")]
 BENCHES = ("latency", "together", "eager", "compiled")
 FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pluggable_floor.cpp")
 
@@ -326,9 +329,7 @@ def print_tables(results):
         arms = [a for a in ARMS if lat.get(a)]
         n_proc = max(len(lat[a]) for a in arms)
         print(f"\n### Allocation + free latency through torch.empty (median ns, {n_proc} process(es) per arm)\n")
-        cols = [("memguard", "native"), ("mg_nostack", "native"), ("floor", "native"), ("mg_nostack", "floor"),
-                ("history", "native")]
-        cols = [c for c in cols if c[0] in arms and c[1] in arms]
+        cols = [c for c in RATIO_COLS if c[0] in arms and c[1] in arms]
         print("| size | " + " | ".join(arms) + " | " + " | ".join(f"{a} / {b}" for a, b in cols) + " |")
         print("|---|" + "---|" * (len(arms) + len(cols)))
         for n in SIZES:
@@ -342,9 +343,7 @@ def print_tables(results):
         n_slices = sum(len(tog["native"][k]["slices"]) for k in range(runs))
         print(f"\n### Allocation + free latency through torch.empty, all arms at once ({runs} run(s), {n_slices} "
               "slices; median ns per slice, and the median of the per-slice ratios)\n")
-        cols = [("memguard", "native"), ("mg_nostack", "native"), ("floor", "native"), ("mg_nostack", "floor"),
-                ("history", "native"), ("mg_native", "mg_nostack"), ("mg_python", "mg_nostack")]
-        cols = [c for c in cols if c[0] in arms and c[1] in arms]
+        cols = [c for c in RATIO_COLS if c[0] in arms and c[1] in arms]
         print("| size | " + " | ".join(arms) + " | " + " | ".join(f"{a} / {b}" for a, b in cols) + " |")
         print("|---|" + "---|" * (len(arms) + len(cols)))
         for n in SIZES:
