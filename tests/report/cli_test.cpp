@@ -16,25 +16,8 @@ namespace {
 
 using test::contains;
 
-struct Result {
-    int rc = -1;
-    std::string out;
-};
-
-/// Runs the CLI through the shell with `args` (already quoted as needed) after the shell words in
-/// `prefix` (variable assignments, or "cd DIR &&"); stderr joins stdout.
-Result run_cli(const std::string& args, const std::string& prefix = "") {
-    std::string cmd = prefix + " '" + std::string(MEMGUARD_CLI_PATH) + "' " + args + " 2>&1";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    int status = pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+using Result = test::CliResult;
+using test::run_cli;
 
 std::string symtest_report(test::TempDir& dir) {
     void* ip = memguard_symtest::known_function(7);

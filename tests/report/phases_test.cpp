@@ -235,31 +235,15 @@ TEST(Pickle, StringsContainersAndMemo) {
 
 // --- the command line ---------------------------------------------------------------------------
 
-struct Result {
-    int rc = -1;
-    std::string out;
-};
-
-Result run(const std::string& args, const std::string& prefix = "") {
-    std::string cmd = prefix + " '" + std::string(MEMGUARD_CLI_PATH) + "' " + args + " 2>&1";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    int status = pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+using Result = test::CliResult;
 
 TEST(PhasesCli, HelpOfTheNewCommands) {
-    std::string general = run("--help").out;
+    std::string general = test::run_cli("--help").out;
     for (const char* cmd : {"phases", "diff", "merge", "plot", "export"}) {
-        Result help = run(std::string("help ") + cmd);
+        Result help = test::run_cli(std::string("help ") + cmd);
         EXPECT_EQ(help.rc, 0) << cmd;
         EXPECT_EQ(help.out.rfind(std::string("usage: memguard ") + cmd + " ", 0), 0u) << help.out;
-        EXPECT_EQ(run(std::string(cmd) + " --help").out, help.out) << cmd;
+        EXPECT_EQ(test::run_cli(std::string(cmd) + " --help").out, help.out) << cmd;
         EXPECT_TRUE(contains(general, std::string("  memguard ") + cmd + " ")) << cmd;
     }
 }
@@ -272,7 +256,7 @@ TEST(PhasesCli, UsageErrorsExitWithTwoAndAHint) {
                              "plot a.mgr b.mgr -o a.svg", "export a.mgr -o a.pickle", "export --perfetto a.mgr",
                              "export --perfetto --memory-viz a.mgr -o x", "export --memory-viz=1 a.mgr -o x",
                              "export --memory-viz a.mgr -o x --json", "export --memory-viz a.mgr -o x --frames x"}) {
-        Result r = run(args);
+        Result r = test::run_cli(args);
         EXPECT_EQ(r.rc, 2) << args;
         EXPECT_EQ(r.out.rfind("memguard: error: ", 0), 0u) << args << ": " << r.out;
         EXPECT_TRUE(contains(r.out, "\nusage: memguard ")) << args << ": " << r.out;
@@ -288,7 +272,7 @@ TEST(PhasesCli, BadReportFilesGiveOneMessage) {
                              "plot '" + bad + "' -o '" + dir.path() + "/x.svg'",
                              "export --perfetto '" + bad + "' -o '" + dir.path() + "/x.json'",
                              "diff '" + good + "' '" + dir.path() + "/missing.mgr'"}) {
-        Result r = run(args);
+        Result r = test::run_cli(args);
         EXPECT_EQ(r.rc, 2) << args;
         EXPECT_EQ(r.out.rfind("memguard: error: ", 0), 0u) << args << ": " << r.out;
         EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
@@ -306,7 +290,7 @@ TEST(PhasesCli, PlotOfALongRunKeepsThePeakAndStaysSmall) {
         body += alloc(2 * i, addr, i == 77777 ? 5000000 : 1000) + free_(2 * i + 1, addr, i == 77777 ? 5000000 : 1000);
     }
     dir.write("long.mgr", body + "Z 200000\n");
-    Result r = run("plot long.mgr -o long.svg", "cd '" + dir.path() + "' &&");
+    Result r = test::run_cli("plot long.mgr -o long.svg", "cd '" + dir.path() + "' &&");
     ASSERT_EQ(r.rc, 0) << r.out;
     std::string svg = test::read_file(dir.path() + "/long.svg");
     EXPECT_LT(svg.size(), 200000u);

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -29,6 +31,28 @@ inline std::string error_of(const std::string& content) {
     }
     return "<no error>";
 }
+
+#ifdef MEMGUARD_CLI_PATH
+struct CliResult {
+    int rc = -1;
+    std::string out;
+};
+
+/// Runs the memguard CLI through the shell with `args` (already quoted as needed) after the shell
+/// words in `prefix` (variable assignments, or "cd DIR &&"); stderr joins stdout.
+inline CliResult run_cli(const std::string& args, const std::string& prefix = "") {
+    std::string cmd = prefix + " '" + std::string(MEMGUARD_CLI_PATH) + "' " + args + " 2>&1";
+    CliResult r;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (p == nullptr) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    int status = pclose(p);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+#endif
 
 inline bool contains(const std::string& haystack, const std::string& needle) {
     return haystack.find(needle) != std::string::npos;
