@@ -27,28 +27,64 @@ uint32_t Recorder::intern_stack(const uintptr_t* ips, int n) {
     return intern(ips, n);
 }
 
-void Recorder::record_block_alloc(const TensorBlock& b) {
-    if (!ensure_started()) return;
+namespace {
+
+// T and t are written on every tensor allocation and free: the hook packs their numbers and the
+// writer thread formats them (ReportWriter::append_packed). The field order is the record's.
+enum TField : uint32_t {
+    kTTime, kTTid, kTAddr, kTSize, kTRequested, kTDevice, kTStream, kTStack, kTPyStack, kTCapture,
+    kTPrivatePool, kTPoolFirst, kTPoolSecond, kTFieldCount
+};
+enum FreeField : uint32_t { kFTime, kFTid, kFAddr, kFDuringGc, kFFieldCount };
+
+void format_block_alloc(const uint64_t* f, uint32_t, std::string& out) {
     Line line('T');
-    line.sdec(now()).dec(current_tid()).hex(b.addr).dec(b.size).dec(b.requested).sdec(b.device).hex(b.stream);
-    line.dec(b.stack_id).dec(b.python_stack_id).dec(b.capture_id);
-    if (b.private_pool) {
+    line.sdec(static_cast<int64_t>(f[kTTime])).dec(f[kTTid]).hex(f[kTAddr]).dec(f[kTSize]).dec(f[kTRequested]);
+    line.sdec(static_cast<int64_t>(f[kTDevice])).hex(f[kTStream]);
+    line.dec(f[kTStack]).dec(f[kTPyStack]).dec(f[kTCapture]);
+    if (f[kTPrivatePool]) {
         char pool[48];
-        size_t n = text::put_dec(pool, b.pool_first);
+        size_t n = text::put_dec(pool, f[kTPoolFirst]);
         pool[n++] = '.';
-        n += text::put_dec(pool + n, b.pool_second);
+        n += text::put_dec(pool + n, f[kTPoolSecond]);
         line.word(std::string_view(pool, n));
     } else {
         line.word("-");
     }
-    writer_.append(line.finish());
+    out.append(line.finish());
+}
+
+void format_block_free(const uint64_t* f, uint32_t, std::string& out) {
+    Line line('t');
+    line.sdec(static_cast<int64_t>(f[kFTime])).dec(f[kFTid]).hex(f[kFAddr]).dec(f[kFDuringGc]);
+    out.append(line.finish());
+}
+
+}  // namespace
+
+void Recorder::record_block_alloc(const TensorBlock& b) {
+    if (!ensure_started()) return;
+    uint64_t f[kTFieldCount];
+    f[kTTime] = static_cast<uint64_t>(now());
+    f[kTTid] = current_tid();
+    f[kTAddr] = b.addr;
+    f[kTSize] = b.size;
+    f[kTRequested] = b.requested;
+    f[kTDevice] = static_cast<uint64_t>(static_cast<int64_t>(b.device));
+    f[kTStream] = b.stream;
+    f[kTStack] = b.stack_id;
+    f[kTPyStack] = b.python_stack_id;
+    f[kTCapture] = b.capture_id;
+    f[kTPrivatePool] = b.private_pool ? 1 : 0;
+    f[kTPoolFirst] = b.pool_first;
+    f[kTPoolSecond] = b.pool_second;
+    writer_.append_packed(&format_block_alloc, f, kTFieldCount);
 }
 
 void Recorder::record_block_free(uintptr_t addr, bool during_gc) {
     if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    Line line('t');
-    line.sdec(now()).dec(current_tid()).hex(addr).dec(during_gc ? 1 : 0);
-    writer_.append(line.finish());
+    const uint64_t f[kFFieldCount] = {static_cast<uint64_t>(now()), current_tid(), addr, during_gc ? 1u : 0u};
+    writer_.append_packed(&format_block_free, f, kFFieldCount);
 }
 
 void Recorder::record_allocator_oom(const AllocatorOom& oom) {

@@ -46,26 +46,83 @@ bool ReportWriter::start(const std::string& path, std::string* error) {
     return true;
 }
 
-void ReportWriter::append(std::string_view records) noexcept {
+namespace {
+
+// A packed record in the buffer: this byte (never the first byte of a text record, which is its
+// type letter), the field count (one byte), the format function, then the fields.
+constexpr char kPackedMarker = '\x01';
+constexpr size_t kPackedHeader = 2 + sizeof(ReportWriter::PackedFormat);
+
+}  // namespace
+
+void ReportWriter::append(std::string_view records) noexcept { append_bytes(records, false); }
+
+void ReportWriter::note_dropped_locked() noexcept {
+    if (!dropped_) {
+        dropped_ = true;
+        MG_LOG_WARN("out of host memory: report records dropped; the report is incomplete");
+    }
+}
+
+void ReportWriter::append_packed(PackedFormat format, const uint64_t* fields, uint32_t count) noexcept {
+    if (count > kMaxPackedFields) count = kMaxPackedFields;
+    char rec[kPackedHeader + kMaxPackedFields * sizeof(uint64_t)];
+    rec[0] = kPackedMarker;
+    rec[1] = static_cast<char>(count);
+    std::memcpy(rec + 2, &format, sizeof format);
+    std::memcpy(rec + kPackedHeader, fields, count * sizeof(uint64_t));
+    append_bytes(std::string_view(rec, kPackedHeader + count * sizeof(uint64_t)), true);
+}
+
+void ReportWriter::append_bytes(std::string_view bytes, bool packed) noexcept {
     bool wake = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
         size_t before = buffer_.size();
         try {
-            buffer_.append(records.data(), records.size());
+            buffer_.append(bytes.data(), bytes.size());
         } catch (...) {
             // Host memory is exhausted. The hooks calling this run inside the host's CUDA calls
             // and PyTorch's noexcept deleters, where an exception would end the program: the
             // records are dropped instead, and the log says once that the report is incomplete.
-            if (!dropped_) {
-                dropped_ = true;
-                MG_LOG_WARN("out of host memory: report records dropped; the report is incomplete");
-            }
+            note_dropped_locked();
             return;
         }
+        has_packed_ = has_packed_ || packed;
         wake = before < kWakeThreshold && buffer_.size() >= kWakeThreshold;
     }
     if (wake) cv_.notify_one();
+}
+
+void ReportWriter::format_packed(const std::string& raw) {
+    text_.clear();
+    text_.reserve(raw.size() + raw.size() / 2);
+    const char* p = raw.data();
+    const char* end = p + raw.size();
+    while (p < end) {
+        if (*p == kPackedMarker) {
+            if (static_cast<size_t>(end - p) < kPackedHeader) break;
+            const uint32_t count = static_cast<unsigned char>(p[1]);
+            const size_t size = kPackedHeader + count * sizeof(uint64_t);
+            if (count > kMaxPackedFields || static_cast<size_t>(end - p) < size) break;
+            PackedFormat format;
+            uint64_t fields[kMaxPackedFields];
+            std::memcpy(&format, p + 2, sizeof format);
+            std::memcpy(fields, p + kPackedHeader, count * sizeof(uint64_t));
+            format(fields, count, text_);
+            p += size;
+            continue;
+        }
+        // A run of text records, up to the next packed one (which starts a line).
+        const char* q = p;
+        while (q < end) {
+            const void* nl = std::memchr(q, '\n', static_cast<size_t>(end - q));
+            q = nl ? static_cast<const char*>(nl) + 1 : end;
+            if (q < end && *q == kPackedMarker) break;
+        }
+        text_.append(p, static_cast<size_t>(q - p));
+        p = q;
+    }
 }
 
 void* ReportWriter::thread_main(void* self) {
@@ -104,6 +161,7 @@ void ReportWriter::write_pending(bool heartbeat) {
     // capacity, so appending does not grow (reallocate and copy) a fresh string after every flush.
     std::string out = std::move(spare_);
     out.clear();
+    bool packed = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (buffer_.empty()) {
@@ -120,8 +178,25 @@ void ReportWriter::write_pending(bool heartbeat) {
             }
         }
         out.swap(buffer_);
+        packed = has_packed_;
+        has_packed_ = false;
     }
-    if (fd_ >= 0 && !io_failed_ && !write_all(out.data(), out.size())) {
+    const std::string* text = &out;
+    if (packed) {
+        try {
+            format_packed(out);
+            text = &text_;
+        } catch (...) {
+            // Out of host memory for the text: this buffer's records are lost (append's comment).
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                note_dropped_locked();
+            }
+            text_.clear();
+            text = &text_;
+        }
+    }
+    if (fd_ >= 0 && !io_failed_ && !write_all(text->data(), text->size())) {
         io_failed_ = true;
         MG_LOG_WARN("writing the report '{}' failed ({}); recording continues but is no longer saved", path_,
                     std::strerror(errno));
@@ -130,6 +205,7 @@ void ReportWriter::write_pending(bool heartbeat) {
         out.clear();
         spare_ = std::move(out);
     }
+    if (text_.capacity() > kMaxSpare) std::string().swap(text_);
 }
 
 void ReportWriter::flush() { write_pending(); }
@@ -172,7 +248,10 @@ void ReportWriter::reset_in_child() {
     buffer_.shrink_to_fit();
     spare_.clear();
     spare_.shrink_to_fit();
+    text_.clear();
+    text_.shrink_to_fit();
     dropped_ = false;
+    has_packed_ = false;
     stop_ = false;
     thread_running_ = false;
 }

@@ -1,6 +1,11 @@
 // The report file and its writer thread. Hooks only append whole records to an in-memory buffer;
 // a background thread writes the buffer at least every kFlushInterval, with a heartbeat record,
 // so that a killed process leaves a file that is valid up to the last flush.
+//
+// The records written on every tensor allocation and free (allocator mode's T and t) are
+// appended packed: their numbers and the function that formats them, so that the hook does not
+// spend its time on decimal digits. The writer thread turns them into text in buffer order, so
+// the file is the same as if the hook had formatted them.
 #pragma once
 
 #include <condition_variable>
@@ -28,6 +33,15 @@ public:
     /// Appends complete records (each ending in '\n'). Never blocks on I/O and never throws:
     /// when host memory runs out the records are dropped (logged once; dropped() turns true).
     void append(std::string_view records) noexcept;
+
+    /// Formats a packed record's fields (`count` of them) as its text, appending it to `out`.
+    /// Runs on the writer thread (or whichever thread flushes); must not throw.
+    using PackedFormat = void (*)(const uint64_t* fields, uint32_t count, std::string& out);
+    static constexpr uint32_t kMaxPackedFields = 16;
+    /// Appends one record as `count` (at most kMaxPackedFields) numbers and the function that
+    /// formats them at write time; ordered with append()'s records as if formatted here. Like
+    /// append(), never blocks on I/O and never throws.
+    void append_packed(PackedFormat format, const uint64_t* fields, uint32_t count) noexcept;
     bool dropped() const {
         std::lock_guard<std::mutex> lock(mu_);
         return dropped_;
@@ -57,6 +71,10 @@ private:
     /// outside the lock. io_mu_ keeps file writes in order.
     void write_pending(bool heartbeat = true);
     bool write_all(const char* data, size_t n);
+    void append_bytes(std::string_view bytes, bool packed) noexcept;
+    void note_dropped_locked() noexcept;  // with mu_ held
+    /// The text of `raw` with its packed records formatted, into text_.
+    void format_packed(const std::string& raw);
 
     Clock clock_;
     mutable std::mutex mu_;  // guards buffer_, stop_, dropped_
@@ -64,8 +82,10 @@ private:
     std::string buffer_;
     bool stop_ = false;
     bool dropped_ = false;
-    std::mutex io_mu_;  // serializes write(2) calls on fd_; guards spare_
+    bool has_packed_ = false;  // buffer_ holds packed records
+    std::mutex io_mu_;  // serializes write(2) calls on fd_; guards spare_ and text_
     std::string spare_;  // the last written buffer, empty, for buffer_ to take over
+    std::string text_;   // a buffer's text when it held packed records
     int fd_ = -1;
     bool io_failed_ = false;
     std::string path_;
