@@ -1,5 +1,7 @@
 #include "alloc/caching_allocator.h"
 
+#include "alloc/ptr_map.h"
+
 #include <algorithm>
 #include <atomic>
 #include <deque>
@@ -150,10 +152,14 @@ public:
         for (Block* b : spare_blocks_) delete b;
     }
 
-    Block* malloc(size_t requested, Stream stream, SiteId site, const std::shared_ptr<const OomRescue>* rescue_slot,
-                  int* error, OomReport* oom);
-    void free(Block* b);
-    void record_stream(Block* b, Stream stream);
+    /// A block's address, entered in the live-block map; nullptr with *error set.
+    void* malloc(size_t requested, Stream stream, SiteId site, const std::shared_ptr<const OomRescue>* rescue_slot,
+                 int* error, OomReport* oom, AllocatedBlock* out);
+    /// Takes the live block at ptr out of the map, calls before_reuse(ctx) and returns the block
+    /// to the cache, all under the lock. False when ptr is not a live block of this device.
+    bool free(uintptr_t ptr, void (*before_reuse)(void*), void* ctx);
+    bool record_stream(uintptr_t ptr, Stream stream);
+    bool block_sizes(uintptr_t ptr, size_t* size, size_t* requested) const;
     bool empty_cache();
     int set_memory_fraction(double fraction);
     bool begin_allocate_to_pool(MempoolId id, StreamFilter filter);
@@ -196,6 +202,7 @@ private:
     Block* take_free_block(BlockPool& pool, Stream stream, size_t size);
     Block* alloc_segment(BlockPool& pool, Stream stream, size_t size, int* error);
     void hand_out(Block* b, size_t size, size_t requested, SiteId site);
+    void free_locked(Block* b);
     bool should_split(const Block* b, size_t size) const;
     void free_block(Block* b);
     bool try_merge(Block* dst, Block* src);
@@ -239,6 +246,9 @@ private:
     std::set<MempoolId> freeable_;      // pools with no uses left, freed at the next release
     std::vector<Capture> captures_;     // begun and not ended, oldest first
     std::map<uintptr_t, Segment> segments_;
+    // The blocks handed out: address -> block. Under the device lock, so that malloc and free
+    // take one lock each (PyTorch's frees name the device the block was allocated on).
+    PtrMap live_;
 
     // Events recorded at free, per stream in recording order (a later event on a stream cannot
     // complete before an earlier one, so the scan of a stream stops at the first pending one).
@@ -395,10 +405,11 @@ void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, S
     if (b->size >= config_.max_split_size) stats_.oversize_allocations.update(1);
 }
 
-Block* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId site,
-                                      const std::shared_ptr<const OomRescue>* rescue_slot, int* error,
-                                      OomReport* oom) {
+void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId site,
+                                     const std::shared_ptr<const OomRescue>* rescue_slot, int* error,
+                                     OomReport* oom, AllocatedBlock* out) {
     std::unique_lock<std::mutex> lock(mu_);
+    live_.reserve_one();  // the insert below cannot fail once a block is taken
     if (requested > kMaxRequest) {
         // Rounding would wrap around; no device has this much memory anyway.
         stats_.num_ooms++;
@@ -427,7 +438,10 @@ Block* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId si
         }
         lock.lock();
         rescued = true;
-        if (may_have_freed) b = try_allocate(size, stream, &err, &seg_size);
+        if (may_have_freed) {
+            live_.reserve_one();  // other threads may have filled the map while the lock was released
+            b = try_allocate(size, stream, &err, &seg_size);
+        }
     }
     if (!b) {
         if (err == kErrorMemoryAllocation) stats_.num_ooms++;
@@ -436,15 +450,29 @@ Block* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId si
         return nullptr;
     }
     hand_out(b, size, requested, site);
+    live_.insert(b->ptr, b);
+    if (out) {
+        out->size = b->size;
+        out->requested = b->requested;
+        out->pool = b->pool->owner ? b->pool->owner->id : MempoolId{};
+    }
     *error = kSuccess;
-    return b;
+    return reinterpret_cast<void*>(b->ptr);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Free and stream-ordered reuse
 
-void DeviceCachingAllocator::free(Block* b) {
+bool DeviceCachingAllocator::free(uintptr_t ptr, void (*before_reuse)(void*), void* ctx) {
     std::lock_guard<std::mutex> lock(mu_);
+    auto* b = static_cast<Block*>(live_.erase(ptr));
+    if (!b) return false;
+    before_reuse(ctx);
+    free_locked(b);
+    return true;
+}
+
+void DeviceCachingAllocator::free_locked(Block* b) {
     b->allocated = false;
     BlockPool* pool = b->pool;
     stat_update(stats_.allocation, pool, -1);
@@ -467,9 +495,20 @@ void DeviceCachingAllocator::free(Block* b) {
     if (b->is_cached()) free_block(b);
 }
 
-void DeviceCachingAllocator::record_stream(Block* b, Stream stream) {
+bool DeviceCachingAllocator::block_sizes(uintptr_t ptr, size_t* size, size_t* requested) const {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stream == b->stream) return;
+    const auto* b = static_cast<const Block*>(live_.find(ptr));
+    if (!b) return false;
+    if (size) *size = b->size;
+    if (requested) *requested = b->requested;
+    return true;
+}
+
+bool DeviceCachingAllocator::record_stream(uintptr_t ptr, Stream stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto* b = static_cast<Block*>(live_.find(ptr));
+    if (!b) return false;
+    if (stream == b->stream) return true;
     if (std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end())
         b->stream_uses.push_back(stream);
     // Work captured on a stream runs at replay, not now: no event on that stream can protect it,
@@ -477,6 +516,7 @@ void DeviceCachingAllocator::record_stream(Block* b, Stream stream) {
     if (backend_.stream_capturing(device_, stream) &&
         std::find(b->capture_uses.begin(), b->capture_uses.end(), stream) == b->capture_uses.end())
         b->capture_uses.push_back(stream);
+    return true;
 }
 
 Event DeviceCachingAllocator::get_event() {
@@ -784,6 +824,7 @@ std::string DeviceCachingAllocator::check_invariants() const {
     std::lock_guard<std::mutex> lock(mu_);
     DeviceStats expect;
     size_t cached_seen = 0;
+    size_t allocated_seen = 0;
     std::map<const PrivatePool*, int> pool_segments;
     auto add = [](StatArray& a, const BlockPool* p, int64_t d) {
         a[kStatAll].update(d);
@@ -816,7 +857,9 @@ std::string DeviceCachingAllocator::check_invariants() const {
                 add(expect.active, b->pool, 1);
                 add(expect.active_bytes, b->pool, static_cast<int64_t>(b->size));
             }
+            if (b->allocated != (live_.find(b->ptr) == b)) return "live-block map disagrees at " + std::to_string(b->ptr);
             if (b->allocated) {
+                allocated_seen++;
                 add(expect.allocation, b->pool, 1);
                 add(expect.allocated_bytes, b->pool, static_cast<int64_t>(b->size));
                 add(expect.requested_bytes, b->pool, static_cast<int64_t>(b->requested));
@@ -830,6 +873,7 @@ std::string DeviceCachingAllocator::check_invariants() const {
         if (p->segments != pool_segments[p.get()]) return "private pool segment count wrong";
     }
     if (pooled != cached_seen) return "pool sets hold blocks that are not in any segment";
+    if (live_.size() != allocated_seen) return "live-block map holds blocks that are not allocated";
     const std::pair<const char*, std::pair<const StatArray*, const StatArray*>> arrays[] = {
         {"segment", {&expect.segment, &stats_.segment}},
         {"reserved_bytes", {&expect.reserved_bytes, &stats_.reserved_bytes}},
@@ -872,59 +916,30 @@ void* CachingAllocator::malloc(int device, size_t size, Stream stream, SiteId si
         err = kSuccess;
         return nullptr;
     }
-    Block* b = devices_[device]->malloc(size, stream, site, &rescue_, &err, oom);
-    if (!b) return nullptr;
-    // Read before the block is published: once in the map another thread may free it.
-    if (block) {
-        block->size = b->size;
-        block->requested = b->requested;
-        block->pool = b->pool->owner ? b->pool->owner->id : MempoolId{};
-    }
-    Shard& s = shards_[shard_of(b->ptr)];
-    {
-        std::lock_guard<std::mutex> lock(s.mu);
-        s.blocks.insert(b->ptr, b);
-    }
-    return reinterpret_cast<void*>(b->ptr);
+    return devices_[device]->malloc(size, stream, site, &rescue_, &err, oom, block);
 }
 
-void* CachingAllocator::take_block(void* ptr) {
+bool CachingAllocator::free_impl(void* ptr, int device_hint, void (*before_reuse)(void*), void* ctx) {
     const auto p = reinterpret_cast<uintptr_t>(ptr);
-    Shard& s = shards_[shard_of(p)];
-    std::lock_guard<std::mutex> lock(s.mu);
-    return s.blocks.erase(p);
-}
-
-void* CachingAllocator::find_block(void* ptr) const {
-    const auto p = reinterpret_cast<uintptr_t>(ptr);
-    const Shard& s = shards_[shard_of(p)];
-    std::lock_guard<std::mutex> lock(s.mu);
-    return s.blocks.find(p);
-}
-
-void CachingAllocator::release_block(void* block) {
-    auto* b = static_cast<Block*>(block);
-    devices_[b->device]->free(b);
+    if (device_hint >= 0 && device_hint < device_count() && devices_[device_hint]->free(p, before_reuse, ctx))
+        return true;
+    for (int d = 0; d < device_count(); ++d)
+        if (d != device_hint && devices_[d]->free(p, before_reuse, ctx)) return true;
+    return false;
 }
 
 bool CachingAllocator::record_stream(void* ptr, Stream stream) {
-    auto* b = static_cast<Block*>(find_block(ptr));
-    if (!b) return false;
-    devices_[b->device]->record_stream(b, stream);
-    return true;
+    const auto p = reinterpret_cast<uintptr_t>(ptr);
+    for (auto& d : devices_)
+        if (d->record_stream(p, stream)) return true;
+    return false;
 }
 
 bool CachingAllocator::block_sizes(void* ptr, size_t* size, size_t* requested) const {
     const auto p = reinterpret_cast<uintptr_t>(ptr);
-    const Shard& s = shards_[shard_of(p)];
-    std::lock_guard<std::mutex> lock(s.mu);
-    const auto* b = static_cast<const Block*>(s.blocks.find(p));
-    if (!b) return false;
-    // A live block's sizes do not change, and free() takes it out of the map before it clears
-    // them.
-    if (size) *size = b->size;
-    if (requested) *requested = b->requested;
-    return true;
+    for (const auto& d : devices_)
+        if (d->block_sizes(p, size, requested)) return true;
+    return false;
 }
 
 bool CachingAllocator::empty_cache() {

@@ -10,10 +10,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "alloc/backend.h"
-#include "alloc/ptr_map.h"
 #include "alloc/stats.h"
 
 namespace memguard::alloc {
@@ -132,14 +132,15 @@ public:
     /// free() that calls `before_reuse()` once ptr is known to be a live block, after no other
     /// free of it can succeed and before the block can be handed out again: a caller records the
     /// free there, so a record of the address's next allocation always comes after it. False,
-    /// without calling it, when ptr is not a live block. One pointer-map lookup, not two.
+    /// without calling it, when ptr is not a live block. `before_reuse` runs with the device's
+    /// lock held: it must not call into this allocator. `device_hint`: the device ptr is on, when
+    /// the caller knows it (looked at first; -1: unknown).
     template <typename F>
-    bool free(void* ptr, F&& before_reuse) {
-        void* b = take_block(ptr);
-        if (!b) return false;
-        before_reuse();
-        release_block(b);
-        return true;
+    bool free(void* ptr, F&& before_reuse, int device_hint = -1) {
+        using Fn = std::remove_reference_t<F>;
+        return free_impl(
+            ptr, device_hint, [](void* f) { (*static_cast<Fn*>(f))(); },
+            const_cast<void*>(static_cast<const void*>(&before_reuse)));
     }
     /// The block is also used on `stream`: it is reused only after that stream's work queued
     /// before free() completed (Tensor.record_stream).
@@ -177,18 +178,9 @@ public:
     std::string check_invariants(int device) const;
 
 private:
-    struct alignas(64) Shard {
-        mutable std::mutex mu;
-        PtrMap blocks;  // ptr -> Block*
-    };
-    static constexpr size_t kShards = 64;
-    static size_t shard_of(uintptr_t p) noexcept { return ((p >> 9) * 0x9E3779B97F4A7C15ull) >> 58; }
-    void* take_block(void* ptr);
-    void release_block(void* block);
-    void* find_block(void* ptr) const;
+    bool free_impl(void* ptr, int device_hint, void (*before_reuse)(void*), void* ctx);
 
     std::vector<std::unique_ptr<DeviceCachingAllocator>> devices_;
-    Shard shards_[kShards];
     std::shared_ptr<const OomRescue> rescue_;  // read and replaced with std::atomic_load/store
 };
 

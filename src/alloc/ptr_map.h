@@ -22,9 +22,14 @@ public:
         }
     }
 
+    /// Makes room for one more key, so that the next insert() does not allocate (or throw).
+    void reserve_one() {
+        if ((count_ + 1) * 2 > slots_.size()) grow();
+    }
+
     /// Stores value for key (replacing any value it had). key must not be 0.
     void insert(uintptr_t key, void* value) {
-        if ((count_ + 1) * 2 > slots_.size()) grow();
+        reserve_one();
         size_t i = home(key);
         while (slots_[i].key != 0 && slots_[i].key != key) i = (i + 1) & mask_;
         if (slots_[i].key == 0) ++count_;

@@ -265,21 +265,25 @@ MG_EXPORT void* memguard_alloc(size_t size, int device, cudaStream_t stream) {
 
 MG_EXPORT void memguard_free(void* ptr, size_t size, int device, cudaStream_t stream) {
     (void)size;  // the allocator knows the block; PyTorch passes what it recorded at allocation
-    (void)device;
     (void)stream;
     if (ptr == nullptr) return;
     memguard::alloc::CachingAllocator* a = memguard::interpose::g_allocator.load(std::memory_order_acquire);
     Recorder& rec = Recorder::instance();
     // The t record is written once the block is taken out of the pointer map and before it can
-    // be handed out again, so the next T of this address always follows it in the report.
-    // PyTorch frees from a noexcept deleter: nothing may escape (the record itself cannot throw:
-    // the report buffer drops records when host memory runs out).
+    // be handed out again (under the device's lock), so the next T of this address always follows
+    // it in the report. PyTorch frees from a noexcept deleter: nothing may escape (the record
+    // itself cannot throw: the report buffer drops records when host memory runs out). `device`
+    // is the one PyTorch recorded at allocation: the block is looked for there first.
     bool freed = false;
     try {
-        freed = a && a->free(ptr, [&] {  // record_block_free writes only while recording
-            memguard::interpose::ErrnoKeeper keep_errno;
-            rec.record_block_free(reinterpret_cast<uintptr_t>(ptr), memguard::python::collecting_on_this_thread());
-        });
+        freed = a && a->free(
+                         ptr,
+                         [&] {  // record_block_free writes only while recording
+                             memguard::interpose::ErrnoKeeper keep_errno;
+                             rec.record_block_free(reinterpret_cast<uintptr_t>(ptr),
+                                                   memguard::python::collecting_on_this_thread());
+                         },
+                         device);
     } catch (...) {
         // Out of host memory inside the core (its free lists): the block stays out of the
         // cache, which loses its memory but not the program.

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -618,23 +619,53 @@ TEST_F(AllocTest, MallocTellsWhichPoolTheBlockCameFromAndItsSizes) {
 TEST_F(AllocTest, FreeCallsBeforeReuseOnceForALiveBlockOnly) {
     void* p = get(4096, kCap);
     int calls = 0;
+    // While before_reuse runs, the block cannot be handed out: a malloc of the same size on the
+    // same stream from another thread waits until the free is complete, then gets the block.
+    std::atomic<bool> started{false}, done{false};
+    void* q = nullptr;
+    std::thread other;
     EXPECT_TRUE(alloc.free(p, [&] {
         ++calls;
-        // Inside the call the block is no longer live, and not yet reusable: a malloc of the
-        // same size on the same stream gets another address.
-        EXPECT_FALSE(alloc.block_sizes(p, nullptr, nullptr));
-        void* q = get(4096, kCap);
-        EXPECT_NE(q, p);
-        alloc.free(q);
+        other = std::thread([&] {
+            started = true;
+            q = get(4096, kCap);
+            done = true;
+        });
+        while (!started) std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        EXPECT_FALSE(done.load()) << "a malloc completed while the block's free was being recorded";
     }));
+    other.join();
     EXPECT_EQ(calls, 1);
+    EXPECT_EQ(q, p);  // afterwards the block is reused
+    alloc.free(q);
     EXPECT_FALSE(alloc.free(p, [&] { ++calls; }));  // a second free: not live, not called
     int x = 0;
     EXPECT_FALSE(alloc.free(&x, [&] { ++calls; }));
     EXPECT_EQ(calls, 1);
-    void* again = get(4096, kCap);  // afterwards the block is reused
-    EXPECT_EQ(again, p);
-    alloc.free(again);
+}
+
+// PyTorch's free names the block's device; a wrong or missing hint still finds the block.
+TEST(AllocDevices, FreeFindsTheBlockOnAnyDeviceWhateverTheHint) {
+    FakeBackend fake(3, 64 * MiB);
+    CachingAllocator alloc(fake, 3);
+    int err = 0;
+    void* on[3];
+    for (int d = 0; d < 3; ++d) {
+        on[d] = alloc.malloc(d, 4096, 0, 0, &err);
+        ASSERT_NE(on[d], nullptr);
+    }
+    int calls = 0;
+    EXPECT_TRUE(alloc.free(on[2], [&] { ++calls; }, 2));   // the right device
+    EXPECT_TRUE(alloc.free(on[1], [&] { ++calls; }, 0));   // a wrong one
+    EXPECT_TRUE(alloc.free(on[0], [&] { ++calls; }));      // none
+    EXPECT_EQ(calls, 3);
+    EXPECT_FALSE(alloc.free(on[0], [&] { ++calls; }, 7));  // not live; out-of-range hint
+    EXPECT_EQ(calls, 3);
+    for (int d = 0; d < 3; ++d) {
+        EXPECT_EQ(alloc.stats(d).allocated_bytes[kStatAll].current, 0) << "device " << d;
+        EXPECT_EQ(alloc.check_invariants(d), "") << "device " << d;
+    }
 }
 
 TEST_F(AllocTest, NewestMatchingPoolWins) {
