@@ -31,18 +31,19 @@ namespace {
 
 // T and t are written on every tensor allocation and free: the hook packs their numbers and the
 // writer thread formats them (ReportWriter::append_packed). The field order is the record's.
+// A block of the default pools has no pool fields (the record says "-").
 enum TField : uint32_t {
     kTTime, kTTid, kTAddr, kTSize, kTRequested, kTDevice, kTStream, kTStack, kTPyStack, kTCapture,
-    kTPrivatePool, kTPoolFirst, kTPoolSecond, kTFieldCount
+    kTDefaultPoolCount, kTPoolFirst = kTDefaultPoolCount, kTPoolSecond, kTFieldCount
 };
 enum FreeField : uint32_t { kFTime, kFTid, kFAddr, kFDuringGc, kFFieldCount };
 
-void format_block_alloc(const uint64_t* f, uint32_t, std::string& out) {
+void format_block_alloc(const uint64_t* f, uint32_t count, std::string& out) {
     Line line('T');
     line.sdec(static_cast<int64_t>(f[kTTime])).dec(f[kTTid]).hex(f[kTAddr]).dec(f[kTSize]).dec(f[kTRequested]);
     line.sdec(static_cast<int64_t>(f[kTDevice])).hex(f[kTStream]);
     line.dec(f[kTStack]).dec(f[kTPyStack]).dec(f[kTCapture]);
-    if (f[kTPrivatePool]) {
+    if (count == kTFieldCount) {
         char pool[48];
         size_t n = text::put_dec(pool, f[kTPoolFirst]);
         pool[n++] = '.';
@@ -75,10 +76,9 @@ void Recorder::record_block_alloc(const TensorBlock& b) {
     f[kTStack] = b.stack_id;
     f[kTPyStack] = b.python_stack_id;
     f[kTCapture] = b.capture_id;
-    f[kTPrivatePool] = b.private_pool ? 1 : 0;
     f[kTPoolFirst] = b.pool_first;
     f[kTPoolSecond] = b.pool_second;
-    writer_.append_packed(&format_block_alloc, f, kTFieldCount);
+    writer_.append_packed(&format_block_alloc, f, b.private_pool ? kTFieldCount : kTDefaultPoolCount);
 }
 
 void Recorder::record_block_free(uintptr_t addr, bool during_gc) {
