@@ -158,6 +158,7 @@ private:
     void tensor_free();
     void tensor_oom();
     void tensor_oom_site();
+    void lost();
 
     void need_fields(size_t n) const;
     uint64_t hex_field(size_t i, const char* what) const;
@@ -275,6 +276,7 @@ void Parser::record() {
         {'Q', 3, &Parser::map},           {'q', 3, &Parser::unmap},         {'B', 4, &Parser::phase_begin},
         {'b', 4, &Parser::phase_end},     {'J', 4, &Parser::mark},          {'T', 5, &Parser::tensor_alloc},
         {'t', 5, &Parser::tensor_free},   {'O', 5, &Parser::tensor_oom},    {'o', 5, &Parser::tensor_oom_site},
+        {'U', 6, &Parser::lost},
     };
     if (type.size() != 1) return;
     for (const Kind& k : kKinds) {
@@ -1158,6 +1160,17 @@ void Parser::tensor_oom_site() {
     report_.tensor_ooms.back().sites.push_back(s);
 }
 
+void Parser::lost() {
+    need_fields(4);
+    const int64_t t = time_field(1);
+    const int64_t since = sdec_field(2, "time of the first lost record");
+    const uint64_t n = dec_field(3, "record count");
+    if (since > t) malformed("the first lost record's time " + std::string(f_[2]) + " is after the record's");
+    if (report_.lost_records == 0) report_.lost_first_t = since;
+    report_.lost_records += n;
+    report_.lost_last_t = t;
+}
+
 Report Parser::finish() {
     if (line_no_ == 0) throw ReportError(report_.path + ": empty file (not a memguard report)");
     if (end_t_) {
@@ -1170,6 +1183,12 @@ Report Parser::finish() {
     }
     for (Phase& p : report_.phases) {
         if (!p.t_end) p.events_at_end = report_.events.size();
+    }
+    if (report_.lost_records > 0) {
+        warnings_.add_first(report_.path + ": incomplete: the recorded process lost " +
+                            std::to_string(report_.lost_records) + " record(s) between t=" +
+                            seconds_fixed3(report_.lost_first_t) + " s and t=" + seconds_fixed3(report_.lost_last_t) +
+                            " s (it ran out of host memory); allocations and frees from then may be missing");
     }
     warn_frames_outside_modules();
     report_.warnings = warnings_.finish();

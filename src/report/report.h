@@ -351,6 +351,12 @@ struct Report {
     // minor 5
     std::vector<Tensor> tensors;         // in order of T records
     std::vector<TensorOom> tensor_ooms;  // in order of O records
+    // minor 6
+    /// Records the recorded process made but could not keep (host memory ran out), from its U
+    /// records: how many, and between which times. 0: none were lost.
+    uint64_t lost_records = 0;
+    int64_t lost_first_t = 0;
+    int64_t lost_last_t = 0;
 
     /// The capture with id `id`, or null.
     const Capture* find_capture(uint32_t id) const;

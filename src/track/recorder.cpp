@@ -176,6 +176,7 @@ bool Recorder::ensure_started() {
     if (deferred_dropped_ > 0) {
         MG_LOG_WARN("{} records made before the report was created did not fit in memory and were dropped",
                     deferred_dropped_);
+        writer_.add_lost(deferred_dropped_);  // the report says so too (a U record)
     }
     MG_LOG_INFO("writing report {}", writer_.path());
     state_.store(State::Recording, std::memory_order_release);
@@ -190,7 +191,8 @@ void Recorder::write_header() {
         line.word(key).str(value);
         writer_.append(line.finish());
     };
-    info("format_minor", "5");  // docs/report-format.md: minor 3 driver memory, 4 phases, 5 allocator mode
+    // docs/report-format.md: minor 3 driver memory, 4 phases, 5 allocator mode, 6 lost records
+    info("format_minor", "6");
     info("pid", std::to_string(getpid()));
     info("ppid", std::to_string(getppid()));
     info("exe", exe_path());

@@ -1,5 +1,6 @@
 #include "track/writer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -57,10 +58,52 @@ constexpr size_t kPackedHeader = 2 + sizeof(ReportWriter::PackedFormat);
 
 void ReportWriter::append(std::string_view records) noexcept { append_bytes(records, false); }
 
-void ReportWriter::note_dropped_locked() noexcept {
+namespace {
+
+/// The records in a buffer: text lines and packed records.
+uint64_t count_records(const std::string& raw) noexcept {
+    uint64_t n = 0;
+    const char* p = raw.data();
+    const char* end = p + raw.size();
+    while (p < end) {
+        if (*p == kPackedMarker) {
+            if (static_cast<size_t>(end - p) < kPackedHeader) break;
+            p += kPackedHeader + static_cast<unsigned char>(p[1]) * sizeof(uint64_t);
+        } else {
+            const void* nl = std::memchr(p, '\n', static_cast<size_t>(end - p));
+            p = nl ? static_cast<const char*>(nl) + 1 : end;
+        }
+        ++n;
+    }
+    return n;
+}
+
+}  // namespace
+
+void ReportWriter::note_dropped_locked(uint64_t records) noexcept {
     if (!dropped_) {
         dropped_ = true;
-        MG_LOG_WARN("out of host memory: report records dropped; the report is incomplete");
+        MG_LOG_WARN("out of host memory: report records dropped; the report is incomplete and says how many");
+    }
+    if (records == 0) return;
+    if (lost_ == 0) lost_since_ = clock_();
+    lost_ += records;
+}
+
+void ReportWriter::add_lost(uint64_t records) noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    note_dropped_locked(records);
+}
+
+void ReportWriter::append_lost_locked() noexcept {
+    if (lost_ == 0) return;
+    Line u('U');
+    u.sdec(clock_()).sdec(lost_since_).dec(lost_);
+    try {
+        buffer_.append(u.finish());
+        lost_ = 0;
+    } catch (...) {
+        // Still out of memory: the count waits for the next flush.
     }
 }
 
@@ -84,8 +127,10 @@ void ReportWriter::append_bytes(std::string_view bytes, bool packed) noexcept {
         } catch (...) {
             // Host memory is exhausted. The hooks calling this run inside the host's CUDA calls
             // and PyTorch's noexcept deleters, where an exception would end the program: the
-            // records are dropped instead, and the log says once that the report is incomplete.
-            note_dropped_locked();
+            // records are dropped instead and counted (a U record), and the log says once that
+            // the report is incomplete.
+            const auto lines = static_cast<uint64_t>(std::count(bytes.begin(), bytes.end(), '\n'));
+            note_dropped_locked(packed || lines == 0 ? 1 : lines);
             return;
         }
         has_packed_ = has_packed_ || packed;
@@ -164,11 +209,12 @@ void ReportWriter::write_pending(bool heartbeat) {
     bool packed = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        if (buffer_.empty()) {
+        if (buffer_.empty() && lost_ == 0) {
             spare_ = std::move(out);
             return;
         }
         if (heartbeat) {
+            append_lost_locked();
             Line hb('H');
             hb.sdec(clock_());
             try {
@@ -190,7 +236,7 @@ void ReportWriter::write_pending(bool heartbeat) {
             // Out of host memory for the text: this buffer's records are lost (append's comment).
             {
                 std::lock_guard<std::mutex> lock(mu_);
-                note_dropped_locked();
+                note_dropped_locked(count_records(out));
             }
             text_.clear();
             text = &text_;
@@ -219,6 +265,10 @@ void ReportWriter::finish() {
     if (thread_running_) {
         pthread_join(thread_, nullptr);
         thread_running_ = false;
+    }
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        append_lost_locked();  // before the end record, which is the file's last line
     }
     Line z('Z');
     z.sdec(clock_());
@@ -251,6 +301,8 @@ void ReportWriter::reset_in_child() {
     text_.clear();
     text_.shrink_to_fit();
     dropped_ = false;
+    lost_ = 0;
+    lost_since_ = 0;
     has_packed_ = false;
     stop_ = false;
     thread_running_ = false;

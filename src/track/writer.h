@@ -31,7 +31,8 @@ public:
     const std::string& path() const { return path_; }
 
     /// Appends complete records (each ending in '\n'). Never blocks on I/O and never throws:
-    /// when host memory runs out the records are dropped (logged once; dropped() turns true).
+    /// when host memory runs out the records are dropped (logged once; dropped() turns true) and
+    /// counted; the next flush that can appends a `U` record with the count (docs/report-format.md).
     void append(std::string_view records) noexcept;
 
     /// Formats a packed record's fields (`count` of them) as its text, appending it to `out`.
@@ -46,6 +47,9 @@ public:
         std::lock_guard<std::mutex> lock(mu_);
         return dropped_;
     }
+    /// Counts `records` lost before they reached the writer (made before the report existed);
+    /// they are reported in a `U` record like the writer's own drops.
+    void add_lost(uint64_t records) noexcept;
 
     /// Writes everything appended so far, with a heartbeat, from the calling thread.
     void flush();
@@ -72,16 +76,21 @@ private:
     void write_pending(bool heartbeat = true);
     bool write_all(const char* data, size_t n);
     void append_bytes(std::string_view bytes, bool packed) noexcept;
-    void note_dropped_locked() noexcept;  // with mu_ held
+    /// With mu_ held: `records` were dropped (logged the first time).
+    void note_dropped_locked(uint64_t records) noexcept;
+    /// With mu_ held: appends the U record of the records dropped since the last one, if any.
+    void append_lost_locked() noexcept;
     /// The text of `raw` with its packed records formatted, into text_.
     void format_packed(const std::string& raw);
 
     Clock clock_;
-    mutable std::mutex mu_;  // guards buffer_, stop_, dropped_
+    mutable std::mutex mu_;  // guards buffer_, stop_, dropped_, lost_, lost_since_, has_packed_
     std::condition_variable cv_;
     std::string buffer_;
     bool stop_ = false;
-    bool dropped_ = false;
+    bool dropped_ = false;     // records were ever dropped
+    uint64_t lost_ = 0;        // records dropped and not yet reported in a U record
+    int64_t lost_since_ = 0;   // when the first of them was dropped
     bool has_packed_ = false;  // buffer_ holds packed records
     std::mutex io_mu_;  // serializes write(2) calls on fd_; guards spare_ and text_
     std::string spare_;  // the last written buffer, empty, for buffer_ to take over

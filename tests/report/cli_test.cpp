@@ -150,5 +150,23 @@ TEST(Cli, WarningsGoToStderrAndKeepExitZero) {
     EXPECT_EQ(both.out.rfind("memguard: warning: " + path + ": no end record", 0), 0u) << both.out;
 }
 
+// A report with lost records (U, minor 6) says so in every command (a warning) and in summary.
+TEST(Cli, LostRecordsAreNamedBySummaryAndWarnedByEveryCommand) {
+    test::TempDir dir;
+    std::string path = dir.write("lost.mgr", test::kHeader +
+                                                 "I format_minor 6\nA 1000 7 a000 4096 device cudaMalloc 0 - 0 0 0\n"
+                                                 "U 3000000000 2000000000 12\nZ 4000000000\n");
+    Result text = run_cli("summary '" + path + "'");
+    ASSERT_EQ(text.rc, 0) << text.out;
+    EXPECT_TRUE(contains(text.out, "complete, 12 records lost)")) << text.out;
+    EXPECT_TRUE(contains(text.out, "lost 12 record(s) between t=2.000 s and t=3.000 s")) << text.out;
+    Result json = run_cli("summary --json '" + path + "'");
+    ASSERT_EQ(json.rc, 0) << json.out;
+    EXPECT_TRUE(contains(json.out, "\"lost_records\": 12")) << json.out;
+    Result top = run_cli("top '" + path + "'");
+    ASSERT_EQ(top.rc, 0) << top.out;
+    EXPECT_TRUE(contains(top.out, "lost 12 record(s)")) << top.out;
+}
+
 }  // namespace
 }  // namespace memguard::report

@@ -956,5 +956,30 @@ TEST(AllocatorRecords, MalformedLinesNameFileAndLine) {
     EXPECT_EQ(error_of(h + "o 3 0 0 1 512\n"), "t.mgr:3: malformed o record: no O record at t=3 precedes it");
 }
 
+// --- minor 6: lost records ----------------------------------------------------------------------
+
+TEST(LostRecords, ReadOnlyFromMinor6AndSummedIntoOneWarning) {
+    const std::string body = "U 2000000000 1000000000 5\nU 4000000000 3500000000 2\nZ 5000000000\n";
+    Report old = parse("I format_minor 5\n" + body);
+    EXPECT_EQ(old.lost_records, 0u);
+    EXPECT_TRUE(old.warnings.empty());
+    Report r = parse("I format_minor 6\n" + body);
+    EXPECT_EQ(r.lost_records, 7u);
+    EXPECT_EQ(r.lost_first_t, 1000000000);
+    EXPECT_EQ(r.lost_last_t, 4000000000);
+    EXPECT_TRUE(r.complete);
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_TRUE(contains(r.warnings[0], "t.mgr: incomplete: the recorded process lost 7 record(s) between t=1.000 s "
+                                        "and t=4.000 s"))
+        << r.warnings[0];
+}
+
+TEST(LostRecords, MalformedLinesNameFileAndLine) {
+    const std::string h = kHeader + "I format_minor 6\n";
+    EXPECT_EQ(error_of(h + "U 5 1\n"), "t.mgr:3: malformed U record: 3 fields expected, 2 found");
+    EXPECT_EQ(error_of(h + "U 5 1 x\n"), "t.mgr:3: malformed U record: bad record count 'x'");
+    EXPECT_EQ(error_of(h + "U 5 9 1\n"), "t.mgr:3: malformed U record: the first lost record's time 9 is after the record's");
+}
+
 }  // namespace
 }  // namespace memguard::report

@@ -249,8 +249,9 @@ std::string format_text(const report::Report& r) {
 }
 
 void print_text(const report::Report& r, const report::Summary& s) {
-    line("Report", r.path + " (format " + format_text(r) + ", " +
-                       (s.complete ? "complete" : "INCOMPLETE: no end record") + ")");
+    std::string state = s.complete ? "complete" : "INCOMPLETE: no end record";
+    if (r.lost_records > 0) state += std::string(s.complete ? "," : ";") + " " + std::to_string(r.lost_records) + " records lost";
+    line("Report", r.path + " (format " + format_text(r) + ", " + state + ")");
     line("Process", process_text(r));
     if (auto cmd = info(r, "cmdline")) line("Command line", *cmd);
     line("Duration", seconds_fixed3(s.duration_ns) + " s" + (s.complete ? "" : " (up to the last record)"));
@@ -376,6 +377,7 @@ void print_json(const report::Report& r, const report::Summary& s) {
     j.key("format_version").value(r.version);
     j.key("format_minor").value_or_null(info_int(r, "format_minor"));
     j.key("complete").value(s.complete);
+    j.key("lost_records").value(r.lost_records);
     json_process(j, r);
     j.key("duration_s").number(seconds_exact(s.duration_ns));
     j.key("allocations").value(s.allocations);
