@@ -108,7 +108,7 @@ struct BlockInfo {
 
 class DeviceCachingAllocator;
 
-/// All devices' allocators plus the pointer map. Thread-safe.
+/// All devices' allocators, each with its map of live blocks. Thread-safe.
 class CachingAllocator {
 public:
     CachingAllocator(DeviceBackend& backend, int device_count, AllocatorConfig config = {});

@@ -1,7 +1,7 @@
 // Address -> pointer hash map for the allocator's pointer lookup: open addressing with linear
 // probing and backward-shift deletion, so that lookups touch one or two cache lines and inserting
 // or erasing allocates nothing in the steady state (std::unordered_map allocates a node each time).
-// Not thread-safe: each shard of CachingAllocator's map guards one with its mutex.
+// Not thread-safe: each device allocator guards its map of live blocks with its lock.
 #pragma once
 
 #include <cstddef>
@@ -67,21 +67,28 @@ private:
         void* value = nullptr;
     };
 
-    size_t home(uintptr_t key) const noexcept {
+    static size_t home(uintptr_t key, unsigned shift, size_t mask) noexcept {
         // Block addresses are multiples of 512; the multiplier spreads the rest over the table.
-        return static_cast<size_t>(((key >> 9) * 0xC2B2AE3D27D4EB4Full) >> shift_) & mask_;
+        return static_cast<size_t>(((key >> 9) * 0xC2B2AE3D27D4EB4Full) >> shift) & mask;
     }
+    size_t home(uintptr_t key) const noexcept { return home(key, shift_, mask_); }
 
+    /// Doubles the table. The new one is filled before it replaces the old, so a failed
+    /// allocation (std::bad_alloc) leaves the map as it was.
     void grow() {
-        std::vector<Slot> old;
-        old.swap(slots_);
-        const size_t cap = old.empty() ? 64 : old.size() * 2;
-        slots_.assign(cap, Slot{});
-        mask_ = cap - 1;
-        shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(cap));
-        count_ = 0;
-        for (const Slot& s : old)
-            if (s.key != 0) insert(s.key, s.value);
+        const size_t cap = slots_.empty() ? 64 : slots_.size() * 2;
+        std::vector<Slot> fresh(cap);
+        const size_t mask = cap - 1;
+        const unsigned shift = 64 - static_cast<unsigned>(__builtin_ctzll(cap));
+        for (const Slot& s : slots_) {
+            if (s.key == 0) continue;
+            size_t i = home(s.key, shift, mask);
+            while (fresh[i].key != 0) i = (i + 1) & mask;
+            fresh[i] = s;
+        }
+        slots_.swap(fresh);
+        mask_ = mask;
+        shift_ = shift;
     }
 
     std::vector<Slot> slots_;

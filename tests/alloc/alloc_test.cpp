@@ -632,7 +632,10 @@ TEST_F(AllocTest, FreeCallsBeforeReuseOnceForALiveBlockOnly) {
             done = true;
         });
         while (!started) std::this_thread::yield();
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        // Give the other thread 300 ms to finish its malloc: it must not, since the block is not
+        // free yet (on a loaded machine it may not even have started it: then this proves less).
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+        while (!done && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         EXPECT_FALSE(done.load()) << "a malloc completed while the block's free was being recorded";
     }));
     other.join();
@@ -823,7 +826,7 @@ TEST_F(AllocTest, DevicesAreSeparate) {
     EXPECT_EQ(fake.live_segments(0), 1u);
     EXPECT_EQ(fake.live_segments(1), 1u);
     EXPECT_EQ(alloc.stats(1).allocation[kStatAll].current, 1);
-    EXPECT_TRUE(alloc.free(b));  // freed through the pointer map, on device 1
+    EXPECT_TRUE(alloc.free(b));  // no device named: found on device 1
     EXPECT_EQ(alloc.stats(1).allocation[kStatAll].current, 0);
     EXPECT_EQ(alloc.stats(0).allocation[kStatAll].current, 1);
     alloc.free(a);
