@@ -180,6 +180,8 @@ public:
     }
     std::vector<BlockInfo> snapshot() const;
     std::string check_invariants() const;
+    void lock() { mu_.lock(); }
+    void unlock() { mu_.unlock(); }
 
 private:
     struct Segment {
@@ -989,6 +991,14 @@ void CachingAllocator::reset_peak_stats(int device) {
 
 void CachingAllocator::reset_accumulated_stats(int device) {
     if (device >= 0 && device < device_count()) devices_[device]->reset_accumulated_stats();
+}
+
+void CachingAllocator::lock_for_fork() {
+    for (auto& d : devices_) d->lock();
+}
+
+void CachingAllocator::unlock_after_fork() {
+    for (auto it = devices_.rbegin(); it != devices_.rend(); ++it) (*it)->unlock();
 }
 
 std::vector<BlockInfo> CachingAllocator::snapshot(int device) const {

@@ -171,6 +171,11 @@ public:
     void reset_peak_stats(int device);
     void reset_accumulated_stats(int device);
 
+    /// fork(2) support: takes every device's lock (in device order) / releases them. A fork while
+    /// another thread holds a device lock would leave the child's allocator locked for good.
+    void lock_for_fork();
+    void unlock_after_fork();
+
     std::vector<BlockInfo> snapshot(int device) const;
     /// Checks the internal invariants of `device` (blocks tile their segments, no two free
     /// neighbours, pools hold exactly the free blocks, stats equal the sums over blocks).

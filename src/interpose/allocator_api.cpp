@@ -30,6 +30,7 @@
 #include <functional>
 #include <mutex>
 #include <new>
+#include <pthread.h>
 #include <utility>
 
 #include "alloc/caching_allocator.h"
@@ -56,6 +57,16 @@ std::atomic<alloc::CachingAllocator*> g_allocator{nullptr};
 std::mutex g_create_mu;
 thread_local bool t_rescue_ran = false;
 
+// fork(2): the device locks are taken before the recorder's (a free holds its device lock while
+// it appends its t record), so these handlers are registered after the recorder's: prepare
+// handlers run in the reverse order of registration.
+void allocator_before_fork() {
+    if (alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire)) a->lock_for_fork();
+}
+void allocator_after_fork() {
+    if (alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire)) a->unlock_after_fork();
+}
+
 /// The allocator, created on first use: at PyTorch's CUDA initialization (init hook, with the
 /// device count) or, when used by hand without the hooks, at the first call. Never destroyed:
 /// frees may arrive during process teardown.
@@ -80,6 +91,11 @@ alloc::CachingAllocator* get_allocator(int device_count = -1) {
         t_rescue_ran = python::oom_rescue_collect(info.capture_underway);
         return t_rescue_ran;
     });
+    {
+        ErrnoKeeper keep_errno;
+        if (pthread_atfork(allocator_before_fork, allocator_after_fork, allocator_after_fork) != 0)
+            MG_LOG_WARN("cannot register fork handlers for the allocator; a fork while another thread allocates may hang the child");
+    }
     g_allocator.store(a, std::memory_order_release);
     MG_LOG_DEBUG("memguard's caching allocator created for {} device(s)", n);
     return a;

@@ -60,39 +60,29 @@ void ReportWriter::append(std::string_view records) noexcept { append_bytes(reco
 
 namespace {
 
-/// The records in a buffer: text lines and packed records.
-uint64_t count_records(const std::string& raw) noexcept {
-    uint64_t n = 0;
-    const char* p = raw.data();
-    const char* end = p + raw.size();
-    while (p < end) {
-        if (*p == kPackedMarker) {
-            if (static_cast<size_t>(end - p) < kPackedHeader) break;
-            p += kPackedHeader + static_cast<unsigned char>(p[1]) * sizeof(uint64_t);
-        } else {
-            const void* nl = std::memchr(p, '\n', static_cast<size_t>(end - p));
-            p = nl ? static_cast<const char*>(nl) + 1 : end;
-        }
-        ++n;
-    }
-    return n;
+void log_dropped() noexcept {
+    MG_LOG_WARN("out of host memory: report records dropped; the report is incomplete and says how many");
 }
 
 }  // namespace
 
-void ReportWriter::note_dropped_locked(uint64_t records) noexcept {
-    if (!dropped_) {
-        dropped_ = true;
-        MG_LOG_WARN("out of host memory: report records dropped; the report is incomplete and says how many");
+bool ReportWriter::note_dropped_locked(uint64_t records) noexcept {
+    const bool first = !dropped_;
+    dropped_ = true;
+    if (records > 0) {
+        if (lost_ == 0) lost_since_ = clock_();
+        lost_ += records;
     }
-    if (records == 0) return;
-    if (lost_ == 0) lost_since_ = clock_();
-    lost_ += records;
+    return first;
 }
 
 void ReportWriter::add_lost(uint64_t records) noexcept {
-    std::lock_guard<std::mutex> lock(mu_);
-    note_dropped_locked(records);
+    bool first = false;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        first = note_dropped_locked(records);
+    }
+    if (first) log_dropped();
 }
 
 void ReportWriter::append_lost_locked() noexcept {
@@ -119,32 +109,51 @@ void ReportWriter::append_packed(PackedFormat format, const uint64_t* fields, ui
 
 void ReportWriter::append_bytes(std::string_view bytes, bool packed) noexcept {
     bool wake = false;
+    bool first_drop = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
         size_t before = buffer_.size();
         try {
             buffer_.append(bytes.data(), bytes.size());
+            // A text record must end its line: a packed record is recognized only at a line's start.
+            if (!packed && !bytes.empty() && bytes.back() != '\n') buffer_.push_back('\n');
+            has_packed_ = has_packed_ || packed;
+            wake = before < kWakeThreshold && buffer_.size() >= kWakeThreshold;
         } catch (...) {
             // Host memory is exhausted. The hooks calling this run inside the host's CUDA calls
             // and PyTorch's noexcept deleters, where an exception would end the program: the
-            // records are dropped instead and counted (a U record), and the log says once that
-            // the report is incomplete.
+            // records are dropped instead and counted (a U record), and the log says once (not
+            // under this lock, which a freeing thread may wait for) that the report is incomplete.
+            buffer_.resize(before);
             const auto lines = static_cast<uint64_t>(std::count(bytes.begin(), bytes.end(), '\n'));
-            note_dropped_locked(packed || lines == 0 ? 1 : lines);
-            return;
+            first_drop = note_dropped_locked(packed || lines == 0 ? 1 : lines);
         }
-        has_packed_ = has_packed_ || packed;
-        wake = before < kWakeThreshold && buffer_.size() >= kWakeThreshold;
     }
+    if (first_drop) log_dropped();
     if (wake) cv_.notify_one();
 }
 
-void ReportWriter::format_packed(const std::string& raw) {
-    text_.clear();
-    text_.reserve(raw.size() + raw.size() / 2);
+bool ReportWriter::write_formatted(const std::string& raw) {
+    // Text runs go out as they are; packed records are formatted into chunk_, which is written
+    // out before it could run out of room, so it keeps its capacity and formatting allocates
+    // nothing (a record's text is at most Line::kCapacity).
+    uint64_t lost = 0;
+    bool can_format = true;
+    try {
+        if (chunk_.capacity() < kChunk) chunk_.reserve(kChunk);
+    } catch (...) {
+        can_format = false;  // out of host memory: the packed records of this buffer are lost
+    }
+    chunk_.clear();
+    auto drain = [this] {
+        const bool ok = write_all(chunk_.data(), chunk_.size());
+        chunk_.clear();
+        return ok;
+    };
     const char* p = raw.data();
     const char* end = p + raw.size();
-    while (p < end) {
+    bool ok = true;
+    while (ok && p < end) {
         if (*p == kPackedMarker) {
             if (static_cast<size_t>(end - p) < kPackedHeader) break;
             const uint32_t count = static_cast<unsigned char>(p[1]);
@@ -154,8 +163,17 @@ void ReportWriter::format_packed(const std::string& raw) {
             uint64_t fields[kMaxPackedFields];
             std::memcpy(&format, p + 2, sizeof format);
             std::memcpy(fields, p + kPackedHeader, count * sizeof(uint64_t));
-            format(fields, count, text_);
             p += size;
+            if (!can_format) {
+                ++lost;
+                continue;
+            }
+            if (chunk_.size() + Line::kCapacity > chunk_.capacity()) ok = drain();
+            try {
+                format(fields, count, chunk_);
+            } catch (...) {
+                ++lost;
+            }
             continue;
         }
         // A run of text records, up to the next packed one (which starts a line).
@@ -165,9 +183,20 @@ void ReportWriter::format_packed(const std::string& raw) {
             q = nl ? static_cast<const char*>(nl) + 1 : end;
             if (q < end && *q == kPackedMarker) break;
         }
-        text_.append(p, static_cast<size_t>(q - p));
+        ok = drain() && write_all(p, static_cast<size_t>(q - p));
         p = q;
     }
+    if (ok) ok = drain();
+    chunk_.clear();
+    if (lost > 0) {
+        bool first = false;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            first = note_dropped_locked(lost);
+        }
+        if (first) log_dropped();
+    }
+    return ok;
 }
 
 void* ReportWriter::thread_main(void* self) {
@@ -227,22 +256,7 @@ void ReportWriter::write_pending(bool heartbeat) {
         packed = has_packed_;
         has_packed_ = false;
     }
-    const std::string* text = &out;
-    if (packed) {
-        try {
-            format_packed(out);
-            text = &text_;
-        } catch (...) {
-            // Out of host memory for the text: this buffer's records are lost (append's comment).
-            {
-                std::lock_guard<std::mutex> lock(mu_);
-                note_dropped_locked(count_records(out));
-            }
-            text_.clear();
-            text = &text_;
-        }
-    }
-    if (fd_ >= 0 && !io_failed_ && !write_all(text->data(), text->size())) {
+    if (fd_ >= 0 && !io_failed_ && !(packed ? write_formatted(out) : write_all(out.data(), out.size()))) {
         io_failed_ = true;
         MG_LOG_WARN("writing the report '{}' failed ({}); recording continues but is no longer saved", path_,
                     std::strerror(errno));
@@ -251,7 +265,6 @@ void ReportWriter::write_pending(bool heartbeat) {
         out.clear();
         spare_ = std::move(out);
     }
-    if (text_.capacity() > kMaxSpare) std::string().swap(text_);
 }
 
 void ReportWriter::flush() { write_pending(); }
@@ -298,8 +311,8 @@ void ReportWriter::reset_in_child() {
     buffer_.shrink_to_fit();
     spare_.clear();
     spare_.shrink_to_fit();
-    text_.clear();
-    text_.shrink_to_fit();
+    chunk_.clear();
+    chunk_.shrink_to_fit();
     dropped_ = false;
     lost_ = 0;
     lost_since_ = 0;

@@ -35,8 +35,8 @@ public:
     /// counted; the next flush that can appends a `U` record with the count (docs/report-format.md).
     void append(std::string_view records) noexcept;
 
-    /// Formats a packed record's fields (`count` of them) as its text, appending it to `out`.
-    /// Runs on the writer thread (or whichever thread flushes); must not throw.
+    /// Formats a packed record's fields (`count` of them) as its text (at most Line::kCapacity
+    /// bytes), appending it to `out`. Runs on the thread that writes the buffer out.
     using PackedFormat = void (*)(const uint64_t* fields, uint32_t count, std::string& out);
     static constexpr uint32_t kMaxPackedFields = 16;
     /// Appends one record as `count` (at most kMaxPackedFields) numbers and the function that
@@ -76,12 +76,13 @@ private:
     void write_pending(bool heartbeat = true);
     bool write_all(const char* data, size_t n);
     void append_bytes(std::string_view bytes, bool packed) noexcept;
-    /// With mu_ held: `records` were dropped (logged the first time).
-    void note_dropped_locked(uint64_t records) noexcept;
+    /// With mu_ held: `records` were dropped. True the first time: the caller logs it once it
+    /// has released mu_.
+    bool note_dropped_locked(uint64_t records) noexcept;
     /// With mu_ held: appends the U record of the records dropped since the last one, if any.
     void append_lost_locked() noexcept;
-    /// The text of `raw` with its packed records formatted, into text_.
-    void format_packed(const std::string& raw);
+    /// Writes `raw` with its packed records formatted, in order; false when a write failed.
+    bool write_formatted(const std::string& raw);
 
     Clock clock_;
     mutable std::mutex mu_;  // guards buffer_, stop_, dropped_, lost_, lost_since_, has_packed_
@@ -92,9 +93,10 @@ private:
     uint64_t lost_ = 0;        // records dropped and not yet reported in a U record
     int64_t lost_since_ = 0;   // when the first of them was dropped
     bool has_packed_ = false;  // buffer_ holds packed records
-    std::mutex io_mu_;  // serializes write(2) calls on fd_; guards spare_ and text_
+    std::mutex io_mu_;  // serializes write(2) calls on fd_; guards spare_ and chunk_
     std::string spare_;  // the last written buffer, empty, for buffer_ to take over
-    std::string text_;   // a buffer's text when it held packed records
+    static constexpr size_t kChunk = 64 << 10;
+    std::string chunk_;  // formatted packed records on their way to the file
     int fd_ = -1;
     bool io_failed_ = false;
     std::string path_;

@@ -11,10 +11,22 @@
 //   deep     one allocation from 100 nested frames (the stack depth cut)
 //   retry    a device allocation that fails until the cache is freed, then succeeds: the
 //            runtime's last error must not be left set (PyTorch checks it after kernel launches)
+//   threads  4 threads allocate and free blocks of one size on one stream, 20000 times each (the
+//            report must order each address's T and t records)
+//   fork     a thread allocates and frees in a loop while the main thread forks 40 times; each
+//            child allocates and frees once and exits (it must not find the allocator locked)
 // Log lines (app_common.h): `info block <addr> <size> <stream> <function>` per allocation,
 // `info freed <addr>`, `info oom <what>`, `result <label> <error>`.
 #include <cxxabi.h>
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
 
 #include <cstring>
 #include <functional>
@@ -237,6 +249,60 @@ int deep() {
     return 0;
 }
 
+int threads() {
+    std::vector<std::thread> workers;
+    for (int i = 0; i < 4; ++i) {
+        workers.emplace_back([] {
+            for (int k = 0; k < 20000; ++k) {
+                void* p = api.alloc(4096, 0, nullptr);
+                api.free(p, 4096, 0, nullptr);
+            }
+        });
+    }
+    for (std::thread& w : workers) w.join();
+    std::printf("info pairs %d\n", 4 * 20000);
+    return 0;
+}
+
+int fork_while_freeing() {
+    std::atomic<bool> stop{false};
+    std::thread busy([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            void* p = api.alloc(4096, 0, nullptr);
+            api.free(p, 4096, 0, nullptr);
+        }
+    });
+    int hung = 0, failed = 0;
+    for (int i = 0; i < 40; ++i) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            ++failed;
+            continue;
+        }
+        if (pid == 0) {
+            void* p = api.alloc(4096, 0, nullptr);
+            api.free(p, 4096, 0, nullptr);
+            _exit(p != nullptr ? 0 : 1);
+        }
+        int status = 0;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        pid_t done = 0;
+        while ((done = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (done == 0) {  // the child hangs: the allocator was locked in it
+            ++hung;
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+        } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            ++failed;
+        }
+    }
+    stop = true;
+    busy.join();
+    std::printf("info forks 40 hung %d failed %d\n", hung, failed);
+    return hung == 0 && failed == 0 ? 0 : 1;
+}
+
 int unknown() {
     int x = 0;
     api.free(&x, sizeof(x), 0, nullptr);
@@ -269,6 +335,8 @@ int main(int argc, char** argv) {
     if (mode == "unknown") return unknown();
     if (mode == "retry") return retry();
     if (mode == "deep") return deep();
+    if (mode == "threads") return threads();
+    if (mode == "fork") return fork_while_freeing();
     std::fprintf(stderr, "unknown scenario %s\n", mode.c_str());
     return 2;
 }

@@ -2,6 +2,7 @@
 // functions, called as PyTorch calls them (tests/apps/pluggable_alloc.cpp) against the fake
 // runtime. The report's T/t/O/o records (docs/report-format.md, minor 5) are read raw here; the
 // segments are ordinary A/F records.
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -310,6 +311,40 @@ TEST_F(AllocatorMode, StackDepthKeepsExactlyTheInnermostFrames) {
         std::vector<std::string> want(all.begin(), all.begin() + depth);
         EXPECT_EQ(got, want);
     }
+}
+
+// Threads allocating and freeing the same size on one stream reuse each other's blocks at once:
+// the report must still give every address T, t, T, t ... (a free is written before the block
+// can be handed out again, and the writer thread keeps the order of the packed records).
+TEST_F(AllocatorMode, ThreadsReusingBlocksKeepEachAddressesRecordsInOrder) {
+    ChildResult result = run("pluggable_alloc", {"threads"}, env());
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    std::map<std::string, char> last;  // address -> type of its last record
+    size_t allocs = 0, frees = 0, out_of_order = 0;
+    for (const auto& rec : raw_records(report_for(result.pid), "Tt")) {
+        ASSERT_GE(rec.size(), 4u);
+        const char type = rec[0][0];
+        char& prev = last[rec[3]];
+        if (type == 'T') {
+            ++allocs;
+            if (prev == 'T') ++out_of_order;
+        } else {
+            ++frees;
+            if (prev != 'T') ++out_of_order;
+        }
+        prev = type;
+    }
+    EXPECT_EQ(allocs, 80000u);
+    EXPECT_EQ(frees, 80000u);
+    EXPECT_EQ(out_of_order, 0u);
+}
+
+// A fork while another thread allocates and frees must not leave the child's allocator locked:
+// the device locks are held across fork (each child allocates once; a hung child fails this).
+TEST_F(AllocatorMode, ForkWhileAnotherThreadAllocatesLeavesTheChildUsable) {
+    ChildResult result = run("pluggable_alloc", {"fork"}, env());
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    EXPECT_EQ(log_value(result.out, "forks"), "40 hung 0 failed 0") << result.out;
 }
 
 }  // namespace

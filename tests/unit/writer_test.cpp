@@ -95,6 +95,35 @@ TEST(ReportWriter, PackedRecordsAreFormattedInPlace) {
     rmdir(tmpl);
 }
 
+// Many packed records in a row (more text than the writer formats at once) and a text record
+// without its newline (it gets one, so the packed record after it is still recognized).
+TEST(ReportWriter, LongRunsOfPackedRecordsAndUnterminatedText) {
+    char tmpl[] = "/tmp/mg-writer-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string path = std::string(tmpl) + "/r.mgr";
+    std::string expect;
+    {
+        memguard::track::ReportWriter w(&zero_clock);
+        std::string error;
+        ASSERT_TRUE(w.start(path, &error)) << error;
+        w.append("X no newline");
+        expect += "X no newline\n";
+        uint64_t f[16];
+        for (uint64_t i = 0; i < 20000; ++i) {
+            for (uint64_t k = 0; k < 16; ++k) f[k] = ~(i * 16 + k);
+            w.append_packed(&format_fields, f, 16);
+            format_fields(f, 16, expect);
+        }
+        w.append("X last\n");
+        expect += "X last\n";
+        w.finish();
+        expect += "Z 0\n";
+    }
+    EXPECT_TRUE(read_without_heartbeats(path) == expect) << "the file differs from the records appended";
+    std::remove(path.c_str());
+    rmdir(tmpl);
+}
+
 /// The counts of the file's U records (records lost) and of its lines starting with `prefix`;
 /// also whether a U record comes before the last line, the end record.
 struct LostTally {
