@@ -130,7 +130,7 @@ struct Tables {
     uint32_t epoch = 0;
     uint32_t frame_ids = 0;  // the last p id given
     std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frames;         // GIL path
-    std::unordered_map<ContentKey, uint32_t, ContentKeyHash> contents;  // GIL-free path
+    std::unordered_map<ContentKey, uint32_t, ContentKeyHash> contents;  // a p record -> its id (both paths)
     std::unordered_map<std::vector<uint32_t>, uint32_t, StackHash> stacks;
     // GIL-free caches.
     uint64_t generations = 0;
@@ -201,14 +201,20 @@ void write_frame(uint32_t id, int line, const std::string& name, const std::stri
 }
 
 /// Interns one frame (GIL path); writes its p record when new. The table keeps a reference to
-/// the code object, so that its address can never be reused. Caller holds tables().mu.
+/// the code object, so that its address can never be reused. A frame is one id whichever path
+/// interned it (the GIL path before the walker is calibrated, the walker after): both look up the
+/// p record's content. Caller holds tables().mu.
 uint32_t intern_frame(Tables& t, const Captured& c, track::Recorder& rec) {
     auto [it, inserted] = t.frames.try_emplace(c.key, 0);
     if (!inserted) return it->second;
-    it->second = ++t.frame_ids;
     capi()->Py_IncRef(c.strong_code);
-    write_frame(it->second, c.key.line, attr_string(c.strong_code, "co_name"),
-                attr_string(c.strong_code, "co_filename"), rec);
+    auto [fit, new_frame] = t.contents.try_emplace(
+        ContentKey{c.key.line, attr_string(c.strong_code, "co_name"), attr_string(c.strong_code, "co_filename")}, 0);
+    if (new_frame) {
+        fit->second = ++t.frame_ids;
+        write_frame(fit->second, fit->first.line, fit->first.name, fit->first.filename, rec);
+    }
+    it->second = fit->second;
     return it->second;
 }
 
