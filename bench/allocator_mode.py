@@ -1,7 +1,8 @@
 """Allocator mode (MEMGUARD_ALLOCATOR=memguard) against PyTorch's own CUDA caching allocator, on a GPU.
 
 usage: python3 bench/allocator_mode.py --lib build/lib/libmemguard.so [--quick] [--reps 3]
-                                       [--bench together,latency,eager,compiled] [--cpus 2,3,4,5]
+                                       [--bench together,latency,eager,eager_small,compiled]
+                                       [--cpus 2,3,4,5]
                                        [--json OUT.json]
        python3 bench/allocator_mode.py --tables A.json [B.json ...]   (print tables from saved runs)
 
@@ -25,11 +26,16 @@ Benchmarks:
             drifts by up to 2x over minutes, and this way the drift hits every arm alike. The arms
             swap cores after each round of sizes, so each arm runs on every pair of cores. Ratios
             are per slice, then the median. (torch.empty of a cached block does no GPU work, so
-            the arms do not contend for the GPU.)
+            the arms do not contend for the GPU.) --reps runs it that many times (slices pooled).
   latency   torch.empty(n, uint8, device="cuda") then del, for n from 512 B to 256 MiB: median ns
             per allocation+free over --iters iterations (after a warm-up that fills the cache)
-  step      a GPT-style transformer training step (bf16 autocast, AdamW), eager and
-            torch.compile default mode: median step time and torch.cuda.max_memory_reserved()
+  eager, compiled  a GPT-style transformer training step (bf16 autocast, AdamW; d=1024, 12
+            layers, seq 1024, batch 8), eager and torch.compile default mode: median step time and
+            torch.cuda.max_memory_reserved(). On an H200 the eager step can be bound by the GPU,
+            which hides the allocator's CPU cost.
+  eager_small  the same step, eager, small enough (d=512, 6 layers, seq 128, batch 4) that the
+            CPU (Python, dispatch, the allocator) bounds it: where an allocator's per-call cost
+            shows most
 Prints a markdown table per benchmark with the ratio of each arm to `native`; tracking overhead is
 history/native for PyTorch and memguard/mg_nostack for memguard.
 """
@@ -50,7 +56,8 @@ TOGETHER_ARMS = ARMS + ("mg_native", "mg_python")
 # The latency tables' ratio columns (those whose two arms ran).
 RATIO_COLS = [("memguard", "native"), ("mg_nostack", "native"), ("floor", "native"), ("mg_nostack", "floor"),
               ("history", "native"), ("mg_native", "mg_nostack"), ("mg_python", "mg_nostack")]
-BENCHES = ("latency", "together", "eager", "compiled")
+BENCHES = ("latency", "together", "eager", "eager_small", "compiled")
+STEP_KINDS = ("eager", "eager_small", "compiled")
 FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pluggable_floor.cpp")
 
 
@@ -225,6 +232,10 @@ def run_together(args, floor_lib, cpus, slices, slice_s):
             raise SystemExit(f"together: needs {per_arm * len(arms)} cores from core 2 on; give them with --cpus")
     groups = [cpus[per_arm * i:per_arm * (i + 1)] for i in range(len(arms))]
     go_file = os.path.join(args.tmp, "go")
+    # A previous run's start signal and ready marks would start this run's workers at once.
+    for name in ["go"] + [f"ready.{arm}" for arm in arms]:
+        if os.path.exists(os.path.join(args.tmp, name)):
+            os.unlink(os.path.join(args.tmp, name))
     procs = []
     for i, arm in enumerate(arms):
         spec = {"arm": arm, "bench": "together", "floor_lib": floor_lib, "cpus": groups[i], "core_groups": groups,
@@ -280,22 +291,27 @@ def run_all(args):
     cpus = [int(c) for c in args.cpus.split(",")] if args.cpus else []
     step = {"cpus": cpus, "d": 1024, "layers": 4 if args.quick else 12, "seq": 1024, "batch": 8,
             "warmup": 3 if args.quick else 10, "steps": 5 if args.quick else 30}
+    small = dict(step, d=512, layers=6, seq=128, batch=4, steps=20 if args.quick else 100)
     results = {b: {a: [] for a in ARMS} for b in benches}
     if "together" in benches:
-        results["together"] = run_together(args, floor_lib, cpus, slices=6 * (3 if args.quick else 20),
-                                           slice_s=0.25)
+        results["together"] = {}
+        for _ in range(reps):
+            run = run_together(args, floor_lib, cpus, slices=6 * (3 if args.quick else 20), slice_s=0.25)
+            for arm, runs in run.items():
+                results["together"].setdefault(arm, []).extend(runs)
     for order in rotated(reps):
         if "latency" in benches:
             for arm in order:
                 spec = {"arm": arm, "bench": "latency", "iters": iters, "floor_lib": floor_lib, "cpus": cpus}
                 results["latency"][arm].append(run_one(args, spec))
-        for kind in ("eager", "compiled"):
+        for kind in STEP_KINDS:
             if kind not in benches:
                 continue
             for arm in order:
                 if arm not in STEP_ARMS or (kind == "compiled" and arm == "history"):
-                    continue  # history's cost is measured on the eager step; floor is latency only
-                spec = dict(step, arm=arm, bench="step", compiled=kind == "compiled")
+                    continue  # history's cost is measured on the eager steps; floor is latency only
+                spec = dict(small if kind == "eager_small" else step, arm=arm, bench="step",
+                            compiled=kind == "compiled")
                 results[kind][arm].append(run_one(args, spec))
     results["meta"] = {"reps": reps, "quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     return results
@@ -360,7 +376,7 @@ def print_tables(results):
                         ratios[(a, b)].append(per_arm[a][r][1] / per_arm[b][r][1])
             print(f"| {n} | " + " | ".join(f"{med(ns[a]):.0f}" for a in arms) + " | " +
                   " | ".join(f"{med(ratios[c]):.3f}" for c in cols) + " |")
-    for kind in ("eager", "compiled"):
+    for kind in STEP_KINDS:
         if not results.get(kind) or not results[kind].get("native"):
             continue
         n_proc = len(results[kind]["native"])
@@ -375,25 +391,25 @@ def print_tables(results):
                 continue
             ms, res = med([r["step_ms"] for r in rs]), med([r["max_reserved"] for r in rs])
             print(f"| {a} | {ms:.2f} | {ms / b_ms:.3f} | {res / 2**20:.0f} | {res / b_res:.3f} |")
-    e = results.get("eager") or {}
-    have_e = all(e.get(a) for a in STEP_ARMS)
+    kinds = [k for k in ("eager", "eager_small") if all((results.get(k) or {}).get(a) for a in STEP_ARMS)]
     have_l = lat and all(lat.get(a) for a in STEP_ARMS)
-    if not (have_e or have_l):
+    if not (kinds or have_l):
         return
 
-    def step(a):
-        return med([r["step_ms"] for r in e[a]]) if have_e else float("nan")
+    def step(kind, a):
+        return med([r["step_ms"] for r in results[kind][a]])
 
     def l4k(a):
         return med([r["latency_ns"]["4096"] for r in lat[a]]) if have_l else float("nan")
 
     print("\n### Tracking overhead (full native + Python stacks on every block)\n")
-    print("| tracker | eager step ratio | 4 KiB alloc+free ratio |")
-    print("|---|---|---|")
-    print(f"| PyTorch _record_memory_history(stacks=\"all\") vs native | {ratio(step('history'), step('native')):.3f} | "
-          f"{ratio(l4k('history'), l4k('native')):.3f} |")
-    print(f"| memguard full tracking vs memguard without stacks | {ratio(step('memguard'), step('mg_nostack')):.3f} | "
-          f"{ratio(l4k('memguard'), l4k('mg_nostack')):.3f} |")
+    print("| tracker | " + " | ".join(f"{k} step ratio" for k in kinds) + " | 4 KiB alloc+free ratio |")
+    print("|---|" + "---|" * (len(kinds) + 1))
+    for label, tracked, base in (("PyTorch _record_memory_history(stacks=\"all\") vs native", "history", "native"),
+                                 ("memguard full tracking vs memguard without stacks", "memguard", "mg_nostack"),
+                                 ("memguard full tracking vs native", "memguard", "native")):
+        print(f"| {label} | " + " | ".join(f"{ratio(step(k, tracked), step(k, base)):.3f}" for k in kinds) +
+              f" | {ratio(l4k(tracked), l4k(base)):.3f} |")
 
 
 def main():

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Issue 7's benchmarks on the GPU machine, in parts that each fit one device call (10 minutes):
+#   tools/gpu/bench7.sh latency    `together` three times (~2.5 min)
+#   tools/gpu/bench7.sh eager      eager_small and eager, 3 processes per arm, pinned (~7 min)
+#   tools/gpu/bench7.sh compiled   compiled, 3 processes per arm, pinned (~5 min)
+# Builds build-gpu/ (the library only) when it is missing. Tables on stdout; JSON in $OUT (device
+# tool) or ./gpu-out, to merge later with `python3 bench/allocator_mode.py --tables A.json B.json`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+part=${1:?usage: tools/gpu/bench7.sh latency|eager|compiled}
+case $part in latency|eager|compiled) ;; *) echo "bench7.sh: unknown part '$part' (latency, eager or compiled)" >&2; exit 2 ;; esac
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+lib=build-gpu/lib/libmemguard.so
+if [ ! -f "$lib" ]; then
+    { cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMGUARD_BUILD_TESTS=OFF &&
+      cmake --build build-gpu -j"$(nproc)" --target memguard; } >"$out/cmake-bench.log" 2>&1 ||
+        { tail -30 "$out/cmake-bench.log"; exit 1; }
+fi
+pin=4,5,6,7,8,9,10,11
+case $part in
+    latency) python3 bench/allocator_mode.py --lib "$lib" --bench together --reps 3 --json "$out/together.json" ;;
+    eager) python3 bench/allocator_mode.py --lib "$lib" --bench eager_small,eager --reps 3 --cpus $pin --json "$out/eager.json" ;;
+    compiled) python3 bench/allocator_mode.py --lib "$lib" --bench compiled --reps 3 --cpus $pin --json "$out/compiled.json" ;;
+esac
