@@ -6,12 +6,56 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 #include "track/writer.h"
 
 namespace {
 
 int64_t zero_clock() { return 0; }
+
+/// A temporary directory for one test's report files, removed with them.
+class ReportDir {
+public:
+    ReportDir() {
+        if (mkdtemp(dir_) == nullptr) dir_[0] = '\0';
+    }
+    ~ReportDir() {
+        for (const std::string& f : files_) std::remove(f.c_str());
+        if (dir_[0]) rmdir(dir_);
+    }
+    bool ok() const { return dir_[0] != '\0'; }
+    std::string file(const std::string& name) {
+        files_.push_back(std::string(dir_) + "/" + name);
+        return files_.back();
+    }
+
+private:
+    char dir_[32] = "/tmp/mg-writer-XXXXXX";
+    std::vector<std::string> files_;
+};
+
+/// In a fork child: caps the address space at what is mapped now plus `extra` bytes (the old
+/// limits in *before). False when /proc or setrlimit fails.
+bool cap_address_space(unsigned long extra, rlimit* before) {
+    getrlimit(RLIMIT_AS, before);
+    rlimit cap = *before;
+    FILE* f = std::fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    const bool read = f && std::fscanf(f, "%lu", &pages) == 1;
+    if (f) std::fclose(f);
+    if (!read) return false;
+    cap.rlim_cur = pages * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + extra;
+    return setrlimit(RLIMIT_AS, &cap) == 0;
+}
+
+/// Waits for a fork child; its exit status, or -1 (and a failure) when a signal ended it.
+int wait_child(pid_t pid) {
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    EXPECT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 
 // Host memory running out while a hook appends must not end the program: an exception out of
 // append would cross the host's CUDA call or PyTorch's noexcept deleter. In a child with its
@@ -22,22 +66,12 @@ TEST(ReportWriter, AppendDropsRecordsInsteadOfThrowingWhenHostMemoryRunsOut) {
     if (pid == 0) {
         auto* w = new memguard::track::ReportWriter(&zero_clock);  // not started: nothing is written out
         const std::string record(1 << 20, 'x');
-        rlimit cap{};
-        getrlimit(RLIMIT_AS, &cap);
-        // The child's current mappings plus about 256 MiB, read from /proc.
-        FILE* f = std::fopen("/proc/self/statm", "r");
-        unsigned long pages = 0;
-        if (!f || std::fscanf(f, "%lu", &pages) != 1) _exit(3);
-        std::fclose(f);
-        cap.rlim_cur = pages * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (256ul << 20);
-        if (setrlimit(RLIMIT_AS, &cap) != 0) _exit(4);
+        rlimit before{};
+        if (!cap_address_space(256ul << 20, &before)) _exit(4);
         for (int i = 0; i < 4096 && !w->dropped(); ++i) w->append(record);
         _exit(w->dropped() ? 0 : 5);  // 5: memory never ran out, so the test proved nothing
     }
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
-    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(wait_child(pid), 0);
 }
 
 /// The file's text without its heartbeat records (the writer thread adds one whenever it flushes).
@@ -60,9 +94,9 @@ void format_fields(const uint64_t* fields, uint32_t count, std::string& out) {
 // them, whatever their fields hold (bytes that look like newlines or the packed marker included),
 // across flushes.
 TEST(ReportWriter, PackedRecordsAreFormattedInPlace) {
-    char tmpl[] = "/tmp/mg-writer-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    const std::string path = std::string(tmpl) + "/r.mgr";
+    ReportDir dir;
+    ASSERT_TRUE(dir.ok());
+    const std::string path = dir.file("r.mgr");
     std::string expect;
     {
         memguard::track::ReportWriter w(&zero_clock);
@@ -91,16 +125,14 @@ TEST(ReportWriter, PackedRecordsAreFormattedInPlace) {
         expect += "Z 0\n";
     }
     EXPECT_EQ(read_without_heartbeats(path), expect);
-    std::remove(path.c_str());
-    rmdir(tmpl);
 }
 
 // Many packed records in a row (more text than the writer formats at once) and a text record
 // without its newline (it gets one, so the packed record after it is still recognized).
 TEST(ReportWriter, LongRunsOfPackedRecordsAndUnterminatedText) {
-    char tmpl[] = "/tmp/mg-writer-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    const std::string path = std::string(tmpl) + "/r.mgr";
+    ReportDir dir;
+    ASSERT_TRUE(dir.ok());
+    const std::string path = dir.file("r.mgr");
     std::string expect;
     {
         memguard::track::ReportWriter w(&zero_clock);
@@ -120,8 +152,6 @@ TEST(ReportWriter, LongRunsOfPackedRecordsAndUnterminatedText) {
         expect += "Z 0\n";
     }
     EXPECT_TRUE(read_without_heartbeats(path) == expect) << "the file differs from the records appended";
-    std::remove(path.c_str());
-    rmdir(tmpl);
 }
 
 /// The counts of the file's U records (records lost) and of its lines starting with `prefix`;
@@ -155,10 +185,10 @@ LostTally tally(const std::string& path, char prefix) {
 // every record appended is either in the file or counted as lost. In a child whose address space
 // is capped until appends fail, then restored so the writer can say what it lost.
 TEST(ReportWriter, DroppedRecordsAreCountedInTheReport) {
-    char tmpl[] = "/tmp/mg-writer-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    const std::string path = std::string(tmpl) + "/r.mgr";
-    const std::string count_path = std::string(tmpl) + "/appended";
+    ReportDir dir;
+    ASSERT_TRUE(dir.ok());
+    const std::string path = dir.file("r.mgr");
+    const std::string count_path = dir.file("appended");
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
@@ -167,15 +197,8 @@ TEST(ReportWriter, DroppedRecordsAreCountedInTheReport) {
         if (!w->start(path, &error)) _exit(6);
         std::string record(256 << 10, 'x');
         record.back() = '\n';
-        rlimit before{}, cap{};
-        getrlimit(RLIMIT_AS, &before);
-        cap = before;
-        FILE* f = std::fopen("/proc/self/statm", "r");
-        unsigned long pages = 0;
-        if (!f || std::fscanf(f, "%lu", &pages) != 1) _exit(3);
-        std::fclose(f);
-        cap.rlim_cur = pages * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (64ul << 20);
-        if (setrlimit(RLIMIT_AS, &cap) != 0) _exit(4);
+        rlimit before{};
+        if (!cap_address_space(64ul << 20, &before)) _exit(4);
         unsigned appended = 0;
         for (; appended < 4096 && !w->dropped(); ++appended) w->append(record);
         for (int i = 0; i < 3; ++i, ++appended) w->append(record);  // dropped too, or kept after a flush
@@ -186,10 +209,7 @@ TEST(ReportWriter, DroppedRecordsAreCountedInTheReport) {
         if (!c || std::fprintf(c, "%u\n", appended) <= 0 || std::fclose(c) != 0) _exit(8);
         _exit(w->dropped() ? 0 : 5);  // 5: memory never ran out, so the test proved nothing
     }
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
-    ASSERT_EQ(WEXITSTATUS(status), 0);
+    ASSERT_EQ(wait_child(pid), 0);
     unsigned appended = 0;
     FILE* c = std::fopen(count_path.c_str(), "r");
     ASSERT_NE(c, nullptr);
@@ -200,16 +220,13 @@ TEST(ReportWriter, DroppedRecordsAreCountedInTheReport) {
     EXPECT_GE(t.u_records, 1u);
     EXPECT_EQ(t.lines_with_prefix + t.lost, appended) << "kept " << t.lines_with_prefix << ", lost " << t.lost;
     EXPECT_TRUE(t.ends_with_z);
-    std::remove(path.c_str());
-    std::remove(count_path.c_str());
-    rmdir(tmpl);
 }
 
 // Records lost before the report existed (the recorder's early buffer) are reported the same way.
 TEST(ReportWriter, LostRecordsAddedByTheCallerComeBeforeTheEnd) {
-    char tmpl[] = "/tmp/mg-writer-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    const std::string path = std::string(tmpl) + "/r.mgr";
+    ReportDir dir;
+    ASSERT_TRUE(dir.ok());
+    const std::string path = dir.file("r.mgr");
     {
         memguard::track::ReportWriter w(&zero_clock);
         std::string error;
@@ -220,8 +237,6 @@ TEST(ReportWriter, LostRecordsAddedByTheCallerComeBeforeTheEnd) {
         w.finish();
     }
     EXPECT_EQ(read_without_heartbeats(path), "X one\nU 0 0 7\nZ 0\n");
-    std::remove(path.c_str());
-    rmdir(tmpl);
 }
 
 }  // namespace
