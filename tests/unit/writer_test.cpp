@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -49,6 +50,28 @@ bool cap_address_space(unsigned long extra, rlimit* before) {
     return setrlimit(RLIMIT_AS, &cap) == 0;
 }
 
+/// A writer of a new report file at `path`; null (and a failure) when it cannot start.
+std::unique_ptr<memguard::track::ReportWriter> started_writer(const std::string& path) {
+    auto w = std::make_unique<memguard::track::ReportWriter>(&zero_clock);
+    std::string error;
+    if (!w->start(path, &error)) {
+        ADD_FAILURE() << error;
+        return nullptr;
+    }
+    return w;
+}
+
+/// Tests that write a report file: `path`, in a directory of their own.
+class ReportWriterFile : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ASSERT_TRUE(dir.ok());
+        path = dir.file("r.mgr");
+    }
+    ReportDir dir;
+    std::string path;
+};
+
 /// Waits for a fork child; its exit status, or -1 (and a failure) when a signal ended it.
 int wait_child(pid_t pid) {
     int status = 0;
@@ -93,15 +116,12 @@ void format_fields(const uint64_t* fields, uint32_t count, std::string& out) {
 // Packed records come out formatted, in the order of appending, between the text records around
 // them, whatever their fields hold (bytes that look like newlines or the packed marker included),
 // across flushes.
-TEST(ReportWriter, PackedRecordsAreFormattedInPlace) {
-    ReportDir dir;
-    ASSERT_TRUE(dir.ok());
-    const std::string path = dir.file("r.mgr");
+TEST_F(ReportWriterFile, PackedRecordsAreFormattedInPlace) {
     std::string expect;
     {
-        memguard::track::ReportWriter w(&zero_clock);
-        std::string error;
-        ASSERT_TRUE(w.start(path, &error)) << error;
+        auto writer = started_writer(path);
+        ASSERT_TRUE(writer);
+        memguard::track::ReportWriter& w = *writer;
         const uint64_t tricky[] = {0x0a0a0a0a0a0a0a0aull, 0x0101010101010101ull, 0, ~0ull};
         for (int round = 0; round < 3; ++round) {
             w.append("X first\nX second\n");
@@ -129,15 +149,12 @@ TEST(ReportWriter, PackedRecordsAreFormattedInPlace) {
 
 // Many packed records in a row (more text than the writer formats at once) and a text record
 // without its newline (it gets one, so the packed record after it is still recognized).
-TEST(ReportWriter, LongRunsOfPackedRecordsAndUnterminatedText) {
-    ReportDir dir;
-    ASSERT_TRUE(dir.ok());
-    const std::string path = dir.file("r.mgr");
+TEST_F(ReportWriterFile, LongRunsOfPackedRecordsAndUnterminatedText) {
     std::string expect;
     {
-        memguard::track::ReportWriter w(&zero_clock);
-        std::string error;
-        ASSERT_TRUE(w.start(path, &error)) << error;
+        auto writer = started_writer(path);
+        ASSERT_TRUE(writer);
+        memguard::track::ReportWriter& w = *writer;
         w.append("X no newline");
         expect += "X no newline\n";
         uint64_t f[16];
@@ -184,10 +201,7 @@ LostTally tally(const std::string& path, char prefix) {
 // Records dropped for want of memory are counted in the report itself (U records, format minor 6):
 // every record appended is either in the file or counted as lost. In a child whose address space
 // is capped until appends fail, then restored so the writer can say what it lost.
-TEST(ReportWriter, DroppedRecordsAreCountedInTheReport) {
-    ReportDir dir;
-    ASSERT_TRUE(dir.ok());
-    const std::string path = dir.file("r.mgr");
+TEST_F(ReportWriterFile, DroppedRecordsAreCountedInTheReport) {
     const std::string count_path = dir.file("appended");
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
@@ -223,14 +237,11 @@ TEST(ReportWriter, DroppedRecordsAreCountedInTheReport) {
 }
 
 // Records lost before the report existed (the recorder's early buffer) are reported the same way.
-TEST(ReportWriter, LostRecordsAddedByTheCallerComeBeforeTheEnd) {
-    ReportDir dir;
-    ASSERT_TRUE(dir.ok());
-    const std::string path = dir.file("r.mgr");
+TEST_F(ReportWriterFile, LostRecordsAddedByTheCallerComeBeforeTheEnd) {
     {
-        memguard::track::ReportWriter w(&zero_clock);
-        std::string error;
-        ASSERT_TRUE(w.start(path, &error)) << error;
+        auto writer = started_writer(path);
+        ASSERT_TRUE(writer);
+        memguard::track::ReportWriter& w = *writer;
         w.append("X one\n");
         w.add_lost(5);
         w.add_lost(2);
