@@ -376,6 +376,15 @@ def print_tables(results):
                         ratios[(a, b)].append(per_arm[a][r][1] / per_arm[b][r][1])
             print(f"| {n} | " + " | ".join(f"{med(ns[a]):.0f}" for a in arms) + " | " +
                   " | ".join(f"{med(ratios[c]):.3f}" for c in cols) + " |")
+        if runs > 1:
+            # Whether the runs agree: each run's median per-slice ratio over all sizes.
+            print("\n| run | " + " | ".join(f"{a} / {b}" for a, b in cols) + " |")
+            print("|---|" + "---|" * len(cols))
+            for k in range(runs):
+                per_arm = {a: tog[a][k]["slices"] for a in arms}
+                slices = range(min(len(v) for v in per_arm.values()))
+                print(f"| {k + 1} | " + " | ".join(
+                    f"{med([per_arm[a][r][1] / per_arm[b][r][1] for r in slices]):.3f}" for a, b in cols) + " |")
     for kind in STEP_KINDS:
         if not results.get(kind) or not results[kind].get("native"):
             continue
