@@ -116,6 +116,9 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
     } else if ((command == "diff" || command == "merge" || command == "export") && opt == "--frames") {
         args.frames = count_value(opt, cur.value(opt), 0, command);
         args.frames_given = true;
+    } else if (command == "diff" && opt == "--segments") {
+        cur.no_value(opt);
+        args.segments = true;
     } else if ((command == "diff" || command == "merge") && (opt == "-n" || opt == "--top")) {
         args.top_n = count_value(opt, cur.value(opt), 1, command);
     } else if (command == "phases" && opt == "--marks") {

@@ -1,7 +1,8 @@
-// memguard diff A B [-n N] [--frames K] [--json]: two runs side by side. Phases are matched by name
-// and occurrence (the k-th phase named X in A with the k-th in B); sites live at the peak are
-// matched by their symbolized frames (site_key), so the same code matches across runs even when the
-// stack ids differ.
+// memguard diff A B [-n N] [--frames K] [--segments] [--json]: two runs side by side. Phases are
+// matched by name and occurrence (the k-th phase named X in A with the k-th in B); sites live at the
+// peak are matched by their symbolized frames (site_key), so the same code matches across runs even
+// when the stack ids differ. When both runs used memguard's allocator (T records), the sites are
+// those of the tensor blocks at the tensor peak, as `top` shows them (--segments: the segments).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -28,14 +29,26 @@ struct Side {
     std::map<std::string, std::pair<uint64_t, std::string>> sites;  // site key -> (bytes at peak, label)
 };
 
-Side load_side(const std::string& path, size_t frames) {
+Side load_side(const std::string& path) {
     Side s{report::load_report(path), {}, {}, {}};
     print_warnings(s.r.warnings);
     s.summary = report::summarize(s.r);
     report::Timeline tl = report::build_timeline(s.r);
     s.phases = report::phase_stats(s.r, tl);
-    report::SiteTable table = report::group_by_site(s.r, report::live_at(s.r, {report::TimePoint::Peak, 0}),
-                                                    report::KindFilter::Gpu);
+    return s;
+}
+
+/// Which blocks the sites are of: the tensor blocks when both runs used memguard's allocator.
+bool tensor_view(const Side& a, const Side& b, const Args& args) {
+    return !a.r.tensors.empty() && !b.r.tensors.empty() && !args.segments;
+}
+
+/// The side's sites at its peak: of the tensor blocks at the tensor peak, or of the GPU blocks
+/// (in allocator mode, the segments) at the GPU peak.
+void find_sites(Side& s, bool tensors, size_t frames) {
+    const report::TimePoint peak{report::TimePoint::Peak, 0};
+    report::SiteTable table = tensors ? report::group_tensors_by_site(s.r, report::tensors_live_at(s.r, peak))
+                                      : report::group_by_site(s.r, report::live_at(s.r, peak), report::KindFilter::Gpu);
     SiteSymbolizer sym(s.r, frames);
     std::vector<size_t> handles;
     for (const report::Site& site : table.sites) handles.push_back(sym.add(site.stack_id, site.python_stack_id));
@@ -46,7 +59,6 @@ Side load_side(const std::string& path, size_t frames) {
         entry.first += table.sites[i].bytes;
         if (entry.second.empty()) entry.second = site_label(f, s.r);
     }
-    return s;
 }
 
 /// A row of figures: the value in A and in B (either may be absent).
@@ -87,9 +99,19 @@ int64_t freed_by(const report::Summary& s, report::GcTrigger t) {
 
 std::vector<Row> total_rows(const Side& a, const Side& b) {
     auto i = [](uint64_t v) { return std::optional<int64_t>(static_cast<int64_t>(v)); };
+    // A run without memguard's allocator has no tensor figures ("-").
+    auto tensor = [&i](const Side& s, uint64_t report::Summary::*f) {
+        return s.r.tensors.empty() ? std::nullopt : i(s.summary.*f);
+    };
     std::vector<Row> rows;
     rows.push_back({"peak", i(a.summary.peak_bytes), i(b.summary.peak_bytes)});
     rows.push_back({"live at exit", i(a.summary.live_bytes_at_exit), i(b.summary.live_bytes_at_exit)});
+    if (!a.r.tensors.empty() || !b.r.tensors.empty()) {
+        rows.push_back({"tensor peak", tensor(a, &report::Summary::tensor_peak_bytes),
+                        tensor(b, &report::Summary::tensor_peak_bytes)});
+        rows.push_back({"tensors live at exit", tensor(a, &report::Summary::tensor_live_bytes_at_exit),
+                        tensor(b, &report::Summary::tensor_live_bytes_at_exit)});
+    }
     rows.push_back({"OOM events", i(a.summary.oom_events), i(b.summary.oom_events), false});
     rows.push_back({"failed allocations", i(a.summary.failed_allocations), i(b.summary.failed_allocations), false});
     for (report::GcTrigger t : {report::GcTrigger::Memguard, report::GcTrigger::Explicit, report::GcTrigger::Automatic}) {
@@ -181,8 +203,9 @@ std::pair<std::vector<SiteDelta>, std::vector<SiteDelta>> site_changes(const Sid
     return {grew, shrank};
 }
 
-void print_sites(const char* title, const std::vector<SiteDelta>& sites, size_t n) {
-    std::printf("\nSites at the peak that %s: %zu\n", title, sites.size());
+void print_sites(const char* title, const std::vector<SiteDelta>& sites, size_t n, bool tensors) {
+    std::printf("\n%s that %s: %zu\n", tensors ? "Tensor sites at the tensor peak" : "Sites at the peak", title,
+                sites.size());
     for (size_t i = 0; i < sites.size() && i < n; ++i) {
         const SiteDelta& d = sites[i];
         Row row{"", static_cast<int64_t>(d.a), static_cast<int64_t>(d.b)};
@@ -191,8 +214,13 @@ void print_sites(const char* title, const std::vector<SiteDelta>& sites, size_t 
     }
 }
 
-void print_text(const Side& a, const Side& b, const Args& args) {
+void print_text(const Side& a, const Side& b, const Args& args, bool tensors) {
     std::printf("A: %s\nB: %s\n\n", a.r.path.c_str(), b.r.path.c_str());
+    if (a.r.tensors.empty() != b.r.tensors.empty()) {
+        std::printf("Only %s used memguard's allocator: the sites compared are GPU blocks (%s's are its "
+                    "allocator's segments).\n\n",
+                    a.r.tensors.empty() ? "B" : "A", a.r.tensors.empty() ? "B" : "A");
+    }
     std::printf("  %-49s %11s %11s %12s %7s\n", "", "A", "B", "delta", "B/A");
     for (Row row : total_rows(a, b)) {
         std::string label = row.label;
@@ -211,8 +239,8 @@ void print_text(const Side& a, const Side& b, const Args& args) {
         }
     }
     auto [grew, shrank] = site_changes(a, b);
-    print_sites("grew", grew, args.top_n);
-    print_sites("shrank", shrank, args.top_n);
+    print_sites("grew", grew, args.top_n, tensors);
+    print_sites("shrank", shrank, args.top_n, tensors);
 }
 
 void json_row(report::JsonWriter& j, const Row& row) {
@@ -256,11 +284,13 @@ void json_sites(report::JsonWriter& j, const char* key, const std::vector<SiteDe
     j.end_array();
 }
 
-void print_json(const Side& a, const Side& b, const Args& args) {
+void print_json(const Side& a, const Side& b, const Args& args, bool tensors) {
     report::JsonWriter j;
     j.begin_object();
     j.key("a").value(a.r.path);
     j.key("b").value(b.r.path);
+    // Which blocks the sites are of: "tensors" (both runs in allocator mode), else "gpu".
+    j.key("sites_of").value(tensors ? "tensors" : "gpu");
     j.key("totals").begin_object();
     for (const Row& row : total_rows(a, b)) {
         j.key(json_key(row.label)).begin_object();
@@ -293,13 +323,16 @@ void print_json(const Side& a, const Side& b, const Args& args) {
 }  // namespace
 
 int run_diff(const Args& args) {
-    Side a = load_side(args.files[0], args.frames);
-    Side b = load_side(args.files[1], args.frames);
+    Side a = load_side(args.files[0]);
+    Side b = load_side(args.files[1]);
+    const bool tensors = tensor_view(a, b, args);
+    find_sites(a, tensors, args.frames);
+    find_sites(b, tensors, args.frames);
     std::cout.flush();
     if (args.json) {
-        print_json(a, b, args);
+        print_json(a, b, args, tensors);
     } else {
-        print_text(a, b, args);
+        print_text(a, b, args, tensors);
     }
     return kExitOk;
 }

@@ -12,7 +12,7 @@ std::string synopsis(const std::string& command) {
     if (command == "hazards") return "memguard hazards FILE [--frames K] [--json]";
     if (command == "cycles") return "memguard cycles FILE [--all] [--json]";
     if (command == "phases") return "memguard phases FILE [--marks] [--json]";
-    if (command == "diff") return "memguard diff A B [-n N] [--frames K] [--json]";
+    if (command == "diff") return "memguard diff A B [-n N] [--frames K] [--segments] [--json]";
     if (command == "merge") return "memguard merge FILE... | --template TEMPLATE [--frames K] [--json]";
     if (command == "plot") return "memguard plot FILE -o OUT.svg|OUT.html [--frames K]";
     if (command == "export") return "memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]";
@@ -32,7 +32,7 @@ usage:
   memguard hazards FILE [--frames K] [--json]
   memguard cycles FILE [--all] [--json]
   memguard phases FILE [--marks] [--json]
-  memguard diff A B [-n N] [--frames K] [--json]
+  memguard diff A B [-n N] [--frames K] [--segments] [--json]
   memguard merge FILE... | --template TEMPLATE [--frames K] [--json]
   memguard plot FILE -o OUT.svg|OUT.html [--frames K]
   memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
@@ -187,7 +187,7 @@ options:
   -h, --help  show this help
 )";
 
-const char* const kDiff = R"(usage: memguard diff A B [-n N] [--frames K] [--json]
+const char* const kDiff = R"(usage: memguard diff A B [-n N] [--frames K] [--segments] [--json]
 
 Shows two reports side by side (A, B, the delta B - A and the ratio B/A): the peak of GPU live
 bytes, live bytes at exit, OOM events, failed allocations, CUDA bytes freed by garbage
@@ -196,11 +196,14 @@ peak, entry and exit bytes, with phases matched by name and occurrence (the seco
 with the second "step" of B; "#2" marks the occurrence); then the allocation sites live at each
 run's peak that grew and that shrank, biggest change first. Sites are matched by their
 symbolized frames (Python function, file and line; native module and function), so the same
-code matches across runs.
+code matches across runs. When both runs used memguard's allocator (MEMGUARD_ALLOCATOR=memguard)
+the tensor peak and the tensors live at exit are compared too, and the sites are those of the
+tensor blocks at each run's tensor peak, as `top` shows them.
 
 options:
   -n N        show the N biggest changes of each direction (default 10)
   --frames K  match sites by up to K Python and K native frames (default 6)
+  --segments  allocator mode: compare the sites of the allocator's segments at the GPU peak
   --json      print one JSON object instead of text
   -h, --help  show this help
 )";
