@@ -41,15 +41,17 @@ std::pair<uint64_t, size_t> Timeline::max_live(size_t from, size_t to) const {
     return {best, at};
 }
 
-Timeline build_timeline(const Report& r) {
+Timeline build_timeline(const Report& r, Series series) {
     Timeline tl;
+    tl.series = series;
     tl.has_vmm = !r.reservations.empty() || !r.handles.empty() || !r.mappings.empty();
     tl.points.reserve(r.events.size() + 1);
     LevelWalk walk(r);
     tl.points.push_back(LevelPoint{});
     while (walk.step()) {
         const Levels& l = walk.levels();
-        tl.points.push_back(LevelPoint{r.events[walk.applied() - 1].t, l.gpu_bytes, l.mapped_bytes, l.reserved_bytes});
+        const uint64_t live = series == Series::Tensors ? l.tensor_bytes : l.gpu_bytes;
+        tl.points.push_back(LevelPoint{r.events[walk.applied() - 1].t, live, l.mapped_bytes, l.reserved_bytes});
     }
     fill_block_max(tl);
     return tl;

@@ -1,5 +1,5 @@
-// Memory over time: the GPU figures of docs/report-format.md ("Derived figures") after every prefix of
-// Report::events, and the figures of phases and marks (format minor 4) derived from them. Used by
+// Memory over time: the GPU figures of docs/report-format.md ("Derived figures"), or allocator
+// mode's tensor bytes, after every prefix of Report::events, and the figures of phases and marks (format minor 4) derived from them. Used by
 // `memguard phases`, `diff`, `merge`, `plot` and `export`.
 #pragma once
 
@@ -12,16 +12,21 @@
 
 namespace memguard::report {
 
+/// Which bytes a Timeline's `live` follows: GPU live bytes, or (allocator mode, minor 5) the
+/// tensor blocks' bytes, what torch.cuda.memory_allocated() reports.
+enum class Series { Gpu, Tensors };
+
 /// The memory state after a prefix of Report::events.
 struct LevelPoint {
     int64_t t = 0;          // the time of the last event of the prefix (0 for the empty prefix)
-    uint64_t live = 0;      // GPU live bytes
+    uint64_t live = 0;      // GPU live bytes, or tensor bytes (Timeline::series)
     uint64_t mapped = 0;    // bytes mapped through the driver's virtual memory calls (minor 3)
     uint64_t reserved = 0;  // virtual address space reserved through the driver (minor 3)
 };
 
 /// points[k] is the state after the first k events; points.size() == events.size() + 1.
 struct Timeline {
+    Series series = Series::Gpu;
     std::vector<LevelPoint> points;
     bool has_vmm = false;  // some V, N or Q record took part: mapped and reserved are meaningful
 
@@ -33,15 +38,15 @@ struct Timeline {
     std::vector<uint64_t> block_max;
 };
 
-Timeline build_timeline(const Report& r);
+Timeline build_timeline(const Report& r, Series series = Series::Gpu);
 
 struct PhaseStats {
     size_t index = 0;                 // into Report::phases
     int depth = 0;                    // open phases of the same thread (same source family) at its begin
     std::optional<uint32_t> parent;   // the innermost of those
     uint32_t occurrence = 0;          // earlier phases with the same name (0 for the first)
-    uint64_t entry_bytes = 0;         // GPU live bytes right before B
-    uint64_t peak_bytes = 0;          // max of GPU live bytes from B to b, inclusive
+    uint64_t entry_bytes = 0;         // live bytes (the timeline's series) right before B
+    uint64_t peak_bytes = 0;          // max of live bytes from B to b, inclusive
     int64_t peak_t = 0;
     size_t peak_events = 0;           // the prefix of events at the peak
     uint64_t exit_bytes = 0;          // at b (at the end of the report when never ended)
@@ -52,7 +57,7 @@ struct PhaseStats {
 /// One entry per phase, in order of B records.
 std::vector<PhaseStats> phase_stats(const Report& r, const Timeline& tl);
 
-/// GPU live bytes at a mark.
+/// Live bytes (the timeline's series) at a mark.
 uint64_t live_at_mark(const Mark& m, const Timeline& tl);
 
 }  // namespace memguard::report

@@ -116,7 +116,7 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
     } else if ((command == "diff" || command == "merge" || command == "export") && opt == "--frames") {
         args.frames = count_value(opt, cur.value(opt), 0, command);
         args.frames_given = true;
-    } else if (command == "diff" && opt == "--segments") {
+    } else if ((command == "diff" || command == "phases") && opt == "--segments") {
         cur.no_value(opt);
         args.segments = true;
     } else if ((command == "diff" || command == "merge") && (opt == "-n" || opt == "--top")) {

@@ -33,8 +33,6 @@ Side load_side(const std::string& path) {
     Side s{report::load_report(path), {}, {}, {}};
     print_warnings(s.r.warnings);
     s.summary = report::summarize(s.r);
-    report::Timeline tl = report::build_timeline(s.r);
-    s.phases = report::phase_stats(s.r, tl);
     return s;
 }
 
@@ -43,9 +41,10 @@ bool tensor_view(const Side& a, const Side& b, const Args& args) {
     return !a.r.tensors.empty() && !b.r.tensors.empty() && !args.segments;
 }
 
-/// The side's sites at its peak: of the tensor blocks at the tensor peak, or of the GPU blocks
-/// (in allocator mode, the segments) at the GPU peak.
-void find_sites(Side& s, bool tensors, size_t frames) {
+/// The side's phases and its sites at its peak: of the tensor blocks (tensor bytes, the tensor
+/// peak), or of the GPU blocks (in allocator mode, the segments; the GPU peak).
+void find_phases_and_sites(Side& s, bool tensors, size_t frames) {
+    s.phases = report::phase_stats(s.r, report::build_timeline(s.r, tensors ? report::Series::Tensors : report::Series::Gpu));
     const report::TimePoint peak{report::TimePoint::Peak, 0};
     report::SiteTable table = tensors ? report::group_tensors_by_site(s.r, report::tensors_live_at(s.r, peak))
                                       : report::group_by_site(s.r, report::live_at(s.r, peak), report::KindFilter::Gpu);
@@ -229,7 +228,7 @@ void print_text(const Side& a, const Side& b, const Args& args, bool tensors) {
     }
     std::vector<PhasePair> phases = match_phases(a, b);
     if (!phases.empty()) {
-        std::printf("\nPhases (matched by name and occurrence):\n");
+        std::printf("\nPhases (matched by name and occurrence%s):\n", tensors ? "; tensor bytes" : "");
         for (const PhasePair& p : phases) {
             bool first = true;
             for (const Row& row : phase_rows(p)) {
@@ -289,8 +288,8 @@ void print_json(const Side& a, const Side& b, const Args& args, bool tensors) {
     j.begin_object();
     j.key("a").value(a.r.path);
     j.key("b").value(b.r.path);
-    // Which blocks the sites are of: "tensors" (both runs in allocator mode), else "gpu".
-    j.key("sites_of").value(tensors ? "tensors" : "gpu");
+    // What the bytes of the phases and sites are of: "tensors" (both runs in allocator mode), else "gpu".
+    j.key("bytes_of").value(tensors ? "tensors" : "gpu");
     j.key("totals").begin_object();
     for (const Row& row : total_rows(a, b)) {
         j.key(json_key(row.label)).begin_object();
@@ -326,8 +325,8 @@ int run_diff(const Args& args) {
     Side a = load_side(args.files[0]);
     Side b = load_side(args.files[1]);
     const bool tensors = tensor_view(a, b, args);
-    find_sites(a, tensors, args.frames);
-    find_sites(b, tensors, args.frames);
+    find_phases_and_sites(a, tensors, args.frames);
+    find_phases_and_sites(b, tensors, args.frames);
     std::cout.flush();
     if (args.json) {
         print_json(a, b, args, tensors);

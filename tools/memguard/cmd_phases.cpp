@@ -1,4 +1,5 @@
-// memguard phases FILE [--marks] [--json]
+// memguard phases FILE [--marks] [--segments] [--json]. In allocator mode (T records) the bytes are
+// the tensor blocks' (torch.cuda.memory_allocated()), as `top` shows them; --segments: the segments.
 #include <cstdio>
 #include <iostream>
 
@@ -18,12 +19,21 @@ std::string phase_name(const report::Phase& p, int depth) {
     return std::string(static_cast<size_t>(depth) * 2, ' ') + p.name;
 }
 
-void print_phases(const report::Report& r, const std::vector<report::PhaseStats>& stats) {
+/// What the byte figures are of, in allocator mode (empty otherwise).
+std::string bytes_note(const report::Report& r, const report::Timeline& tl) {
+    if (r.tensors.empty()) return "";
+    return tl.series == report::Series::Tensors
+               ? "Bytes: tensor blocks of memguard's allocator (torch.cuda.memory_allocated(); --segments: its segments)\n"
+               : "Bytes: the segments of memguard's allocator (torch.cuda.memory_reserved())\n";
+}
+
+void print_phases(const report::Report& r, const report::Timeline& tl, const std::vector<report::PhaseStats>& stats) {
     size_t unended = 0;
     for (const report::Phase& p : r.phases) unended += p.t_end ? 0 : 1;
     std::printf("Phases in %s: %s", r.path.c_str(), plural(r.phases.size(), "phase", "phases").c_str());
     if (unended != 0) std::printf(" (%zu never ended)", unended);
-    std::printf(", %s%s\n", plural(r.marks.size(), "mark", "marks").c_str(), format_note(r, 4).c_str());
+    std::printf(", %s%s\n%s", plural(r.marks.size(), "mark", "marks").c_str(), format_note(r, 4).c_str(),
+                bytes_note(r, tl).c_str());
     if (stats.empty()) return;
     std::printf("\n%5s %9s %10s %10s %10s %11s %10s  %-10s %8s  %s\n", "id", "begin s", "duration s", "entry",
                 "peak", "incr. peak", "exit", "source", "thread", "name");
@@ -40,8 +50,8 @@ void print_phases(const report::Report& r, const std::vector<report::PhaseStats>
 }
 
 void print_marks(const report::Report& r, const report::Timeline& tl) {
-    std::printf("Marks in %s: %s%s\n", r.path.c_str(), plural(r.marks.size(), "mark", "marks").c_str(),
-                format_note(r, 4).c_str());
+    std::printf("Marks in %s: %s%s\n%s", r.path.c_str(), plural(r.marks.size(), "mark", "marks").c_str(),
+                format_note(r, 4).c_str(), bytes_note(r, tl).c_str());
     if (r.marks.empty()) return;
     std::printf("\n%9s %10s  %-10s %8s  %s\n", "time s", "live", "source", "thread", "name");
     for (const report::Mark& m : r.marks) {
@@ -51,7 +61,9 @@ void print_marks(const report::Report& r, const report::Timeline& tl) {
     }
 }
 
-void json_phases(const report::Report& r, const std::vector<report::PhaseStats>& stats) {
+const char* bytes_of(const report::Timeline& tl) { return tl.series == report::Series::Tensors ? "tensors" : "gpu"; }
+
+void json_phases(const report::Report& r, const report::Timeline& tl, const std::vector<report::PhaseStats>& stats) {
     report::JsonWriter j;
     j.begin_array();
     for (const report::PhaseStats& s : stats) {
@@ -78,6 +90,7 @@ void json_phases(const report::Report& r, const std::vector<report::PhaseStats>&
         j.key("incremental_peak_bytes").value(s.incremental_peak());
         j.key("peak_t").number(report::seconds_exact(s.peak_t));
         j.key("exit_bytes").value(s.exit_bytes);
+        j.key("bytes_of").value(bytes_of(tl));
         j.end_object();
     }
     j.end_array();
@@ -94,6 +107,7 @@ void json_marks(const report::Report& r, const report::Timeline& tl) {
         j.key("source").value(report::phase_source_name(m.source));
         j.key("name").value(m.name);
         j.key("live_bytes").value(report::live_at_mark(m, tl));
+        j.key("bytes_of").value(bytes_of(tl));
         j.end_object();
     }
     j.end_array();
@@ -105,7 +119,8 @@ void json_marks(const report::Report& r, const report::Timeline& tl) {
 int run_phases(const Args& args) {
     report::Report r = report::load_report(args.file);
     print_warnings(r.warnings);
-    report::Timeline tl = report::build_timeline(r);
+    const bool tensors = !r.tensors.empty() && !args.segments;
+    report::Timeline tl = report::build_timeline(r, tensors ? report::Series::Tensors : report::Series::Gpu);
     std::cout.flush();
     if (args.marks) {
         if (args.json) {
@@ -117,9 +132,9 @@ int run_phases(const Args& args) {
     }
     std::vector<report::PhaseStats> stats = report::phase_stats(r, tl);
     if (args.json) {
-        json_phases(r, stats);
+        json_phases(r, tl, stats);
     } else {
-        print_phases(r, stats);
+        print_phases(r, tl, stats);
     }
     return kExitOk;
 }

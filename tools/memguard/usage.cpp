@@ -11,7 +11,7 @@ std::string synopsis(const std::string& command) {
     if (command == "graphs") return "memguard graphs FILE [--json]";
     if (command == "hazards") return "memguard hazards FILE [--frames K] [--json]";
     if (command == "cycles") return "memguard cycles FILE [--all] [--json]";
-    if (command == "phases") return "memguard phases FILE [--marks] [--json]";
+    if (command == "phases") return "memguard phases FILE [--marks] [--segments] [--json]";
     if (command == "diff") return "memguard diff A B [-n N] [--frames K] [--segments] [--json]";
     if (command == "merge") return "memguard merge FILE... | --template TEMPLATE [--frames K] [--json]";
     if (command == "plot") return "memguard plot FILE -o OUT.svg|OUT.html [--frames K]";
@@ -31,7 +31,7 @@ usage:
   memguard graphs FILE [--json]
   memguard hazards FILE [--frames K] [--json]
   memguard cycles FILE [--all] [--json]
-  memguard phases FILE [--marks] [--json]
+  memguard phases FILE [--marks] [--segments] [--json]
   memguard diff A B [-n N] [--frames K] [--segments] [--json]
   memguard merge FILE... | --template TEMPLATE [--frames K] [--json]
   memguard plot FILE -o OUT.svg|OUT.html [--frames K]
@@ -166,7 +166,7 @@ options:
   -h, --help  show this help
 )";
 
-const char* const kPhases = R"(usage: memguard phases FILE [--marks] [--json]
+const char* const kPhases = R"(usage: memguard phases FILE [--marks] [--segments] [--json]
 
 Lists the phases of a report (format 1.4): named spans from memguard_phase_begin/end (C API),
 memguard.phase (Python) and NVTX ranges (source nvtx: push/pop, per thread; nvtx_range:
@@ -175,15 +175,19 @@ start/end, process-wide). For each phase, in order of begin: its id, begin time 
 report), the GPU live bytes right before it began (entry), the most during it (peak, from begin to
 end inclusive), the incremental peak (peak - entry: what memory planners predict), the GPU live
 bytes at its end (exit), its source and thread. Names are indented by nesting depth (phases of
-the same thread open at its begin; NVTX start/end ranges nest among themselves).
+the same thread open at its begin; NVTX start/end ranges nest among themselves). In allocator
+mode (MEMGUARD_ALLOCATOR=memguard) the bytes are the tensor blocks' (what
+torch.cuda.memory_allocated() reports), as `top` shows them.
 
 options:
   --marks     list the marks (memguard_mark, memguard.mark, NVTX marks) instead: time, GPU
               live bytes, source, thread, name
+  --segments  allocator mode: the bytes of the allocator's segments (memory_reserved())
   --json      print a JSON list instead of text: one object per phase (id, name, source,
               thread, depth, parent, occurrence, begin_t, end_t, ended, duration_s,
-              entry_bytes, peak_bytes, incremental_peak_bytes, peak_t, exit_bytes), or with
-              --marks one per mark (t, thread, source, name, live_bytes)
+              entry_bytes, peak_bytes, incremental_peak_bytes, peak_t, exit_bytes, bytes_of:
+              "tensors" or "gpu"), or with --marks one per mark (t, thread, source, name,
+              live_bytes, bytes_of)
   -h, --help  show this help
 )";
 
