@@ -45,13 +45,15 @@ Timeline build_timeline(const Report& r, Series series) {
     Timeline tl;
     tl.series = series;
     tl.has_vmm = !r.reservations.empty() || !r.handles.empty() || !r.mappings.empty();
+    tl.has_tensors = !r.tensors.empty();
     tl.points.reserve(r.events.size() + 1);
     LevelWalk walk(r);
     tl.points.push_back(LevelPoint{});
     while (walk.step()) {
         const Levels& l = walk.levels();
         const uint64_t live = series == Series::Tensors ? l.tensor_bytes : l.gpu_bytes;
-        tl.points.push_back(LevelPoint{r.events[walk.applied() - 1].t, live, l.mapped_bytes, l.reserved_bytes});
+        tl.points.push_back(
+            LevelPoint{r.events[walk.applied() - 1].t, live, l.mapped_bytes, l.reserved_bytes, l.tensor_bytes});
     }
     fill_block_max(tl);
     return tl;

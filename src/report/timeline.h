@@ -22,6 +22,7 @@ struct LevelPoint {
     uint64_t live = 0;      // GPU live bytes, or tensor bytes (Timeline::series)
     uint64_t mapped = 0;    // bytes mapped through the driver's virtual memory calls (minor 3)
     uint64_t reserved = 0;  // virtual address space reserved through the driver (minor 3)
+    uint64_t tensor = 0;    // allocator mode (minor 5): tensor bytes, whatever the series
 };
 
 /// points[k] is the state after the first k events; points.size() == events.size() + 1.
@@ -29,6 +30,7 @@ struct Timeline {
     Series series = Series::Gpu;
     std::vector<LevelPoint> points;
     bool has_vmm = false;  // some V, N or Q record took part: mapped and reserved are meaningful
+    bool has_tensors = false;  // some T record took part: tensor is meaningful
 
     /// The largest GPU live bytes over points[from..to] (inclusive), and the first index reaching it.
     std::pair<uint64_t, size_t> max_live(size_t from, size_t to) const;

@@ -297,6 +297,23 @@ def main_plain(cli, golden):
             svg = html[html.find("<svg"):html.find("</svg>") + len("</svg>")]
             check_svg(ET.fromstring(svg), "train.html", phases=9, captures=1, compiles=1, memguard_gcs=1, ooms=1,
                       peak_text="peak 2.75 GiB at 1.600 s")
+        # Allocator mode: the tensor bytes as a line over the segments, its O record as an OOM mark.
+        out = os.path.join(tmp, "alloc_b.svg")
+        run(cli, "plot", os.path.join(golden, "alloc_b.mgr"), "-o", out)
+        if os.path.exists(out):
+            root = ET.parse(out).getroot()
+            check_svg(root, "alloc_b.svg", phases=1, captures=1, compiles=0, memguard_gcs=0, ooms=1,
+                      peak_text="peak 22.00 MiB at 0.550 s", min_steps=2)
+            tensor = [p for p in root.iter(SVG + "path") if p.get("id") == "tensor"]
+            # 0, 4, 12, 13, 15, 16, 8, 7, 5, 6, 5, 1 MiB: a step (two vertices) per change.
+            check(len(tensor) == 1 and tensor[0].get("d", "").count("L") >= 20, "alloc_b.svg: no tensor series")
+            check("tensor bytes" in " ".join("".join(t.itertext()) for t in root.iter(SVG + "text")),
+                  "alloc_b.svg: the legend does not name the tensor series")
+        out = os.path.join(tmp, "train_no_tensors.svg")
+        run(cli, "plot", train, "-o", out)
+        if os.path.exists(out):
+            check(not [p for p in ET.parse(out).getroot().iter(SVG + "path") if p.get("id") == "tensor"],
+                  "train.svg: a tensor series without allocator mode")
         # A report with no GPU memory ever live still plots (no peak).
         out = os.path.join(tmp, "minor1.svg")
         run(cli, "plot", os.path.join(golden, "gc.mgr"), "-o", out)

@@ -1,7 +1,8 @@
 // memguard plot FILE -o OUT.svg|OUT.html: GPU memory over time as a picture, drawn by hand as SVG
 // (no plotting dependency). What is drawn, top to bottom: the phases (one lane per nesting depth)
 // and capture windows as labelled spans; the chart with GPU live bytes (filled), mapped bytes and
-// reserved address space (lines, when the driver's virtual memory calls were used), collections as
+// reserved address space (lines, when the driver's virtual memory calls were used), allocator
+// mode's tensor bytes (a line) over its segments, collections as
 // vertical lines (memguard's own in red, labelled with what they freed), compiles as triangles on
 // the time axis, OOM events as red crosses, and the peak marked and annotated with its largest
 // allocation site and the phase it fell in. Every mark has a <title>, which browsers show on hover.
@@ -106,7 +107,7 @@ void prepare(Plot& p, size_t frames) {
     }
     for (const report::LevelPoint& pt : p.tl.points) {
         p.t_max = std::max(p.t_max, pt.t);
-        p.y_max = std::max({p.y_max, pt.live, pt.mapped, pt.reserved});
+        p.y_max = std::max({p.y_max, pt.live, pt.mapped, pt.reserved, pt.tensor});
     }
     // Headroom above the highest value, so the peak and its note are not on the frame.
     p.y_max += p.y_max / 4;
@@ -146,7 +147,7 @@ void title(Plot& p) {
         sub = "no GPU memory was ever live";
     }
     sub += " | live at exit " + human_bytes(p.summary.live_bytes_at_exit) + " | " +
-           plural(p.summary.oom_events, "OOM event", "OOM events");
+           plural(p.summary.oom_events + p.summary.tensor_oom_events, "OOM event", "OOM events");
     s << "<text x=\"" << kLeft << "\" y=\"46\" class=\"sub\">" << xml(sub) << "</text>\n";
 }
 
@@ -263,6 +264,10 @@ void series(Plot& p) {
     std::ostringstream& s = p.svg;
     s << "<path id=\"live\" class=\"live\" d=\"" << series_path(p, &report::LevelPoint::live, true)
       << "\"><title>GPU live bytes</title></path>\n";
+    if (p.tl.has_tensors) {
+        s << "<path id=\"tensor\" class=\"tensor\" d=\"" << series_path(p, &report::LevelPoint::tensor, false)
+          << "\"><title>tensor bytes (memguard's allocator: torch.cuda.memory_allocated())</title></path>\n";
+    }
     if (!p.tl.has_vmm) return;
     s << "<path id=\"mapped\" class=\"mapped\" d=\"" << series_path(p, &report::LevelPoint::mapped, false)
       << "\"><title>mapped bytes (cuMemMap)</title></path>\n";
@@ -311,17 +316,26 @@ void events(Plot& p) {
         }
         s << "</g>\n";
     }
+    // On the curve at that moment: the allocation failed on top of what was live.
+    auto cross = [&](int64_t t, uint64_t requested, const std::string& title) {
+        double xx = p.x(t), yy = std::max(p.chart_top + 6, p.y(live_at_time(p, t)) - 12);
+        s << "<g class=\"oom\"><title>" << xml(title) << "</title><path d=\"M" << num(xx - 5) << "," << num(yy - 5)
+          << " L" << num(xx + 5) << "," << num(yy + 5) << " M" << num(xx - 5) << "," << num(yy + 5) << " L"
+          << num(xx + 5) << "," << num(yy - 5) << "\"/>"
+          << "<text x=\"" << num(xx + 8) << "\" y=\"" << num(yy + 4) << "\" class=\"oomlabel\">OOM "
+          << xml(human_bytes(requested)) << "</text></g>\n";
+    };
     for (const report::FailedAlloc& f : p.r.failures) {
         if (!f.is_oom()) continue;
-        // On the curve at that moment: the allocation failed on top of what was live.
-        double xx = p.x(f.t), yy = std::max(p.chart_top + 6, p.y(live_at_time(p, f.t)) - 12);
-        s << "<g class=\"oom\"><title>"
-          << xml("out of memory at " + secs(f.t) + ": " + human_bytes(f.size) + " requested (" + f.api + "), " +
-                 human_bytes(f.live_bytes) + " live on device " + std::to_string(f.device))
-          << "</title><path d=\"M" << num(xx - 5) << "," << num(yy - 5) << " L" << num(xx + 5) << "," << num(yy + 5)
-          << " M" << num(xx - 5) << "," << num(yy + 5) << " L" << num(xx + 5) << "," << num(yy - 5) << "\"/>"
-          << "<text x=\"" << num(xx + 8) << "\" y=\"" << num(yy + 4) << "\" class=\"oomlabel\">OOM "
-          << xml(human_bytes(f.size)) << "</text></g>\n";
+        cross(f.t, f.size,
+              "out of memory at " + secs(f.t) + ": " + human_bytes(f.size) + " requested (" + f.api + "), " +
+                  human_bytes(f.live_bytes) + " live on device " + std::to_string(f.device));
+    }
+    for (const report::TensorOom& o : p.r.tensor_ooms) {  // allocator mode (O records)
+        cross(o.t, o.requested,
+              "out of memory at " + secs(o.t) + " (memguard's allocator): " + human_bytes(o.requested) +
+                  " requested, " + human_bytes(o.allocated) + " allocated and " + human_bytes(o.reserved) +
+                  " reserved on device " + std::to_string(o.device) + "; tried: " + o.rescued);
     }
 }
 
@@ -333,7 +347,7 @@ uint64_t highest_under(const Plot& p, double x0, double x1) {
         // A level holds from its point to the next one.
         double from = p.x(pt.t), to = k + 1 < p.tl.points.size() ? p.x(p.tl.points[k + 1].t) : p.x(p.t_max);
         if (to < x0 || from > x1) continue;
-        hi = std::max({hi, pt.live, pt.mapped, pt.reserved});
+        hi = std::max({hi, pt.live, pt.mapped, pt.reserved, pt.tensor});
     }
     return hi;
 }
@@ -378,7 +392,9 @@ void legend(Plot& p) {
           << "class=\"legend\">" << xml(label) << "</text></g>\n";
         xx += 36 + 7.0 * static_cast<double>(label.size());
     };
-    item("<rect x=\"0\" y=\"-6\" width=\"16\" height=\"10\" class=\"live\"/>", "GPU live bytes");
+    item("<rect x=\"0\" y=\"-6\" width=\"16\" height=\"10\" class=\"live\"/>",
+         p.tl.has_tensors ? "GPU live bytes (allocator segments)" : "GPU live bytes");
+    if (p.tl.has_tensors) item("<line x1=\"0\" x2=\"16\" y1=\"0\" y2=\"0\" class=\"tensor\"/>", "tensor bytes");
     if (p.tl.has_vmm) {
         item("<line x1=\"0\" x2=\"16\" y1=\"0\" y2=\"0\" class=\"mapped\"/>", "mapped bytes");
         item("<line x1=\"0\" x2=\"16\" y1=\"0\" y2=\"0\" class=\"reserved\"/>", "reserved address space");
@@ -394,7 +410,7 @@ void legend(Plot& p) {
     if (others) item("<line x1=\"8\" x2=\"8\" y1=\"-7\" y2=\"6\" style=\"stroke:#555;stroke-dasharray:3 2\"/>", "other gc");
     if (!p.r.compiles.empty()) item("<path d=\"M8,-7 L3,4 L13,4 Z\" fill=\"#2ca02c\"/>", "compile");
     if (!p.r.captures.empty()) item("<rect x=\"0\" y=\"-6\" width=\"16\" height=\"10\" class=\"capspan\"/>", "capture");
-    if (p.summary.oom_events != 0) {
+    if (p.summary.oom_events + p.summary.tensor_oom_events != 0) {
         item("<path d=\"M3,-5 L13,5 M3,5 L13,-5\" style=\"stroke:#d62728;stroke-width:2.5\"/>", "OOM");
     }
     if (p.summary.peak_t) item("<circle cx=\"8\" cy=\"0\" r=\"5\" class=\"peakdot\"/>", "peak");
@@ -412,6 +428,7 @@ std::string render_svg(Plot& p) {
          ".span{stroke:#777;stroke-width:0.5}.capspan{fill:#9467bd;opacity:0.7}.capwin{fill:#9467bd;opacity:0.12}\n"
          ".live{fill:#6baed6;fill-opacity:0.55;stroke:#08519c;stroke-width:1.5}\n"
          ".mapped{fill:none;stroke:#ff7f0e;stroke-width:1.5}\n"
+         ".tensor{fill:none;stroke:#2ca02c;stroke-width:1.5}\n"
          ".reserved{fill:none;stroke:#7f7f7f;stroke-width:1.2;stroke-dasharray:6 3}\n"
          ".gc line{stroke:#555;stroke-width:1;stroke-dasharray:3 2}.gc_memguard line{stroke:#d62728;stroke-width:2}\n"
          ".gclabel{font-size:11px;fill:#d62728}.compile path{fill:#2ca02c}.oom path{stroke:#d62728;stroke-width:2.5}\n"

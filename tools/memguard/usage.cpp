@@ -231,7 +231,9 @@ options:
 const char* const kPlot = R"(usage: memguard plot FILE -o OUT.svg|OUT.html [--frames K]
 
 Draws GPU memory over time: GPU live bytes (filled), and, when the driver's virtual memory calls
-were used (expandable segments), the mapped bytes and the reserved address space; the phases as
+were used (expandable segments), the mapped bytes and the reserved address space; in allocator
+mode the tensor bytes (a line: torch.cuda.memory_allocated()) over the allocator's segments, and
+its out-of-memory events among the OOM marks; the phases as
 labelled spans by nesting depth above the chart (the outermost ones shaded behind it), stream
 capture windows, memguard's compile-garbage collections (red lines, with the CUDA bytes they
 freed) and other collections (dashed), compiles (triangles on the time axis), OOM events (red
