@@ -101,7 +101,7 @@ RankRow load_row(const std::string& path, size_t position, size_t frames) {
     row.has_peak = s.peak_t.has_value();
     row.peak_t = s.peak_t.value_or(0);
     row.live_at_exit = s.live_bytes_at_exit;
-    row.oom_events = s.oom_events;
+    row.oom_events = s.oom_events + s.tensor_oom_events;  // E records, and memguard's allocator's O records
     for (int64_t v : s.cuda_bytes_freed) row.gc_freed += v;
     row.phases = r.phases.size();
     row.complete = r.complete;
