@@ -84,6 +84,10 @@ def check_memory_viz(path, name, expect_segments=None):
             offset += b["size"]
             check_frames(b["frames"], f"{name} block")
     check(isinstance(traces, list), f"{name}: device_traces is not a list")
+    def within(segments, a):
+        """The segment (address) whose range holds address a, or None."""
+        return next((s for s, size in segments.items() if s <= a < s + size), None)
+
     for dev, trace in enumerate(traces):
         live_segments, live_blocks = {}, {}
         last_us = None
@@ -99,7 +103,9 @@ def check_memory_viz(path, name, expect_segments=None):
                 check(a not in live_segments, f"{where}: segment {a} allocated twice")
                 live_segments[a] = e["size"]
             elif e["action"] == "alloc":
-                check(a in live_segments and a not in live_blocks, f"{where}: alloc outside a segment")
+                check(within(live_segments, a) is not None and a not in live_blocks, f"{where}: alloc outside a segment")
+                check(within(live_segments, a) == within(live_segments, a + e["size"] - 1),
+                      f"{where}: alloc beyond its segment's end")
                 live_blocks[a] = "active"
             elif e["action"] == "free_requested":
                 check(live_blocks.get(a) == "active", f"{where}: free_requested of a block that is not live")
@@ -108,14 +114,18 @@ def check_memory_viz(path, name, expect_segments=None):
                 check(live_blocks.get(a) == "pending", f"{where}: free_completed without free_requested")
                 del live_blocks[a]
             elif e["action"] == "segment_free":
-                check(a in live_segments and a not in live_blocks, f"{where}: segment_free of a busy segment")
+                busy = [b for b in live_blocks if a <= b < a + live_segments.get(a, 0)]
+                check(a in live_segments and not busy, f"{where}: segment_free of a busy segment")
                 live_segments.pop(a, None)
         # Forward from nothing the traces end in the segments of this device ...
         final = {s["address"]: s["total_size"] for s in segs if s["device"] == dev}
         check(live_segments == final, f"{name} device {dev}: segments at the end of the trace {live_segments} "
                                       f"!= snapshot segments {final}")
-        # ... and backward from the segments (the viewer's state history) every step is legal.
-        state = {s["address"]: {b["address"]: b["state"] for b in s["blocks"]} for s in segs if s["device"] == dev}
+        # ... and backward from the segments (the viewer's state history) every step is legal. The
+        # viewer tracks the active blocks; inactive ones are the free space between them.
+        sizes = {s["address"]: s["total_size"] for s in segs if s["device"] == dev}
+        state = {s["address"]: {b["address"]: b["state"] for b in s["blocks"] if b["state"] != "inactive"}
+                 for s in segs if s["device"] == dev}
         blocks = {a: st for seg in state.values() for a, st in seg.items()}
         for i, e in reversed(list(enumerate(trace))):
             a, where = e["addr"], f"{name} device {dev} entry {i} (backward)"
@@ -131,8 +141,10 @@ def check_memory_viz(path, name, expect_segments=None):
             elif e["action"] == "segment_free":
                 check(a not in state, f"{where}: undoing segment_free of a live segment")
                 state[a] = {}
+                sizes[a] = e["size"]
             elif e["action"] == "segment_alloc":
-                check(a in state and a not in blocks, f"{where}: undoing segment_alloc of a missing or busy segment")
+                busy = [b for b in blocks if a <= b < a + sizes.get(a, 0)]
+                check(a in state and not busy, f"{where}: undoing segment_alloc of a missing or busy segment")
                 state.pop(a, None)
         check(not state and not blocks, f"{name} device {dev}: memory left before the first entry: {state} {blocks}")
     if expect_segments is not None:
@@ -275,6 +287,25 @@ def main_plain(cli, golden):
         run(cli, "export", "--perfetto", os.path.join(golden, "basic.mgr"), "-o", out)
         if os.path.exists(out):
             check_perfetto(out, "basic.json", {"X": 0, "b": 0, "i": 0})
+        # Allocator mode: the A/F blocks are segments, the tensor blocks the allocations inside them.
+        out = os.path.join(tmp, "alloc_b.pickle")
+        run(cli, "export", "--memory-viz", os.path.join(golden, "alloc_b.mgr"), "-o", out)
+        if os.path.exists(out):
+            snap = check_memory_viz(out, "alloc_b.mgr", 2)
+            trace = snap["device_traces"][0]
+            actions = [e["action"] for e in trace]
+            check(actions.count("segment_alloc") == 2 and actions.count("alloc") == 6 and
+                  actions.count("free_completed") == 5 and "segment_free" not in actions,
+                  f"alloc_b.mgr: trace actions {actions}")
+            # A tensor block inside a segment, not at its base, with its own size and Python frames.
+            inner = [e for e in trace if e["action"] == "alloc" and e["addr"] == 0x7f0000400000]
+            check(len(inner) == 1 and inner[0]["size"] == 8 << 20 and
+                  any(f["name"] == "forward" for f in inner[0]["frames"]), f"alloc_b.mgr: the 8 MiB block {inner}")
+            small = [s for s in snap["segments"] if s["address"] == 0x7f1000000000]
+            check(len(small) == 1 and small[0]["segment_type"] == "small" and
+                  [(b["size"], b["state"], b["requested_size"]) for b in small[0]["blocks"]] ==
+                  [(1 << 20, "active_allocated", 1000000), (1 << 20, "inactive", 0)],
+                  f"alloc_b.mgr: the capture's segment {small}")
         # plot: SVG and HTML.
         out = os.path.join(tmp, "train.svg")
         run(cli, "plot", train, "-o", out)
@@ -338,7 +369,7 @@ def main_torch(cli, golden):
     print(f"torch {torch.__version__}")
     tmp = tempfile.mkdtemp(prefix="memguard-viz-")
     try:
-        for mgr in ("train.mgr", "graphs.mgr", "gc.mgr"):
+        for mgr in ("train.mgr", "graphs.mgr", "gc.mgr", "alloc_b.mgr"):
             out = os.path.join(tmp, mgr + ".pickle")
             run(cli, "export", "--memory-viz", os.path.join(golden, mgr), "-o", out)
             if not os.path.exists(out):

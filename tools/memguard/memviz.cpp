@@ -4,6 +4,12 @@
 // free_completed + segment_free, an R (a failed free) segment_alloc + alloc again. Memory mapped
 // through the driver (a Q of a handle on a device: PyTorch's expandable segments) is exported the
 // same way, one expandable segment per mapping, with the stack of the handle's N.
+//
+// In allocator mode (T records) the snapshot is what PyTorch's own allocator would give: the A/F
+// blocks are the segments (segment_alloc, segment_free) and the tensor blocks the allocations in
+// them (alloc at T; free_requested and free_completed at t); each segment at the end lists its live
+// tensor blocks (active_allocated) and the gaps between them (inactive).
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -97,6 +103,7 @@ struct Item {
     uint64_t stream = 0;
     uint32_t stack_id = 0, python_stack_id = 0, capture_id = 0;
     bool expandable = false;
+    uint64_t requested = 0;  // tensor blocks (allocator mode): what PyTorch asked for
 };
 
 /// The item of an event, or nothing when the event is not exported: blocks of the GPU kinds on a
@@ -163,9 +170,165 @@ void segment(report::PickleWriter& p, FrameLists& frames, const Item& b) {
     p.end_dict();
 }
 
+void empty_frames(report::PickleWriter& p) { p.begin_list().end_list(); }
+
+/// Allocator mode: one trace entry to write, and the state at the end of the trace.
+struct TraceEntry {
+    const char* action;
+    Item item;
+    int64_t t;
+};
+struct AllocatorState {
+    std::vector<std::vector<TraceEntry>> traces;  // per device
+    std::vector<Item> segments;                   // live at the end, in order of allocation
+    std::vector<Item> tensors;                    // live at the end
+};
+
+/// Replays the segments (A/F) and tensor blocks (T/t) into trace entries the viewer accepts: a
+/// tensor block is exported only inside a live segment of its device, and a segment that ends while
+/// blocks in it are live ends them first (a report that lost records can have either).
+AllocatorState allocator_state(const report::Report& r) {
+    AllocatorState st;
+    std::map<size_t, Item> segs;     // A block index -> segment
+    std::vector<size_t> seg_order;
+    std::map<size_t, Item> tensors;  // T index -> live exported tensor block
+    auto trace = [&](const char* action, const Item& it, int64_t t) {
+        if (static_cast<size_t>(it.device) >= st.traces.size()) st.traces.resize(static_cast<size_t>(it.device) + 1);
+        st.traces[static_cast<size_t>(it.device)].push_back({action, it, t});
+    };
+    auto inside = [](const Item& seg, const Item& b) {
+        return seg.device == b.device && b.addr >= seg.addr && b.addr - seg.addr + b.size <= seg.size;
+    };
+    for (const report::Event& e : r.events) {
+        if (e.type == report::Event::TensorAlloc || e.type == report::Event::TensorFree) {
+            const report::Tensor& tb = r.tensors[e.block];
+            if (e.type == report::Event::TensorFree) {
+                auto it = tensors.find(e.block);
+                if (it == tensors.end()) continue;
+                trace("free_requested", it->second, e.t);
+                trace("free_completed", it->second, e.t);
+                tensors.erase(it);
+                continue;
+            }
+            Item it{tb.addr, tb.size, tb.device, tb.stream, tb.stack_id, tb.python_stack_id, tb.capture_id, false,
+                    tb.requested};
+            bool in_segment = false;
+            for (const auto& [k, seg] : segs) in_segment = in_segment || inside(seg, it);
+            if (!in_segment || it.device < 0) continue;
+            tensors[e.block] = it;
+            trace("alloc", it, e.t);
+            continue;
+        }
+        if (!e.is_block()) continue;
+        const report::Block& b = r.blocks[e.block];
+        if (!report::is_gpu(b.kind) || b.device < 0) continue;
+        Item seg{b.addr, b.size, b.device, b.stream.value_or(0), b.stack_id, b.python_stack_id, b.capture_id, false, b.size};
+        if (adds(e)) {
+            if (segs.emplace(e.block, seg).second) seg_order.push_back(e.block);
+            trace("segment_alloc", seg, e.t);
+            continue;
+        }
+        for (auto it = tensors.begin(); it != tensors.end();) {
+            if (!inside(seg, it->second)) {
+                ++it;
+                continue;
+            }
+            trace("free_requested", it->second, e.t);
+            trace("free_completed", it->second, e.t);
+            it = tensors.erase(it);
+        }
+        trace("segment_free", seg, e.t);
+        segs.erase(e.block);
+    }
+    for (size_t k : seg_order) {
+        auto it = segs.find(k);
+        if (it != segs.end()) st.segments.push_back(it->second);
+    }
+    for (const auto& [k, it] : tensors) st.tensors.push_back(it);
+    std::sort(st.tensors.begin(), st.tensors.end(), [](const Item& a, const Item& b) { return a.addr < b.addr; });
+    return st;
+}
+
+/// A segment at the end of the trace with its live tensor blocks and the inactive gaps between.
+void allocator_segment(report::PickleWriter& p, FrameLists& frames, const Item& seg, const std::vector<Item>& tensors) {
+    std::vector<const Item*> in;
+    uint64_t allocated = 0, requested = 0;
+    for (const Item& t : tensors) {
+        if (t.device != seg.device || t.addr < seg.addr || t.addr - seg.addr + t.size > seg.size) continue;
+        in.push_back(&t);
+        allocated += t.size;
+        requested += t.requested;
+    }
+    p.begin_dict();
+    p.str("device").integer(seg.device);
+    p.str("address").uinteger(seg.addr);
+    p.str("total_size").uinteger(seg.size);
+    p.str("allocated_size").uinteger(allocated);
+    p.str("active_size").uinteger(allocated);
+    p.str("requested_size").uinteger(requested);
+    p.str("stream").uinteger(seg.stream);
+    // memguard's allocator, like PyTorch's, takes 2 MiB segments for its small pool only.
+    p.str("segment_type").str(seg.size <= (2u << 20) ? "small" : "large");
+    p.str("segment_pool_id").integer(seg.capture_id).integer(0).tuple2();
+    p.str("is_expandable").boolean(false);
+    p.str("frames");
+    frames.write(p, seg.stack_id, seg.python_stack_id);
+    p.str("blocks").begin_list();
+    auto gap = [&p](uint64_t addr, uint64_t size) {
+        if (size == 0) return;
+        p.begin_dict();
+        p.str("address").uinteger(addr);
+        p.str("size").uinteger(size);
+        p.str("requested_size").uinteger(0);
+        p.str("state").str("inactive");
+        p.str("frames");
+        empty_frames(p);
+        p.end_dict();
+    };
+    uint64_t at = seg.addr;
+    for (const Item* t : in) {
+        gap(at, t->addr - at);
+        p.begin_dict();
+        p.str("address").uinteger(t->addr);
+        p.str("size").uinteger(t->size);
+        p.str("requested_size").uinteger(t->requested);
+        p.str("state").str("active_allocated");
+        p.str("frames");
+        frames.write(p, t->stack_id, t->python_stack_id);
+        p.end_dict();
+        at = t->addr + t->size;
+    }
+    gap(at, seg.addr + seg.size - at);
+    p.end_list();
+    p.end_dict();
+}
+
+std::string allocator_pickle(const report::Report& r, size_t max_frames) {
+    AllocatorState st = allocator_state(r);
+    FrameLists frames(r, max_frames);
+    for (const auto& trace : st.traces)
+        for (const TraceEntry& e : trace) frames.add(e.item.stack_id, e.item.python_stack_id);
+    frames.resolve();
+    report::PickleWriter p;
+    p.begin_dict();
+    p.str("segments").begin_list();
+    for (const Item& seg : st.segments) allocator_segment(p, frames, seg, st.tensors);
+    p.end_list();
+    p.str("device_traces").begin_list();
+    for (const auto& trace : st.traces) {
+        p.begin_list();
+        for (const TraceEntry& e : trace) trace_entry(p, frames, r, e.item, e.action, e.t);
+        p.end_list();
+    }
+    p.end_list();
+    p.end_dict();
+    return p.finish();
+}
+
 }  // namespace
 
 std::string memory_viz_pickle(const report::Report& r, size_t max_frames) {
+    if (!r.tensors.empty()) return allocator_pickle(r, max_frames);
     // What is live after every event: (is a mapping, index) -> its item, in order of first appearance.
     std::map<std::pair<bool, size_t>, Item> live;
     std::vector<std::pair<bool, size_t>> order;

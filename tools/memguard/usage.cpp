@@ -256,7 +256,9 @@ segment_free for each free, with the allocation's native and Python frames; the 
 the blocks live at the end. Memory mapped through the driver (cuMemMap of a handle on a device,
 as with PyTorch's expandable segments) is exported the same way, one expandable segment per
 mapping, with the stack of the handle's cuMemCreate. Pinned host memory, failed allocations and
-reserved address space are not exported.
+reserved address space are not exported. In allocator mode (MEMGUARD_ALLOCATOR=memguard) the
+segments are the allocator's and the allocations in them are the tensor blocks, each with its
+size, requested size and frames, as in PyTorch's own snapshot.
 
 --perfetto writes a Chrome trace (JSON) for https://ui.perfetto.dev: counters of GPU live bytes
 (and mapped and reserved bytes), the phases as slices on their threads (NVTX start/end ranges and
