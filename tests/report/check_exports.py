@@ -286,7 +286,15 @@ def main_plain(cli, golden):
         out = os.path.join(tmp, "basic.json")
         run(cli, "export", "--perfetto", os.path.join(golden, "basic.mgr"), "-o", out)
         if os.path.exists(out):
-            check_perfetto(out, "basic.json", {"X": 0, "b": 0, "i": 0})
+            events = check_perfetto(out, "basic.json", {"X": 0, "b": 0, "i": 0})
+            check(not any(e["name"] == "tensor bytes" for e in events), "basic.json: tensor bytes without the allocator")
+        # Allocator mode: a tensor bytes counter beside the segments', peaking at the tensor peak.
+        out = os.path.join(tmp, "alloc_b.json")
+        run(cli, "export", "--perfetto", os.path.join(golden, "alloc_b.mgr"), "-o", out)
+        if os.path.exists(out):
+            events = check_perfetto(out, "alloc_b.json", {"X": 1 + 2, "i": 1})
+            tensor = [e["args"]["bytes"] for e in events if e["ph"] == "C" and e["name"] == "tensor bytes"]
+            check(tensor and max(tensor) == 16 << 20 and tensor[-1] == 1 << 20, f"alloc_b.json: tensor bytes {tensor}")
         # Allocator mode: the A/F blocks are segments, the tensor blocks the allocations inside them.
         out = os.path.join(tmp, "alloc_b.pickle")
         run(cli, "export", "--memory-viz", os.path.join(golden, "alloc_b.mgr"), "-o", out)

@@ -81,6 +81,10 @@ void counters(TraceWriter& w, const report::Report& r, const report::Timeline& t
         report::JsonWriter& j = w.event("GPU live bytes", "C", p.t, pid);
         j.key("args").begin_object().key("bytes").value(p.live).end_object();
         w.end();
+        if (tl.has_tensors) {  // allocator mode: torch.cuda.memory_allocated() beside the segments
+            w.event("tensor bytes", "C", p.t, pid).key("args").begin_object().key("bytes").value(p.tensor).end_object();
+            w.end();
+        }
         if (!tl.has_vmm) continue;
         w.event("mapped bytes", "C", p.t, pid).key("args").begin_object().key("bytes").value(p.mapped).end_object();
         w.end();
