@@ -144,3 +144,41 @@ def alloc_report_native_cut(ctx):
     assert n > 0
     assert inner == 0, "an interpreter frame that is not the last: the stack was not cut"
     assert ends >= 0.9 * n, "most stacks taken under Python should reach the interpreter within the depth"
+
+
+@check(7, "allocator mode report: the memory_viz export holds the tensor blocks inside their segments and "
+          "torch.cuda._memory_viz reads it; phases, diff, plot and perfetto follow the tensor bytes")
+def alloc_report_views(ctx):
+    path, records = _mg7r_train(ctx)
+    t_peak, _ = _mg7r_peaks(records)
+    n_tensors = sum(r[0] == "T" for r in records)
+    n_frees = sum(r[0] == "t" for r in records)
+    out = ctx.out / "allocator_mode_train.memviz.pickle"
+    print(ctx.run([str(ctx.cli), "export", "--memory-viz", str(path), "-o", str(out)]).stdout.strip())
+    loader = ctx.out / "memviz_loader.py"
+    loader.write_text(_MEMVIZ_LOADER)  # checks_issue6_reports.py: PyTorch's own readers on the file
+    seen = _json7r.loads(ctx.run([ctx.python, str(loader), str(out)]).stdout.strip().splitlines()[-1])
+    for k in ("torch", "segments", "entries", "actions", "python_frames", "trace_lines", "segsum_first"):
+        print(f"{k}: {seen[k]}")
+    print("a trace entry's frames (innermost first):", seen["sample"])
+    acts = seen["actions"]
+    print(f"report: {n_tensors} T, {n_frees} t records")
+    assert acts.get("alloc", 0) == n_tensors and acts.get("free_completed", 0) == n_frees, acts
+    assert seen["segments"] == acts.get("segment_alloc", 0) - acts.get("segment_free", 0), seen
+    assert seen["python_frames"] > 0, "no trace entry with Python frames"
+    phases = _mg7r_cli_json(ctx, "phases", "--json", str(path))
+    diff = _mg7r_cli_json(ctx, "diff", "--json", str(path), str(path))
+    print(f"phases: {len(phases)}, bytes_of {sorted({p['bytes_of'] for p in phases})}; diff bytes_of "
+          f"{diff['bytes_of']}, tensor peak {diff['totals']['tensor_peak']}")
+    assert diff["bytes_of"] == "tensors" and diff["totals"]["tensor_peak"]["a"] == t_peak
+    assert all(p["bytes_of"] == "tensors" and p["peak_bytes"] <= t_peak for p in phases)
+    svg = ctx.out / "allocator_mode_train.svg"
+    ctx.run([str(ctx.cli), "plot", str(path), "-o", str(svg)])
+    trace_json = ctx.out / "allocator_mode_train.json"
+    ctx.run([str(ctx.cli), "export", "--perfetto", str(path), "-o", str(trace_json)])
+    counters = [e["args"]["bytes"] for e in _json7r.loads(trace_json.read_text())["traceEvents"]
+                if e.get("ph") == "C" and e.get("name") == "tensor bytes"]
+    series = 'id="tensor"' in svg.read_text()
+    print(f"plot: {svg.stat().st_size} bytes, tensor series {series}; perfetto tensor counter samples "
+          f"{len(counters)}, max {max(counters) if counters else None}")
+    assert series and counters and max(counters) == t_peak
