@@ -35,6 +35,17 @@ std::vector<CaptureStats> capture_stats(const Report& r) {
             ++s.live_owned_blocks_at_exit;
         }
     }
+    for (const Tensor& t : r.tensors) {
+        auto it = index.find(t.capture_id);
+        if (t.capture_id == 0 || it == index.end()) continue;
+        CaptureStats& s = out[it->second];
+        s.owned_tensor_bytes += t.size;
+        ++s.owned_tensor_blocks;
+        if (!t.t_free) {
+            s.live_owned_tensor_bytes_at_exit += t.size;
+            ++s.live_owned_tensor_blocks_at_exit;
+        }
+    }
     for (const PhysicalHandle& h : r.handles) {
         auto it = index.find(h.capture_id);
         if (h.capture_id == 0 || it == index.end()) continue;

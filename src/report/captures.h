@@ -21,6 +21,12 @@ struct CaptureStats {
     // their bytes are in owned_bytes and live_owned_bytes_at_exit.
     uint64_t owned_handles = 0;
     uint64_t live_owned_handles_at_exit = 0;  // whose memory still exists at the end
+    // Allocator mode (T records, minor 5): the tensor blocks the capture's stream or thread got
+    // from its private pool (the T's capture_id); they lie inside the owned segments above.
+    uint64_t owned_tensor_bytes = 0;
+    uint64_t owned_tensor_blocks = 0;
+    uint64_t live_owned_tensor_bytes_at_exit = 0;
+    uint64_t live_owned_tensor_blocks_at_exit = 0;
     bool graph_alive_at_exit = false;       // the captured graph had no K record
     uint64_t execs_alive_at_exit = 0;       // execs without a D record
     /// Nothing of the capture is left: it ended, its graph (if it produced one) was destroyed, and

@@ -42,6 +42,13 @@ void print_details(const report::Report& r, const report::CaptureStats& s) {
                     plural(s.owned_handles, "handle", "handles").c_str(),
                     static_cast<unsigned long long>(s.live_owned_handles_at_exit));
     }
+    if (s.owned_tensor_blocks != 0) {
+        std::printf("%stensor blocks from its private pool (memguard's allocator): %s, %s; live at exit: %s, %s\n",
+                    indent, plural(s.owned_tensor_blocks, "block", "blocks").c_str(),
+                    human_bytes(s.owned_tensor_bytes).c_str(),
+                    plural(s.live_owned_tensor_blocks_at_exit, "block", "blocks").c_str(),
+                    human_bytes(s.live_owned_tensor_bytes_at_exit).c_str());
+    }
     if (c.target_graph) std::printf("%scaptured into graph %s\n", indent, hex(*c.target_graph).c_str());
     if (c.graph) {
         std::string fate = c.t_graph_destroy ? "destroyed at " + seconds_fixed3(*c.t_graph_destroy) + " s"
@@ -150,6 +157,10 @@ void print_json(const report::Report& r, const std::vector<report::CaptureStats>
         j.key("live_owned_blocks_at_exit").value(s.live_owned_blocks_at_exit);
         j.key("owned_handles").value(s.owned_handles);
         j.key("live_owned_handles_at_exit").value(s.live_owned_handles_at_exit);
+        j.key("owned_tensor_bytes").value(s.owned_tensor_bytes);
+        j.key("owned_tensor_blocks").value(s.owned_tensor_blocks);
+        j.key("live_owned_tensor_bytes_at_exit").value(s.live_owned_tensor_bytes_at_exit);
+        j.key("live_owned_tensor_blocks_at_exit").value(s.live_owned_tensor_blocks_at_exit);
         j.key("destroyed").value(s.destroyed);
         j.end_object();
     }

@@ -124,7 +124,9 @@ its window (begin and end time in seconds since the clock origin, and what cudaS
 returned), the graph it ended in, the graph execs instantiated from that graph, their launches,
 the memory the capture owns (every block allocated into it, and the part still live at exit) and
 whether it was destroyed: ended, its graph destroyed (if it produced one) and every exec from it
-destroyed. Under each row: the execs, and which graph and execs were still alive at exit.
+destroyed. Under each row: the execs, and which graph and execs were still alive at exit; in
+allocator mode also the tensor blocks the capture got from its private pool (and those live at
+exit), inside the segments it owns.
 
 options:
   --json      print a JSON list with one object per capture instead of text
