@@ -859,7 +859,9 @@ std::string DeviceCachingAllocator::check_invariants() const {
                 add(expect.active, b->pool, 1);
                 add(expect.active_bytes, b->pool, static_cast<int64_t>(b->size));
             }
-            if (b->allocated != (live_.find(b->ptr) == b)) return "live-block map disagrees at " + std::to_string(b->ptr);
+            if (b->allocated != (live_.find(b->ptr) == b)) {
+                return "live-block map disagrees at " + std::to_string(b->ptr);
+            }
             if (b->allocated) {
                 allocated_seen++;
                 add(expect.allocation, b->pool, 1);

@@ -94,7 +94,8 @@ alloc::CachingAllocator* get_allocator(int device_count = -1) {
     {
         ErrnoKeeper keep_errno;
         if (pthread_atfork(allocator_before_fork, allocator_after_fork, allocator_after_fork) != 0)
-            MG_LOG_WARN("cannot register fork handlers for the allocator; a fork while another thread allocates may hang the child");
+            MG_LOG_WARN("cannot register fork handlers for the allocator; a fork while another thread "
+                        "allocates may hang the child");
     }
     g_allocator.store(a, std::memory_order_release);
     MG_LOG_DEBUG("memguard's caching allocator created for {} device(s)", n);

@@ -1,6 +1,6 @@
 // Memory over time: the GPU figures of docs/report-format.md ("Derived figures"), or allocator
-// mode's tensor bytes, after every prefix of Report::events, and the figures of phases and marks (format minor 4) derived from them. Used by
-// `memguard phases`, `diff`, `merge`, `plot` and `export`.
+// mode's tensor bytes, after every prefix of Report::events, and the figures of phases and marks
+// (format minor 4) derived from them. Used by `memguard phases`, `diff`, `merge`, `plot` and `export`.
 #pragma once
 
 #include <cstdint>

@@ -635,7 +635,9 @@ TEST_F(AllocTest, FreeCallsBeforeReuseOnceForALiveBlockOnly) {
         // Give the other thread 300 ms to finish its malloc: it must not, since the block is not
         // free yet (on a loaded machine it may not even have started it: then this proves less).
         const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-        while (!done && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        while (!done && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
         EXPECT_FALSE(done.load()) << "a malloc completed while the block's free was being recorded";
     }));
     other.join();

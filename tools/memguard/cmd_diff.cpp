@@ -44,7 +44,8 @@ bool tensor_view(const Side& a, const Side& b, const Args& args) {
 /// The side's phases and its sites at its peak: of the tensor blocks (tensor bytes, the tensor
 /// peak), or of the GPU blocks (in allocator mode, the segments; the GPU peak).
 void find_phases_and_sites(Side& s, bool tensors, size_t frames) {
-    s.phases = report::phase_stats(s.r, report::build_timeline(s.r, tensors ? report::Series::Tensors : report::Series::Gpu));
+    const report::Series series = tensors ? report::Series::Tensors : report::Series::Gpu;
+    s.phases = report::phase_stats(s.r, report::build_timeline(s.r, series));
     const report::TimePoint peak{report::TimePoint::Peak, 0};
     report::SiteTable table = tensors ? report::group_tensors_by_site(s.r, report::tensors_live_at(s.r, peak))
                                       : report::group_by_site(s.r, report::live_at(s.r, peak), report::KindFilter::Gpu);

@@ -23,7 +23,8 @@ std::string phase_name(const report::Phase& p, int depth) {
 std::string bytes_note(const report::Report& r, const report::Timeline& tl) {
     if (r.tensors.empty()) return "";
     return tl.series == report::Series::Tensors
-               ? "Bytes: tensor blocks of memguard's allocator (torch.cuda.memory_allocated(); --segments: its segments)\n"
+               ? "Bytes: tensor blocks of memguard's allocator (torch.cuda.memory_allocated(); "
+                 "--segments: its segments)\n"
                : "Bytes: the segments of memguard's allocator (torch.cuda.memory_reserved())\n";
 }
 

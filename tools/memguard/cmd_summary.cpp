@@ -250,7 +250,9 @@ std::string format_text(const report::Report& r) {
 
 void print_text(const report::Report& r, const report::Summary& s) {
     std::string state = s.complete ? "complete" : "INCOMPLETE: no end record";
-    if (r.lost_records > 0) state += std::string(s.complete ? "," : ";") + " " + std::to_string(r.lost_records) + " records lost";
+    if (r.lost_records > 0) {
+        state += std::string(s.complete ? "," : ";") + " " + std::to_string(r.lost_records) + " records lost";
+    }
     line("Report", r.path + " (format " + format_text(r) + ", " + state + ")");
     line("Process", process_text(r));
     if (auto cmd = info(r, "cmdline")) line("Command line", *cmd);

@@ -222,7 +222,8 @@ AllocatorState allocator_state(const report::Report& r) {
         if (!e.is_block()) continue;
         const report::Block& b = r.blocks[e.block];
         if (!report::is_gpu(b.kind) || b.device < 0) continue;
-        Item seg{b.addr, b.size, b.device, b.stream.value_or(0), b.stack_id, b.python_stack_id, b.capture_id, false, b.size};
+        Item seg{b.addr, b.size, b.device, b.stream.value_or(0), b.stack_id, b.python_stack_id, b.capture_id,
+                 /*expandable=*/false, /*requested=*/b.size};
         if (adds(e)) {
             if (segs.emplace(e.block, seg).second) seg_order.push_back(e.block);
             trace("segment_alloc", seg, e.t);

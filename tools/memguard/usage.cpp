@@ -263,9 +263,9 @@ segments are the allocator's and the allocations in them are the tensor blocks, 
 size, requested size and frames, as in PyTorch's own snapshot.
 
 --perfetto writes a Chrome trace (JSON) for https://ui.perfetto.dev: counters of GPU live bytes
-(and mapped and reserved bytes; in allocator mode the tensor bytes), the phases as slices on their threads (NVTX start/end ranges and
-stream captures as async slices), garbage collections as slices on a track of their own, and
-compiles and marks as instants.
+(and mapped and reserved bytes; in allocator mode the tensor bytes), the phases as slices on
+their threads (NVTX start/end ranges and stream captures as async slices), garbage collections
+as slices on a track of their own, and compiles and marks as instants.
 
 options:
   -o FILE     the file to write
