@@ -314,6 +314,17 @@ def main_plain(cli, golden):
                   [(b["size"], b["state"], b["requested_size"]) for b in small[0]["blocks"]] ==
                   [(1 << 20, "active_allocated", 1000000), (1 << 20, "inactive", 0)],
                   f"alloc_b.mgr: the capture's segment {small}")
+        # A report that lost records (hand-written): a tensor block outside every segment, a segment
+        # freed under a live block, then its address reused. The snapshot must still replay.
+        out = os.path.join(tmp, "alloc_lost.pickle")
+        run(cli, "export", "--memory-viz", os.path.join(golden, "alloc_lost.mgr"), "-o", out)
+        if os.path.exists(out):
+            snap = check_memory_viz(out, "alloc_lost.mgr", 1)
+            actions = [(e["action"], e["addr"]) for e in snap["device_traces"][0]]
+            seg, inner = 0x7f0000000000, 0x7f0000100000
+            check(actions == [("segment_alloc", seg), ("alloc", seg), ("free_requested", seg), ("free_completed", seg),
+                              ("segment_free", seg), ("segment_alloc", seg), ("alloc", inner)],
+                  f"alloc_lost.mgr: trace {actions}")
         # plot: SVG and HTML.
         out = os.path.join(tmp, "train.svg")
         run(cli, "plot", train, "-o", out)

@@ -186,36 +186,43 @@ struct AllocatorState {
 
 /// Replays the segments (A/F) and tensor blocks (T/t) into trace entries the viewer accepts: a
 /// tensor block is exported only inside a live segment of its device, and a segment that ends while
-/// blocks in it are live ends them first (a report that lost records can have either).
+/// blocks in it are live ends them first (a report that lost records can have either). Lookups are
+/// by (device, address), so a long run costs O(n log n).
 AllocatorState allocator_state(const report::Report& r) {
+    using Key = std::pair<int, uint64_t>;  // (device, address)
+    using Live = std::pair<size_t, Item>;  // (index of its A or T record's block, the item)
     AllocatorState st;
-    std::map<size_t, Item> segs;     // A block index -> segment
-    std::vector<size_t> seg_order;
-    std::map<size_t, Item> tensors;  // T index -> live exported tensor block
+    std::map<Key, Live> segs;                       // live segments
+    std::vector<std::pair<size_t, Key>> seg_order;  // (A block index, key), in order of allocation
+    std::map<Key, Live> tensors;                    // live exported tensor blocks
+    std::map<size_t, Key> tensor_key;               // T index -> its key, while exported and live
     auto trace = [&](const char* action, const Item& it, int64_t t) {
         if (static_cast<size_t>(it.device) >= st.traces.size()) st.traces.resize(static_cast<size_t>(it.device) + 1);
         st.traces[static_cast<size_t>(it.device)].push_back({action, it, t});
     };
-    auto inside = [](const Item& seg, const Item& b) {
-        return seg.device == b.device && b.addr >= seg.addr && b.addr - seg.addr + b.size <= seg.size;
+    auto free_tensor = [&](std::map<Key, Live>::iterator it, int64_t t) {
+        trace("free_requested", it->second.second, t);
+        trace("free_completed", it->second.second, t);
+        tensor_key.erase(it->second.first);
+        return tensors.erase(it);
     };
     for (const report::Event& e : r.events) {
-        if (e.type == report::Event::TensorAlloc || e.type == report::Event::TensorFree) {
+        if (e.type == report::Event::TensorFree) {
+            auto k = tensor_key.find(e.block);
+            if (k != tensor_key.end()) free_tensor(tensors.find(k->second), e.t);
+            continue;
+        }
+        if (e.type == report::Event::TensorAlloc) {
             const report::Tensor& tb = r.tensors[e.block];
-            if (e.type == report::Event::TensorFree) {
-                auto it = tensors.find(e.block);
-                if (it == tensors.end()) continue;
-                trace("free_requested", it->second, e.t);
-                trace("free_completed", it->second, e.t);
-                tensors.erase(it);
-                continue;
-            }
-            Item it{tb.addr, tb.size, tb.device, tb.stream, tb.stack_id, tb.python_stack_id, tb.capture_id, false,
-                    tb.requested};
-            bool in_segment = false;
-            for (const auto& [k, seg] : segs) in_segment = in_segment || inside(seg, it);
-            if (!in_segment || it.device < 0) continue;
-            tensors[e.block] = it;
+            Item it{tb.addr, tb.size, tb.device, tb.stream, tb.stack_id, tb.python_stack_id, tb.capture_id,
+                    /*expandable=*/false, tb.requested};
+            const Key key{it.device, it.addr};
+            auto seg = segs.upper_bound(key);  // then the segment at or below the address
+            if (it.device < 0 || seg == segs.begin() || tensors.count(key) != 0) continue;
+            const Item& s = (--seg)->second.second;
+            if (s.device != it.device || it.addr - s.addr + it.size > s.size) continue;
+            tensors.emplace(key, Live{e.block, it});
+            tensor_key[e.block] = key;
             trace("alloc", it, e.t);
             continue;
         }
@@ -224,41 +231,44 @@ AllocatorState allocator_state(const report::Report& r) {
         if (!report::is_gpu(b.kind) || b.device < 0) continue;
         Item seg{b.addr, b.size, b.device, b.stream.value_or(0), b.stack_id, b.python_stack_id, b.capture_id,
                  /*expandable=*/false, /*requested=*/b.size};
+        const Key key{b.device, b.addr};
         if (adds(e)) {
-            if (segs.emplace(e.block, seg).second) seg_order.push_back(e.block);
-            trace("segment_alloc", seg, e.t);
+            if (segs.emplace(key, Live{e.block, seg}).second) {
+                seg_order.emplace_back(e.block, key);
+                trace("segment_alloc", seg, e.t);
+            }
             continue;
         }
-        for (auto it = tensors.begin(); it != tensors.end();) {
-            if (!inside(seg, it->second)) {
-                ++it;
-                continue;
-            }
-            trace("free_requested", it->second, e.t);
-            trace("free_completed", it->second, e.t);
-            it = tensors.erase(it);
+        auto live = segs.find(key);
+        if (live == segs.end() || live->second.first != e.block) continue;
+        // Blocks still live in it end first.
+        for (auto it = tensors.lower_bound(key);
+             it != tensors.end() && it->first.first == b.device && it->first.second < b.addr + b.size;) {
+            it = free_tensor(it, e.t);
         }
         trace("segment_free", seg, e.t);
-        segs.erase(e.block);
+        segs.erase(live);
     }
-    for (size_t k : seg_order) {
-        auto it = segs.find(k);
-        if (it != segs.end()) st.segments.push_back(it->second);
+    for (const auto& [index, key] : seg_order) {
+        auto it = segs.find(key);
+        if (it != segs.end() && it->second.first == index) st.segments.push_back(it->second.second);
     }
-    for (const auto& [k, it] : tensors) st.tensors.push_back(it);
-    std::sort(st.tensors.begin(), st.tensors.end(), [](const Item& a, const Item& b) { return a.addr < b.addr; });
+    for (const auto& [key, live] : tensors) st.tensors.push_back(live.second);  // by (device, address)
     return st;
 }
 
-/// A segment at the end of the trace with its live tensor blocks and the inactive gaps between.
+/// A segment at the end of the trace with its live tensor blocks (`tensors`: sorted by device and
+/// address) and the inactive gaps between them.
 void allocator_segment(report::PickleWriter& p, FrameLists& frames, const Item& seg, const std::vector<Item>& tensors) {
+    auto first = std::lower_bound(tensors.begin(), tensors.end(), seg, [](const Item& a, const Item& b) {
+        return a.device != b.device ? a.device < b.device : a.addr < b.addr;
+    });
     std::vector<const Item*> in;
     uint64_t allocated = 0, requested = 0;
-    for (const Item& t : tensors) {
-        if (t.device != seg.device || t.addr < seg.addr || t.addr - seg.addr + t.size > seg.size) continue;
-        in.push_back(&t);
-        allocated += t.size;
-        requested += t.requested;
+    for (auto t = first; t != tensors.end() && t->device == seg.device && t->addr < seg.addr + seg.size; ++t) {
+        in.push_back(&*t);
+        allocated += t->size;
+        requested += t->requested;
     }
     p.begin_dict();
     p.str("device").integer(seg.device);
