@@ -388,7 +388,7 @@ def main_torch(cli, golden):
     print(f"torch {torch.__version__}")
     tmp = tempfile.mkdtemp(prefix="memguard-viz-")
     try:
-        for mgr in ("train.mgr", "graphs.mgr", "gc.mgr", "alloc_b.mgr"):
+        for mgr in ("train.mgr", "graphs.mgr", "gc.mgr", "alloc_b.mgr", "alloc_lost.mgr"):
             out = os.path.join(tmp, mgr + ".pickle")
             run(cli, "export", "--memory-viz", os.path.join(golden, mgr), "-o", out)
             if not os.path.exists(out):
