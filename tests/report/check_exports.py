@@ -295,6 +295,12 @@ def main_plain(cli, golden):
             events = check_perfetto(out, "alloc_b.json", {"X": 1 + 2, "i": 1})
             tensor = [e["args"]["bytes"] for e in events if e["ph"] == "C" and e["name"] == "tensor bytes"]
             check(tensor and max(tensor) == 16 << 20 and tensor[-1] == 1 << 20, f"alloc_b.json: tensor bytes {tensor}")
+            # The phase and the mark in tensor bytes, as `memguard phases` gives them.
+            step = [e["args"] for e in events if e.get("cat") == "phase" and e["name"] == "step"]
+            mark = [e["args"] for e in events if e.get("cat") == "mark"]
+            check(step and step[0]["peak_bytes"] == 16 << 20 and step[0]["entry_bytes"] == 12 << 20 and
+                  step[0]["bytes_of"] == "tensors" and mark and mark[0]["live_bytes"] == 15 << 20,
+                  f"alloc_b.json: phase {step}, mark {mark}")
         # Allocator mode: the A/F blocks are segments, the tensor blocks the allocations inside them.
         out = os.path.join(tmp, "alloc_b.pickle")
         run(cli, "export", "--memory-viz", os.path.join(golden, "alloc_b.mgr"), "-o", out)
@@ -315,16 +321,25 @@ def main_plain(cli, golden):
                   [(1 << 20, "active_allocated", 1000000), (1 << 20, "inactive", 0)],
                   f"alloc_b.mgr: the capture's segment {small}")
         # A report that lost records (hand-written): a tensor block outside every segment, a segment
-        # freed under a live block, then its address reused. The snapshot must still replay.
+        # freed under a live block, its address reused, a block overlapping a live one; and memory
+        # that is not the allocator's (a cudaMalloc with no tensor block in it, a cuMemMap). The
+        # snapshot must still replay; the foreign memory is one block per segment.
         out = os.path.join(tmp, "alloc_lost.pickle")
         run(cli, "export", "--memory-viz", os.path.join(golden, "alloc_lost.mgr"), "-o", out)
         if os.path.exists(out):
-            snap = check_memory_viz(out, "alloc_lost.mgr", 1)
+            snap = check_memory_viz(out, "alloc_lost.mgr", 3)
             actions = [(e["action"], e["addr"]) for e in snap["device_traces"][0]]
-            seg, inner = 0x7f0000000000, 0x7f0000100000
+            seg, inner, over, lib, mapped = 0x7f0000000000, 0x7f0000100000, 0x7f0000080000, 0x7f5000000000, 0x7f4000000000
             check(actions == [("segment_alloc", seg), ("alloc", seg), ("free_requested", seg), ("free_completed", seg),
-                              ("segment_free", seg), ("segment_alloc", seg), ("alloc", inner)],
+                              ("segment_free", seg), ("segment_alloc", seg), ("alloc", inner),
+                              ("free_requested", inner), ("free_completed", inner), ("alloc", over),
+                              ("segment_alloc", lib), ("alloc", lib), ("segment_alloc", mapped), ("alloc", mapped)],
                   f"alloc_lost.mgr: trace {actions}")
+            shapes = {s["address"]: (s["is_expandable"], [(b["state"], b["size"]) for b in s["blocks"]])
+                      for s in snap["segments"]}
+            check(shapes == {seg: (False, [("inactive", 512 << 10), ("active_allocated", 1 << 20), ("inactive", 512 << 10)]),
+                             lib: (False, [("active_allocated", 4 << 20)]),
+                             mapped: (True, [("active_allocated", 2 << 20)])}, f"alloc_lost.mgr: segments {shapes}")
         # plot: SVG and HTML.
         out = os.path.join(tmp, "train.svg")
         run(cli, "plot", train, "-o", out)
@@ -359,6 +374,8 @@ def main_plain(cli, golden):
             check(len(tensor) == 1 and tensor[0].get("d", "").count("L") >= 20, "alloc_b.svg: no tensor series")
             check("tensor bytes" in " ".join("".join(t.itertext()) for t in root.iter(SVG + "text")),
                   "alloc_b.svg: the legend does not name the tensor series")
+            tips = [g.find(SVG + "title").text for g in root.iter(SVG + "g") if g.get("class") == "phase"]
+            check(tips and "tensor bytes: entry 12.00 MiB, peak 16.00 MiB" in tips[0], f"alloc_b.svg: phase tip {tips}")
         out = os.path.join(tmp, "train_no_tensors.svg")
         run(cli, "plot", train, "-o", out)
         if os.path.exists(out):

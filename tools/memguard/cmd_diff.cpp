@@ -111,10 +111,12 @@ std::vector<Row> total_rows(const Side& a, const Side& b) {
                         tensor(b, &report::Summary::tensor_peak_bytes)});
         rows.push_back({"tensors live at exit", tensor(a, &report::Summary::tensor_live_bytes_at_exit),
                         tensor(b, &report::Summary::tensor_live_bytes_at_exit)});
+        Row ooms{"allocator OOM events", tensor(a, &report::Summary::tensor_oom_events),
+                 tensor(b, &report::Summary::tensor_oom_events)};
+        ooms.bytes = false;
+        rows.push_back(ooms);
     }
-    // E records, and in allocator mode memguard's allocator's own (O records).
-    rows.push_back({"OOM events", i(a.summary.oom_events + a.summary.tensor_oom_events),
-                    i(b.summary.oom_events + b.summary.tensor_oom_events), false});
+    rows.push_back({"OOM events", i(a.summary.oom_events), i(b.summary.oom_events), false});
     rows.push_back({"failed allocations", i(a.summary.failed_allocations), i(b.summary.failed_allocations), false});
     for (report::GcTrigger t : {report::GcTrigger::Memguard, report::GcTrigger::Explicit, report::GcTrigger::Automatic}) {
         rows.push_back({std::string("freed by gc (") + report::trigger_name(t) + ")", freed_by(a.summary, t),

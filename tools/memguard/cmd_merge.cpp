@@ -81,7 +81,8 @@ struct RankRow {
     int64_t peak_t = 0;
     bool has_peak = false;
     uint64_t live_at_exit = 0;
-    uint64_t oom_events = 0;
+    uint64_t oom_events = 0;            // E records
+    uint64_t allocator_oom_events = 0;  // allocator mode: memguard's allocator's (O records)
     int64_t gc_freed = 0;
     uint64_t phases = 0;
     bool complete = false;
@@ -101,7 +102,8 @@ RankRow load_row(const std::string& path, size_t position, size_t frames) {
     row.has_peak = s.peak_t.has_value();
     row.peak_t = s.peak_t.value_or(0);
     row.live_at_exit = s.live_bytes_at_exit;
-    row.oom_events = s.oom_events + s.tensor_oom_events;  // E records, and memguard's allocator's O records
+    row.oom_events = s.oom_events;
+    row.allocator_oom_events = s.tensor_oom_events;
     for (int64_t v : s.cuda_bytes_freed) row.gc_freed += v;
     row.phases = r.phases.size();
     row.complete = r.complete;
@@ -120,12 +122,14 @@ void print_text(const std::vector<RankRow>& rows, const RankRow& max, const Rank
         std::string file = r.file + (r.complete ? "" : " (incomplete)");
         std::printf("%-6s %10s %9s %12s %4llu %12s  %-20s %s\n", r.rank.c_str(), human_bytes(r.peak).c_str(),
                     r.has_peak ? report::seconds_fixed3(r.peak_t).c_str() : "-", human_bytes(r.live_at_exit).c_str(),
-                    static_cast<unsigned long long>(r.oom_events), report::human_bytes_signed(r.gc_freed).c_str(),
+                    static_cast<unsigned long long>(r.oom_events + r.allocator_oom_events),
+                    report::human_bytes_signed(r.gc_freed).c_str(),
                     file.c_str(), site.c_str());
     }
     for (const RankRow* r : {&max, &sum}) {
         std::printf("%-6s %10s %9s %12s %4llu %12s\n", r->rank.c_str(), human_bytes(r->peak).c_str(), "",
-                    human_bytes(r->live_at_exit).c_str(), static_cast<unsigned long long>(r->oom_events),
+                    human_bytes(r->live_at_exit).c_str(),
+                    static_cast<unsigned long long>(r->oom_events + r->allocator_oom_events),
                     report::human_bytes_signed(r->gc_freed).c_str());
     }
 }
@@ -134,6 +138,7 @@ void json_figures(report::JsonWriter& j, const RankRow& r) {
     j.key("peak_bytes").value(r.peak);
     j.key("live_bytes_at_exit").value(r.live_at_exit);
     j.key("oom_events").value(r.oom_events);
+    j.key("allocator_oom_events").value(r.allocator_oom_events);
     j.key("gc_cuda_bytes_freed").value(r.gc_freed);
 }
 
@@ -194,10 +199,12 @@ int run_merge(const Args& args) {
         max.peak = std::max(max.peak, r.peak);
         max.live_at_exit = std::max(max.live_at_exit, r.live_at_exit);
         max.oom_events = std::max(max.oom_events, r.oom_events);
+        max.allocator_oom_events = std::max(max.allocator_oom_events, r.allocator_oom_events);
         max.gc_freed = std::max(max.gc_freed, r.gc_freed);
         sum.peak += r.peak;
         sum.live_at_exit += r.live_at_exit;
         sum.oom_events += r.oom_events;
+        sum.allocator_oom_events += r.allocator_oom_events;
         sum.gc_freed += r.gc_freed;
     }
     std::cout.flush();

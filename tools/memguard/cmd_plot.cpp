@@ -97,7 +97,8 @@ int phase_lane(const Plot& p, const report::PhaseStats& s) {
 void prepare(Plot& p, size_t frames) {
     const report::Report& r = p.r;
     p.tl = report::build_timeline(r);
-    p.phases = report::phase_stats(r, p.tl);
+    // In allocator mode the phase figures are of the tensor bytes, as `memguard phases` gives them.
+    p.phases = report::phase_stats(r, p.tl.has_tensors ? report::build_timeline(r, report::Series::Tensors) : p.tl);
     p.summary = report::summarize(r);
     p.t_max = std::max<int64_t>(r.end_t, 1);
     for (const report::PhaseStats& s : p.phases) {
@@ -220,7 +221,8 @@ void lanes(Plot& p) {
         const char* fill = fills[i % 6];
         std::string tip = ph.name + " (" + report::phase_source_name(ph.source) + ", thread " +
                           std::to_string(ph.tid) + ")\n" + secs(ph.t_begin) + " to " + secs(st.t_end) +
-                          (ph.t_end ? "" : " (never ended)") + "\nentry " + human_bytes(st.entry_bytes) + ", peak " +
+                          (ph.t_end ? "" : " (never ended)") + (p.tl.has_tensors ? "\ntensor bytes: entry " : "\nentry ") +
+                          human_bytes(st.entry_bytes) + ", peak " +
                           human_bytes(st.peak_bytes) + ", incremental peak " + human_bytes(st.incremental_peak()) +
                           ", exit " + human_bytes(st.exit_bytes);
         s << "<g class=\"phase\"><title>" << xml(tip) << "</title>";

@@ -10,8 +10,10 @@
 // them (alloc at T; free_requested and free_completed at t); each segment at the end lists its live
 // tensor blocks (active_allocated) and the gaps between them (inactive).
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "export.h"
 #include "report/pickle.h"
@@ -180,14 +182,42 @@ struct TraceEntry {
 };
 struct AllocatorState {
     std::vector<std::vector<TraceEntry>> traces;  // per device
-    std::vector<Item> segments;                   // live at the end, in order of allocation
+    std::vector<Item> segments;                   // the allocator's, live at the end, in order of allocation
+    std::vector<Item> whole;                      // other GPU memory live at the end: one block each
     std::vector<Item> tensors;                    // live at the end
 };
 
+/// The A blocks that are the allocator's segments: those a tensor block was handed out from. Other
+/// GPU memory (a library's own cudaMalloc, say NCCL's) is exported as in interposition mode.
+std::set<size_t> allocator_segments(const report::Report& r) {
+    std::map<std::pair<int, uint64_t>, size_t> live;  // (device, address) -> A block index
+    std::set<size_t> out;
+    for (const report::Event& e : r.events) {
+        if (e.type == report::Event::TensorAlloc) {
+            const report::Tensor& t = r.tensors[e.block];
+            auto it = live.upper_bound({t.device, t.addr});
+            if (it == live.begin()) continue;
+            --it;
+            const report::Block& b = r.blocks[it->second];
+            if (it->first.first == t.device && t.addr - b.addr < b.size) out.insert(it->second);
+            continue;
+        }
+        if (!e.is_block()) continue;
+        const report::Block& b = r.blocks[e.block];
+        if (!report::is_gpu(b.kind) || b.device < 0) continue;
+        if (adds(e)) {
+            live[{b.device, b.addr}] = e.block;
+        } else {
+            live.erase({b.device, b.addr});
+        }
+    }
+    return out;
+}
+
 /// Replays the segments (A/F) and tensor blocks (T/t) into trace entries the viewer accepts: a
-/// tensor block is exported only inside a live segment of its device, and a segment that ends while
-/// blocks in it are live ends them first (a report that lost records can have either). Lookups are
-/// by (device, address), so a long run costs O(n log n).
+/// tensor block is exported only inside a live segment of its device; a block that overlaps live
+/// ones, or a segment that ends while blocks in it are live, ends them first (a report that lost
+/// records can have either). Lookups are by (device, address), so a long run costs O(n log n).
 AllocatorState allocator_state(const report::Report& r) {
     using Key = std::pair<int, uint64_t>;  // (device, address)
     using Live = std::pair<size_t, Item>;  // (index of its A or T record's block, the item)
@@ -196,6 +226,9 @@ AllocatorState allocator_state(const report::Report& r) {
     std::vector<std::pair<size_t, Key>> seg_order;  // (A block index, key), in order of allocation
     std::map<Key, Live> tensors;                    // live exported tensor blocks
     std::map<size_t, Key> tensor_key;               // T index -> its key, while exported and live
+    const std::set<size_t> ours = allocator_segments(r);
+    std::map<std::pair<bool, size_t>, Item> whole;  // other GPU memory: (is a mapping, index) -> item
+    std::vector<std::pair<bool, size_t>> whole_order;
     auto trace = [&](const char* action, const Item& it, int64_t t) {
         if (static_cast<size_t>(it.device) >= st.traces.size()) st.traces.resize(static_cast<size_t>(it.device) + 1);
         st.traces[static_cast<size_t>(it.device)].push_back({action, it, t});
@@ -218,17 +251,45 @@ AllocatorState allocator_state(const report::Report& r) {
                     /*expandable=*/false, tb.requested};
             const Key key{it.device, it.addr};
             auto seg = segs.upper_bound(key);  // then the segment at or below the address
-            if (it.device < 0 || seg == segs.begin() || tensors.count(key) != 0) continue;
+            if (it.device < 0 || seg == segs.begin()) continue;
             const Item& s = (--seg)->second.second;
-            if (s.device != it.device || it.addr - s.addr + it.size > s.size) continue;
+            if (s.device != it.device || it.size > s.size || it.addr - s.addr > s.size - it.size) continue;
+            // Live blocks it overlaps (their t was lost) end first, as the reader does for a T at a
+            // live address.
+            auto next = tensors.lower_bound(key);
+            if (next != tensors.begin()) {
+                auto prev = std::prev(next);
+                if (prev->first.first == it.device && prev->first.second + prev->second.second.size > it.addr) {
+                    free_tensor(prev, e.t);
+                }
+            }
+            for (auto n = tensors.lower_bound(key);
+                 n != tensors.end() && n->first.first == it.device && n->first.second < it.addr + it.size;) {
+                n = free_tensor(n, e.t);
+            }
             tensors.emplace(key, Live{e.block, it});
             tensor_key[e.block] = key;
             trace("alloc", it, e.t);
             continue;
         }
-        if (!e.is_block()) continue;
+        if (!e.is_block() || ours.count(e.block) == 0) {
+            // Not the allocator's: one block per segment, as in interposition mode.
+            std::optional<Item> it = item_of(r, e);
+            if (!it) continue;
+            const std::pair<bool, size_t> wkey{!e.is_block(), e.block};
+            if (adds(e)) {
+                if (!whole.emplace(wkey, *it).second) continue;
+                whole_order.push_back(wkey);
+                trace("segment_alloc", *it, e.t);
+                trace("alloc", *it, e.t);
+            } else if (whole.erase(wkey) != 0) {
+                trace("free_requested", *it, e.t);
+                trace("free_completed", *it, e.t);
+                trace("segment_free", *it, e.t);
+            }
+            continue;
+        }
         const report::Block& b = r.blocks[e.block];
-        if (!report::is_gpu(b.kind) || b.device < 0) continue;
         Item seg{b.addr, b.size, b.device, b.stream.value_or(0), b.stack_id, b.python_stack_id, b.capture_id,
                  /*expandable=*/false, /*requested=*/b.size};
         const Key key{b.device, b.addr};
@@ -253,6 +314,10 @@ AllocatorState allocator_state(const report::Report& r) {
         auto it = segs.find(key);
         if (it != segs.end() && it->second.first == index) st.segments.push_back(it->second.second);
     }
+    for (const auto& key : whole_order) {
+        auto it = whole.find(key);
+        if (it != whole.end()) st.whole.push_back(it->second);
+    }
     for (const auto& [key, live] : tensors) st.tensors.push_back(live.second);  // by (device, address)
     return st;
 }
@@ -266,6 +331,7 @@ void allocator_segment(report::PickleWriter& p, FrameLists& frames, const Item& 
     std::vector<const Item*> in;
     uint64_t allocated = 0, requested = 0;
     for (auto t = first; t != tensors.end() && t->device == seg.device && t->addr < seg.addr + seg.size; ++t) {
+        if (!in.empty() && t->addr < in.back()->addr + in.back()->size) continue;  // never after the replay
         in.push_back(&*t);
         allocated += t->size;
         requested += t->requested;
@@ -324,6 +390,7 @@ std::string allocator_pickle(const report::Report& r, size_t max_frames) {
     p.begin_dict();
     p.str("segments").begin_list();
     for (const Item& seg : st.segments) allocator_segment(p, frames, seg, st.tensors);
+    for (const Item& seg : st.whole) segment(p, frames, seg);
     p.end_list();
     p.str("device_traces").begin_list();
     for (const auto& trace : st.traces) {

@@ -95,6 +95,8 @@ void counters(TraceWriter& w, const report::Report& r, const report::Timeline& t
     (void)r;
 }
 
+/// `tl`: the timeline of the phases' and marks' bytes (in allocator mode the tensor bytes, as
+/// `memguard phases` gives them).
 void phases(TraceWriter& w, const report::Report& r, const report::Timeline& tl, std::set<uint64_t>& tids) {
     std::vector<report::PhaseStats> stats = report::phase_stats(r, tl);
     for (const report::PhaseStats& s : stats) {
@@ -107,6 +109,7 @@ void phases(TraceWriter& w, const report::Report& r, const report::Timeline& tl,
             j.key("peak_bytes").value(s.peak_bytes);
             j.key("incremental_peak_bytes").value(s.incremental_peak());
             j.key("exit_bytes").value(s.exit_bytes);
+            j.key("bytes_of").value(tl.series == report::Series::Tensors ? "tensors" : "gpu");
             j.key("ended").value(p.t_end.has_value());
             j.end_object();
         };
@@ -188,7 +191,7 @@ std::string perfetto_json(const report::Report& r) {
     report::Timeline tl = report::build_timeline(r);
     std::set<uint64_t> tids;
     counters(w, r, tl, pid);
-    phases(w, r, tl, tids);
+    phases(w, r, tl.has_tensors ? report::build_timeline(r, report::Series::Tensors) : tl, tids);
     captures(w, r, tids);
     collections(w, r);
     for (uint64_t tid : tids) {
