@@ -24,38 +24,32 @@ std::vector<CaptureStats> capture_stats(const Report& r) {
         s.launches += r.execs[i].launches;
         s.execs_alive_at_exit += r.execs[i].t_destroy ? 0 : 1;
     }
-    for (const Block& b : r.blocks) {
-        auto it = index.find(b.capture_id);
-        if (b.capture_id == 0 || it == index.end()) continue;
+    // What a capture owns: its blocks, its tensor blocks (allocator mode) and its physical handles,
+    // each counted into its own fields.
+    using Field = uint64_t CaptureStats::*;
+    auto own = [&](uint32_t capture_id, uint64_t size, bool live, Field bytes, Field count, Field live_bytes,
+                   Field live_count) {
+        auto it = index.find(capture_id);
+        if (capture_id == 0 || it == index.end()) return;
         CaptureStats& s = out[it->second];
-        s.owned_bytes += b.size;
-        ++s.owned_blocks;
-        if (!b.t_free) {
-            s.live_owned_bytes_at_exit += b.size;
-            ++s.live_owned_blocks_at_exit;
+        s.*bytes += size;
+        ++(s.*count);
+        if (live) {
+            s.*live_bytes += size;
+            ++(s.*live_count);
         }
+    };
+    for (const Block& b : r.blocks) {
+        own(b.capture_id, b.size, !b.t_free, &CaptureStats::owned_bytes, &CaptureStats::owned_blocks,
+            &CaptureStats::live_owned_bytes_at_exit, &CaptureStats::live_owned_blocks_at_exit);
     }
     for (const Tensor& t : r.tensors) {
-        auto it = index.find(t.capture_id);
-        if (t.capture_id == 0 || it == index.end()) continue;
-        CaptureStats& s = out[it->second];
-        s.owned_tensor_bytes += t.size;
-        ++s.owned_tensor_blocks;
-        if (!t.t_free) {
-            s.live_owned_tensor_bytes_at_exit += t.size;
-            ++s.live_owned_tensor_blocks_at_exit;
-        }
+        own(t.capture_id, t.size, !t.t_free, &CaptureStats::owned_tensor_bytes, &CaptureStats::owned_tensor_blocks,
+            &CaptureStats::live_owned_tensor_bytes_at_exit, &CaptureStats::live_owned_tensor_blocks_at_exit);
     }
     for (const PhysicalHandle& h : r.handles) {
-        auto it = index.find(h.capture_id);
-        if (h.capture_id == 0 || it == index.end()) continue;
-        CaptureStats& s = out[it->second];
-        s.owned_bytes += h.size;
-        ++s.owned_handles;
-        if (!h.t_gone) {
-            s.live_owned_bytes_at_exit += h.size;
-            ++s.live_owned_handles_at_exit;
-        }
+        own(h.capture_id, h.size, !h.t_gone, &CaptureStats::owned_bytes, &CaptureStats::owned_handles,
+            &CaptureStats::live_owned_bytes_at_exit, &CaptureStats::live_owned_handles_at_exit);
     }
     for (CaptureStats& s : out) {
         s.destroyed = s.capture->t_end && !s.graph_alive_at_exit && s.execs_alive_at_exit == 0;
