@@ -303,7 +303,8 @@ def main_plain(cli, golden):
                   f"alloc_b.json: phase {step}, mark {mark}")
         # Allocator mode: the A/F blocks are segments, the tensor blocks the allocations inside them.
         out = os.path.join(tmp, "alloc_b.pickle")
-        run(cli, "export", "--memory-viz", os.path.join(golden, "alloc_b.mgr"), "-o", out)
+        p = run(cli, "export", "--memory-viz", os.path.join(golden, "alloc_b.mgr"), "-o", out)
+        check("tensor block(s)" not in p.stderr, f"alloc_b.mgr: a consistent report exported with notes: {p.stderr!r}")
         if os.path.exists(out):
             snap = check_memory_viz(out, "alloc_b.mgr", 2)
             trace = snap["device_traces"][0]
@@ -325,7 +326,9 @@ def main_plain(cli, golden):
         # that is not the allocator's (a cudaMalloc with no tensor block in it, a cuMemMap). The
         # snapshot must still replay; the foreign memory is one block per segment.
         out = os.path.join(tmp, "alloc_lost.pickle")
-        run(cli, "export", "--memory-viz", os.path.join(golden, "alloc_lost.mgr"), "-o", out)
+        p = run(cli, "export", "--memory-viz", os.path.join(golden, "alloc_lost.mgr"), "-o", out)
+        check("1 tensor block(s) lie in no live segment" in p.stderr and "2 tensor block(s) still live" in p.stderr,
+              f"alloc_lost.mgr: the export does not say what it left out or ended: {p.stderr!r}")
         if os.path.exists(out):
             snap = check_memory_viz(out, "alloc_lost.mgr", 3)
             actions = [(e["action"], e["addr"]) for e in snap["device_traces"][0]]

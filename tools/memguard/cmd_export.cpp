@@ -39,7 +39,9 @@ int run_export(const Args& args) {
     std::string content;
     const char* what = "";
     if (args.format == Args::MemoryViz) {
-        content = memory_viz_pickle(r, args.frames_given ? args.frames : 256);
+        std::vector<std::string> notes;
+        content = memory_viz_pickle(r, args.frames_given ? args.frames : 256, &notes);
+        print_warnings(notes);
         what = "memory snapshot (open it at https://pytorch.org/memory_viz)";
     } else {
         content = perfetto_json(r);

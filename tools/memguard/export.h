@@ -3,14 +3,17 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "report/report.h"
 
 namespace memguard::cli {
 
 /// The snapshot pickle (torch.cuda.memory._snapshot() schema): in interposition mode every GPU block
-/// is a segment holding one block; the traces have its alloc and free; frames are symbolized.
-std::string memory_viz_pickle(const report::Report& r, size_t max_frames);
+/// is a segment holding one block; the traces have its alloc and free; frames are symbolized. In
+/// allocator mode the tensor blocks are the allocations in the allocator's segments; what a report
+/// that lost records made inconsistent is left out or ended early, and said in *notes.
+std::string memory_viz_pickle(const report::Report& r, size_t max_frames, std::vector<std::string>* notes = nullptr);
 
 /// Chrome trace-event JSON: counters of GPU memory, slices of phases, captures and collections,
 /// instants of compiles and marks.

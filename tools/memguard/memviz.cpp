@@ -185,6 +185,8 @@ struct AllocatorState {
     std::vector<Item> segments;                   // the allocator's, live at the end, in order of allocation
     std::vector<Item> whole;                      // other GPU memory live at the end: one block each
     std::vector<Item> tensors;                    // live at the end
+    uint64_t left_out = 0;     // tensor blocks in no live segment of their device
+    uint64_t ended_early = 0;  // tensor blocks ended by an overlapping one or by their segment's free
 };
 
 /// The A blocks that are the allocator's segments: those a tensor block was handed out from. Other
@@ -251,9 +253,15 @@ AllocatorState allocator_state(const report::Report& r) {
                     /*expandable=*/false, tb.requested};
             const Key key{it.device, it.addr};
             auto seg = segs.upper_bound(key);  // then the segment at or below the address
-            if (it.device < 0 || seg == segs.begin()) continue;
+            if (it.device < 0 || seg == segs.begin()) {
+                ++st.left_out;
+                continue;
+            }
             const Item& s = (--seg)->second.second;
-            if (s.device != it.device || it.size > s.size || it.addr - s.addr > s.size - it.size) continue;
+            if (s.device != it.device || it.size > s.size || it.addr - s.addr > s.size - it.size) {
+                ++st.left_out;
+                continue;
+            }
             // Live blocks it overlaps (their t was lost) end first, as the reader does for a T at a
             // live address.
             auto next = tensors.lower_bound(key);
@@ -261,11 +269,13 @@ AllocatorState allocator_state(const report::Report& r) {
                 auto prev = std::prev(next);
                 if (prev->first.first == it.device && prev->first.second + prev->second.second.size > it.addr) {
                     free_tensor(prev, e.t);
+                    ++st.ended_early;
                 }
             }
             for (auto n = tensors.lower_bound(key);
                  n != tensors.end() && n->first.first == it.device && n->first.second < it.addr + it.size;) {
                 n = free_tensor(n, e.t);
+                ++st.ended_early;
             }
             tensors.emplace(key, Live{e.block, it});
             tensor_key[e.block] = key;
@@ -306,6 +316,7 @@ AllocatorState allocator_state(const report::Report& r) {
         for (auto it = tensors.lower_bound(key);
              it != tensors.end() && it->first.first == b.device && it->first.second < b.addr + b.size;) {
             it = free_tensor(it, e.t);
+            ++st.ended_early;
         }
         trace("segment_free", seg, e.t);
         segs.erase(live);
@@ -380,8 +391,17 @@ void allocator_segment(report::PickleWriter& p, FrameLists& frames, const Item& 
     p.end_dict();
 }
 
-std::string allocator_pickle(const report::Report& r, size_t max_frames) {
+std::string allocator_pickle(const report::Report& r, size_t max_frames, std::vector<std::string>* notes) {
     AllocatorState st = allocator_state(r);
+    if (notes && st.left_out != 0) {
+        notes->push_back(std::to_string(st.left_out) +
+                         " tensor block(s) lie in no live segment of their device (the report lost records?): left out "
+                         "of the memory snapshot");
+    }
+    if (notes && st.ended_early != 0) {
+        notes->push_back(std::to_string(st.ended_early) + " tensor block(s) still live when a block over them or their "
+                         "segment's free came (the report lost records?): ended there in the memory snapshot");
+    }
     FrameLists frames(r, max_frames);
     for (const auto& trace : st.traces)
         for (const TraceEntry& e : trace) frames.add(e.item.stack_id, e.item.python_stack_id);
@@ -405,8 +425,8 @@ std::string allocator_pickle(const report::Report& r, size_t max_frames) {
 
 }  // namespace
 
-std::string memory_viz_pickle(const report::Report& r, size_t max_frames) {
-    if (!r.tensors.empty()) return allocator_pickle(r, max_frames);
+std::string memory_viz_pickle(const report::Report& r, size_t max_frames, std::vector<std::string>* notes) {
+    if (!r.tensors.empty()) return allocator_pickle(r, max_frames, notes);
     // What is live after every event: (is a mapping, index) -> its item, in order of first appearance.
     std::map<std::pair<bool, size_t>, Item> live;
     std::vector<std::pair<bool, size_t>> order;
