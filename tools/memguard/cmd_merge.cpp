@@ -83,6 +83,8 @@ struct RankRow {
     uint64_t live_at_exit = 0;
     uint64_t oom_events = 0;            // E records
     uint64_t allocator_oom_events = 0;  // allocator mode: memguard's allocator's (O records)
+    bool tensors = false;               // allocator mode (T records)
+    uint64_t tensor_peak = 0;           // then the tensor peak (torch.cuda.max_memory_allocated())
     int64_t gc_freed = 0;
     uint64_t phases = 0;
     bool complete = false;
@@ -104,6 +106,8 @@ RankRow load_row(const std::string& path, size_t position, size_t frames) {
     row.live_at_exit = s.live_bytes_at_exit;
     row.oom_events = s.oom_events;
     row.allocator_oom_events = s.tensor_oom_events;
+    row.tensors = !r.tensors.empty();
+    row.tensor_peak = s.tensor_peak_bytes;
     for (int64_t v : s.cuda_bytes_freed) row.gc_freed += v;
     row.phases = r.phases.size();
     row.complete = r.complete;
@@ -114,21 +118,30 @@ RankRow load_row(const std::string& path, size_t position, size_t frames) {
 }
 
 void print_text(const std::vector<RankRow>& rows, const RankRow& max, const RankRow& sum) {
+    // In allocator mode a column of the tensor peak (max_memory_allocated) beside the segments' peak.
+    const bool tensors = std::any_of(rows.begin(), rows.end(), [](const RankRow& r) { return r.tensors; });
+    auto tensor_peak = [tensors](const RankRow& r) {
+        if (!tensors) return std::string();
+        char cell[32];
+        std::snprintf(cell, sizeof cell, " %11s", r.tensors ? human_bytes(r.tensor_peak).c_str() : "-");
+        return std::string(cell);
+    };
     std::printf("%zu reports\n\n", rows.size());
-    std::printf("%-6s %10s %9s %12s %4s %12s  %-20s %s\n", "rank", "peak", "peak s", "live at exit", "OOM",
-                "freed by gc", "file", "top site at peak");
+    std::printf("%-6s %10s %9s%s %12s %4s %12s  %-20s %s\n", "rank", "peak", "peak s", tensors ? " tensor peak" : "",
+                "live at exit", "OOM", "freed by gc", "file", "top site at peak");
     for (const RankRow& r : rows) {
         std::string site = r.top_site.empty() ? "-" : human_bytes(r.top_site_bytes) + " " + r.top_site;
         std::string file = r.file + (r.complete ? "" : " (incomplete)");
-        std::printf("%-6s %10s %9s %12s %4llu %12s  %-20s %s\n", r.rank.c_str(), human_bytes(r.peak).c_str(),
-                    r.has_peak ? report::seconds_fixed3(r.peak_t).c_str() : "-", human_bytes(r.live_at_exit).c_str(),
+        std::printf("%-6s %10s %9s%s %12s %4llu %12s  %-20s %s\n", r.rank.c_str(), human_bytes(r.peak).c_str(),
+                    r.has_peak ? report::seconds_fixed3(r.peak_t).c_str() : "-", tensor_peak(r).c_str(),
+                    human_bytes(r.live_at_exit).c_str(),
                     static_cast<unsigned long long>(r.oom_events + r.allocator_oom_events),
                     report::human_bytes_signed(r.gc_freed).c_str(),
                     file.c_str(), site.c_str());
     }
     for (const RankRow* r : {&max, &sum}) {
-        std::printf("%-6s %10s %9s %12s %4llu %12s\n", r->rank.c_str(), human_bytes(r->peak).c_str(), "",
-                    human_bytes(r->live_at_exit).c_str(),
+        std::printf("%-6s %10s %9s%s %12s %4llu %12s\n", r->rank.c_str(), human_bytes(r->peak).c_str(), "",
+                    tensor_peak(*r).c_str(), human_bytes(r->live_at_exit).c_str(),
                     static_cast<unsigned long long>(r->oom_events + r->allocator_oom_events),
                     report::human_bytes_signed(r->gc_freed).c_str());
     }
@@ -139,6 +152,12 @@ void json_figures(report::JsonWriter& j, const RankRow& r) {
     j.key("live_bytes_at_exit").value(r.live_at_exit);
     j.key("oom_events").value(r.oom_events);
     j.key("allocator_oom_events").value(r.allocator_oom_events);
+    j.key("tensor_peak_bytes");
+    if (r.tensors) {
+        j.value(r.tensor_peak);
+    } else {
+        j.null();
+    }
     j.key("gc_cuda_bytes_freed").value(r.gc_freed);
 }
 
@@ -200,6 +219,9 @@ int run_merge(const Args& args) {
         max.live_at_exit = std::max(max.live_at_exit, r.live_at_exit);
         max.oom_events = std::max(max.oom_events, r.oom_events);
         max.allocator_oom_events = std::max(max.allocator_oom_events, r.allocator_oom_events);
+        max.tensors = sum.tensors = max.tensors || r.tensors;
+        max.tensor_peak = std::max(max.tensor_peak, r.tensor_peak);
+        sum.tensor_peak += r.tensor_peak;
         max.gc_freed = std::max(max.gc_freed, r.gc_freed);
         sum.peak += r.peak;
         sum.live_at_exit += r.live_at_exit;

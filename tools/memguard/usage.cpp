@@ -217,7 +217,8 @@ options:
 const char* const kMerge = R"(usage: memguard merge FILE... | --template TEMPLATE [--frames K] [--json]
 
 One row per report of a distributed job (one process per rank): its rank (the report's
-I rank, else its position), peak GPU live bytes and when, live bytes at exit, OOM events (in
+I rank, else its position), peak GPU live bytes and when, in allocator mode the tensor peak
+(torch.cuda.max_memory_allocated()), live bytes at exit, OOM events (in
 allocator mode memguard's allocator's included; --json gives oom_events and allocator_oom_events
 apart), CUDA bytes freed by garbage collections, the file, and the largest allocation site at its
 peak; then the maximum and the sum over the ranks.
