@@ -95,27 +95,24 @@ TEST(Config, PythonSwitchesDefaultOnAndTurnOff) {
     EXPECT_TRUE(bad.config.compile_window);
 }
 
-TEST(Config, NativeBelowPythonDefaultsOffAndTurnsOn) {
-    EXPECT_FALSE(parse({}).config.native_below_python);
-    ConfigResult on = parse({{"MEMGUARD_NATIVE_BELOW_PYTHON", "1"}});
-    EXPECT_TRUE(on.problems.empty());
-    EXPECT_TRUE(on.config.native_below_python);
-    ConfigResult bad = parse({{"MEMGUARD_NATIVE_BELOW_PYTHON", "deep"}});
+/// A boolean switch: `field` is `default_value` when `var` is unset, flips with `flip` (no problem),
+/// and a bad value gives one problem naming it and keeps the default.
+static void expect_switch(const char* var, bool Config::*field, bool default_value, const char* flip, const char* bad_value) {
+    EXPECT_EQ(parse({}).config.*field, default_value);
+    ConfigResult flipped = parse({{var, flip}});
+    EXPECT_TRUE(flipped.problems.empty());
+    EXPECT_EQ(flipped.config.*field, !default_value);
+    ConfigResult bad = parse({{var, bad_value}});
     ASSERT_EQ(bad.problems.size(), 1u);
-    EXPECT_NE(bad.problems[0].find("MEMGUARD_NATIVE_BELOW_PYTHON='deep'"), std::string::npos);
-    EXPECT_FALSE(bad.config.native_below_python);
+    EXPECT_NE(bad.problems[0].find(std::string(var) + "='" + bad_value + "'"), std::string::npos);
+    EXPECT_EQ(bad.config.*field, default_value);
 }
 
-TEST(Config, NvtxSwitchDefaultsOnAndTurnsOff) {
-    EXPECT_TRUE(parse({}).config.nvtx);
-    ConfigResult off = parse({{"MEMGUARD_NVTX", "0"}});
-    EXPECT_TRUE(off.problems.empty());
-    EXPECT_FALSE(off.config.nvtx);
-    ConfigResult bad = parse({{"MEMGUARD_NVTX", "sometimes"}});
-    ASSERT_EQ(bad.problems.size(), 1u);
-    EXPECT_NE(bad.problems[0].find("MEMGUARD_NVTX='sometimes'"), std::string::npos);
-    EXPECT_TRUE(bad.config.nvtx);
+TEST(Config, NativeBelowPythonDefaultsOffAndTurnsOn) {
+    expect_switch("MEMGUARD_NATIVE_BELOW_PYTHON", &Config::native_below_python, false, "1", "deep");
 }
+
+TEST(Config, NvtxSwitchDefaultsOnAndTurnsOff) { expect_switch("MEMGUARD_NVTX", &Config::nvtx, true, "0", "sometimes"); }
 
 TEST(Config, AllocatorModeDefaultsToNativeAndRejectsUnknownValues) {
     EXPECT_EQ(parse({}).config.allocator, AllocatorMode::Native);
