@@ -121,18 +121,20 @@ int Recorder::capture_stack(uintptr_t* ips) const noexcept {
     const TextRange* cut = native_cut_.load(std::memory_order_acquire);
     const int guess = cut ? t_unwind_guess : 0;
     const int want = guess > 0 && guess < full ? guess : full;
-    int n = track::capture_stack(ips, want);
-    int skip = 0;
-    while (skip < n && self_range_.contains(ips[skip])) ++skip;
-    int boundary = cut ? first_in(*cut, ips, skip, n) : -1;
-    // Short of the kept depth without reaching the interpreter: the guess fell short (ask for
-    // the usual amount), or memguard's own frames took more than the slack (ask for all).
-    for (int asked = want; boundary < 0 && n == asked && asked < kStackCapacity && n - skip < depth;) {
-        asked = asked < full ? full : kStackCapacity;
+    int n = 0, skip = 0, boundary = -1;
+    // Unwinds up to `asked` frames: memguard's own frames on top (skip), the first interpreter frame.
+    auto unwind = [&](int asked) {
         n = track::capture_stack(ips, asked);
         skip = 0;
         while (skip < n && self_range_.contains(ips[skip])) ++skip;
         boundary = cut ? first_in(*cut, ips, skip, n) : -1;
+    };
+    unwind(want);
+    // Short of the kept depth without reaching the interpreter: the guess fell short (ask for
+    // the usual amount), or memguard's own frames took more than the slack (ask for all).
+    for (int asked = want; boundary < 0 && n == asked && asked < kStackCapacity && n - skip < depth;) {
+        asked = asked < full ? full : kStackCapacity;
+        unwind(asked);
     }
     if (cut) t_unwind_guess = boundary >= 0 ? boundary + 1 + kGuessMargin : 0;
     if (boundary >= 0) n = boundary + 1;
