@@ -549,9 +549,11 @@ void Recorder::before_fork() {
     graphs_.mutex().lock();
     writer_.lock_for_fork();
     phases_.mutex().lock();
+    block_unwinding_for_fork();  // last: a thread inside the unwinder holds none of the locks above
 }
 
 void Recorder::after_fork_parent() {
+    allow_unwinding_after_fork();
     phases_.mutex().unlock();
     writer_.unlock_after_fork();
     graphs_.mutex().unlock();

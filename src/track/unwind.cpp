@@ -6,12 +6,51 @@
 #include <unwind.h>
 #endif
 
+#include <atomic>
+#include <sched.h>
+
 namespace memguard::track {
+
+namespace {
+
+// The fork gate (unwind.h): threads inside capture_stack, and whether a fork is waiting for them.
+std::atomic<int> g_unwinding{0};
+std::atomic<bool> g_fork_pending{false};
+
+/// Held while a thread unwinds. Entering waits while a fork is pending (forks are rare and short).
+class UnwindGate {
+public:
+    UnwindGate() noexcept {
+        for (;;) {
+            g_unwinding.fetch_add(1, std::memory_order_acq_rel);
+            if (!g_fork_pending.load(std::memory_order_acquire)) return;
+            g_unwinding.fetch_sub(1, std::memory_order_acq_rel);
+            while (g_fork_pending.load(std::memory_order_acquire)) sched_yield();
+        }
+    }
+    ~UnwindGate() { g_unwinding.fetch_sub(1, std::memory_order_release); }
+    UnwindGate(const UnwindGate&) = delete;
+    UnwindGate& operator=(const UnwindGate&) = delete;
+};
+
+}  // namespace
+
+void block_unwinding_for_fork() noexcept {
+    g_fork_pending.store(true, std::memory_order_seq_cst);
+    while (g_unwinding.load(std::memory_order_acquire) != 0) sched_yield();
+}
+
+void allow_unwinding_after_fork() noexcept {
+    // In the child only the forking thread exists, and it was not unwinding: the count is 0.
+    g_unwinding.store(0, std::memory_order_relaxed);
+    g_fork_pending.store(false, std::memory_order_release);
+}
 
 #if MEMGUARD_USE_LIBUNWIND
 
 __attribute__((noinline)) int capture_stack(uintptr_t* ips, int max) noexcept {
     if (max <= 0) return 0;
+    UnwindGate gate;
     // unw_backtrace's first entry is this function; drop it.
     void* raw[300];
     int want = max + 1 < 300 ? max + 1 : 300;
@@ -49,6 +88,7 @@ _Unwind_Reason_Code on_frame(struct _Unwind_Context* ctx, void* arg) {
 
 __attribute__((noinline)) int capture_stack(uintptr_t* ips, int max) noexcept {
     if (max <= 0) return 0;
+    UnwindGate gate;
     State s{ips, max, 0, 1};
     _Unwind_Backtrace(on_frame, &s);
     return s.n;
