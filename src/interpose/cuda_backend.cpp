@@ -77,7 +77,14 @@ int CudaBackend::segment_malloc(int device, size_t size, void** ptr) {
     auto fn = real(r_malloc);
     if (!fn) return kNoRuntime;
     DeviceGuard guard(device);
-    cudaError_t err = fn(ptr, size);
+    cudaError_t err;
+    {
+        // The runtime's cudaMalloc reaches the driver's cuMemAlloc_v2 through memguard's driver
+        // wrapper: inside this scope that wrapper passes through, so the segment is recorded once,
+        // below, and a failure is the allocator's to report.
+        track::HookScope scope;
+        err = fn(ptr, size);
+    }
     cleared(err);  // the core frees its cache and retries, or reports the OOM itself
     if (err == cudaSuccess && *ptr && t_context.record) {
         ErrnoKeeper keep_errno;
@@ -96,7 +103,11 @@ int CudaBackend::segment_free(int device, void* ptr) {
     // Recorded before the real call, like the cudaFree hook: a reuse of the address by another
     // thread is then always written after the free.
     auto block = rec.record_free(track::Api::cudaFree, reinterpret_cast<uintptr_t>(ptr), track::StreamArg{});
-    cudaError_t err = fn(ptr);
+    cudaError_t err;
+    {
+        track::HookScope scope;  // cudaFree's cuMemFree_v2 is not another free (segment_malloc)
+        err = fn(ptr);
+    }
     if (err != cudaSuccess && block) rec.record_free_failed(reinterpret_cast<uintptr_t>(ptr), *block, err);
     return err;
 }

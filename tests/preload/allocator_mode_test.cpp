@@ -112,6 +112,22 @@ TEST_F(AllocatorMode, BlocksSegmentsAndFreesAreRecorded) {
     EXPECT_EQ(log_value(result.out, "fake_live_bytes"), "0");
 }
 
+TEST_F(AllocatorMode, SegmentsMadeThroughTheDriverAreRecordedOnce) {
+    // The real runtime's cudaMalloc calls cuMemAlloc_v2, found through cuGetProcAddress, so
+    // memguard's driver wrapper is inside the allocator's own cudaMalloc. The segment is the
+    // allocator's (one A record, cudaMalloc); the driver call under it is not another segment.
+    Env e = env();
+    e["FAKE_CUDART_VIA_DRIVER"] = "1";
+    ChildResult result = run("pluggable_alloc", {"basic"}, e);
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    auto records = raw_records(report_for(result.pid), "AF");
+    std::vector<std::string> apis;
+    for (const auto& rec : records) apis.push_back(rec[0] + " " + (rec[0] == "A" ? rec[6] : rec[5]));
+    EXPECT_EQ(apis, (std::vector<std::string>{"A cudaMalloc", "A cudaMalloc", "A cudaMalloc", "F cudaFree",
+                                              "F cudaFree", "F cudaFree"}));
+    EXPECT_EQ(log_value(result.out, "fake_live_bytes"), "0");
+}
+
 TEST_F(AllocatorMode, CaptureAllocationsComeFromThePrivatePoolWithoutBreakingTheCapture) {
     ChildResult result = run("pluggable_alloc", {"capture"}, env());
     ASSERT_EQ(result.exit_code, 0) << describe(result);
