@@ -10,6 +10,7 @@
 #include "common/path_template.h"
 #include "memguard/memguard.h"
 #include "track/clock.h"
+#include "track/stamp_clock.h"
 #include "track/line.h"
 #include "track/unwind.h"
 
@@ -76,10 +77,17 @@ Recorder& Recorder::instance() {
 
 Recorder::Recorder() : writer_(&Recorder::now) {
     reset_clock_origin();
+    stamp::init();
     self_range_ = object_range_of(reinterpret_cast<const void*>(&Recorder::instance));
 }
 
 int64_t Recorder::now() noexcept { return monotonic_ns() - g_t0_mono.load(std::memory_order_relaxed); }
+
+int64_t Recorder::time_of_stamp(uint64_t s) noexcept {
+    // A stamp made right at the origin can convert a few nanoseconds before it.
+    const int64_t t = stamp::to_monotonic_ns(s) - g_t0_mono.load(std::memory_order_relaxed);
+    return t < 0 ? 0 : t;
+}
 
 void Recorder::init(const Config& config) {
     config_ = config;

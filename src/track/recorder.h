@@ -190,6 +190,9 @@ public:
 
     /// Nanoseconds since this run's clock origin.
     static int64_t now() noexcept;
+    /// now()'s time of a stamp (stamp_clock.h) made since recording started; on the writer's
+    /// thread, after its anchor for the batch.
+    static int64_t time_of_stamp(uint64_t stamp) noexcept;
 
 private:
     enum class State { Off, Idle, Recording, Failed, Finished };

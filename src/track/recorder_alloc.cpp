@@ -1,10 +1,14 @@
 // The Recorder's allocator-mode records (docs/report-format.md, minor 5): tensor blocks that
 // memguard's own caching allocator hands to PyTorch (T, t) and its out-of-memory events (O, o).
 // The segments it takes from the device are ordinary A/F records (record_alloc_interned).
+#include <cstddef>
+#include <cstring>
+
 #include "common/text.h"
 #include "track/clock.h"
 #include "track/line.h"
 #include "track/recorder.h"
+#include "track/stamp_clock.h"
 
 namespace memguard::track {
 
@@ -30,34 +34,56 @@ uint32_t Recorder::intern_stack(const uintptr_t* ips, int n) {
 namespace {
 
 // T and t are written on every tensor allocation and free: the hook packs their numbers and the
-// writer thread formats them (ReportWriter::append_packed). The field order is the record's.
-// A block of the default pools has no pool fields (the record says "-").
-enum TField : uint32_t {
-    kTTime, kTTid, kTAddr, kTSize, kTRequested, kTDevice, kTStream, kTStack, kTPyStack, kTCapture,
-    kTDefaultPoolCount, kTPoolFirst = kTDefaultPoolCount, kTPoolSecond, kTFieldCount
+// writer thread formats them (ReportWriter::append_packed). A payload is the struct's bytes up to
+// its last field in use: a block of the default pools has no pool fields (the record says "-").
+// Thread ids fit 32 bits (the kernel's PID_MAX_LIMIT is 2^22).
+struct BlockAllocPayload {
+    uint64_t stamp, addr, size, requested, stream;
+    uint32_t tid, stack, python_stack, capture;
+    int32_t device;
+    uint32_t unused;
+    uint64_t pool_first, pool_second;
 };
-enum FreeField : uint32_t { kFTime, kFTid, kFAddr, kFDuringGc, kFFieldCount };
+constexpr uint32_t kDefaultPoolBytes = offsetof(BlockAllocPayload, unused);
+constexpr uint32_t kPrivatePoolBytes = sizeof(BlockAllocPayload);
 
-void format_block_alloc(const uint64_t* f, uint32_t count, std::string& out) {
+struct BlockFreePayload {
+    uint64_t stamp, addr;
+    uint32_t tid;
+    uint8_t during_gc;
+};
+constexpr uint32_t kFreeBytes = offsetof(BlockFreePayload, during_gc) + 1;
+
+static_assert(kPrivatePoolBytes <= ReportWriter::kMaxPackedBytes);
+
+template <typename Payload>
+Payload unpack(const unsigned char* bytes, uint32_t n) {
+    Payload p{};
+    std::memcpy(&p, bytes, n < sizeof p ? n : sizeof p);
+    return p;
+}
+
+void format_block_alloc(const unsigned char* bytes, uint32_t n, std::string& out) {
+    const auto f = unpack<BlockAllocPayload>(bytes, n);
     Line line('T');
-    line.sdec(static_cast<int64_t>(f[kTTime])).dec(f[kTTid]).hex(f[kTAddr]).dec(f[kTSize]).dec(f[kTRequested]);
-    line.sdec(static_cast<int64_t>(f[kTDevice])).hex(f[kTStream]);
-    line.dec(f[kTStack]).dec(f[kTPyStack]).dec(f[kTCapture]);
-    if (count == kTFieldCount) {
+    line.sdec(Recorder::time_of_stamp(f.stamp)).dec(f.tid).hex(f.addr).dec(f.size).dec(f.requested);
+    line.sdec(f.device).hex(f.stream).dec(f.stack).dec(f.python_stack).dec(f.capture);
+    if (n == kPrivatePoolBytes) {
         char pool[48];
-        size_t n = text::put_dec(pool, f[kTPoolFirst]);
-        pool[n++] = '.';
-        n += text::put_dec(pool + n, f[kTPoolSecond]);
-        line.word(std::string_view(pool, n));
+        size_t len = text::put_dec(pool, f.pool_first);
+        pool[len++] = '.';
+        len += text::put_dec(pool + len, f.pool_second);
+        line.word(std::string_view(pool, len));
     } else {
         line.word("-");
     }
     out.append(line.finish());
 }
 
-void format_block_free(const uint64_t* f, uint32_t, std::string& out) {
+void format_block_free(const unsigned char* bytes, uint32_t n, std::string& out) {
+    const auto f = unpack<BlockFreePayload>(bytes, n);
     Line line('t');
-    line.sdec(static_cast<int64_t>(f[kFTime])).dec(f[kFTid]).hex(f[kFAddr]).dec(f[kFDuringGc]);
+    line.sdec(Recorder::time_of_stamp(f.stamp)).dec(f.tid).hex(f.addr).dec(f.during_gc);
     out.append(line.finish());
 }
 
@@ -65,26 +91,31 @@ void format_block_free(const uint64_t* f, uint32_t, std::string& out) {
 
 void Recorder::record_block_alloc(const TensorBlock& b) {
     if (!ensure_started()) return;
-    uint64_t f[kTFieldCount];
-    f[kTTime] = static_cast<uint64_t>(now());
-    f[kTTid] = current_tid();
-    f[kTAddr] = b.addr;
-    f[kTSize] = b.size;
-    f[kTRequested] = b.requested;
-    f[kTDevice] = static_cast<uint64_t>(static_cast<int64_t>(b.device));
-    f[kTStream] = b.stream;
-    f[kTStack] = b.stack_id;
-    f[kTPyStack] = b.python_stack_id;
-    f[kTCapture] = b.capture_id;
-    f[kTPoolFirst] = b.pool_first;
-    f[kTPoolSecond] = b.pool_second;
-    writer_.append_packed(&format_block_alloc, f, b.private_pool ? kTFieldCount : kTDefaultPoolCount);
+    BlockAllocPayload f;
+    f.stamp = stamp::now();
+    f.addr = b.addr;
+    f.size = b.size;
+    f.requested = b.requested;
+    f.stream = b.stream;
+    f.tid = static_cast<uint32_t>(current_tid());
+    f.stack = b.stack_id;
+    f.python_stack = b.python_stack_id;
+    f.capture = b.capture_id;
+    f.device = b.device;
+    f.unused = 0;
+    f.pool_first = b.pool_first;
+    f.pool_second = b.pool_second;
+    writer_.append_packed(&format_block_alloc, &f, b.private_pool ? kPrivatePoolBytes : kDefaultPoolBytes);
 }
 
 void Recorder::record_block_free(uintptr_t addr, bool during_gc) {
     if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    const uint64_t f[kFFieldCount] = {static_cast<uint64_t>(now()), current_tid(), addr, during_gc ? 1u : 0u};
-    writer_.append_packed(&format_block_free, f, kFFieldCount);
+    BlockFreePayload f;
+    f.stamp = stamp::now();
+    f.addr = addr;
+    f.tid = static_cast<uint32_t>(current_tid());
+    f.during_gc = during_gc ? 1 : 0;
+    writer_.append_packed(&format_block_free, &f, kFreeBytes);
 }
 
 void Recorder::record_allocator_oom(const AllocatorOom& oom) {

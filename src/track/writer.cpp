@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "track/line.h"
+#include "track/stamp_clock.h"
 
 namespace memguard::track {
 
@@ -97,14 +98,14 @@ void ReportWriter::append_lost_locked() noexcept {
     }
 }
 
-void ReportWriter::append_packed(PackedFormat format, const uint64_t* fields, uint32_t count) noexcept {
-    if (count > kMaxPackedFields) count = kMaxPackedFields;
-    char rec[kPackedHeader + kMaxPackedFields * sizeof(uint64_t)];
+void ReportWriter::append_packed(PackedFormat format, const void* payload, uint32_t bytes) noexcept {
+    if (bytes > kMaxPackedBytes) bytes = kMaxPackedBytes;
+    char rec[kPackedHeader + kMaxPackedBytes];
     rec[0] = kPackedMarker;
-    rec[1] = static_cast<char>(count);
+    rec[1] = static_cast<char>(bytes);
     std::memcpy(rec + 2, &format, sizeof format);
-    std::memcpy(rec + kPackedHeader, fields, count * sizeof(uint64_t));
-    append_bytes(std::string_view(rec, kPackedHeader + count * sizeof(uint64_t)), true);
+    std::memcpy(rec + kPackedHeader, payload, bytes);
+    append_bytes(std::string_view(rec, kPackedHeader + bytes), true);
 }
 
 void ReportWriter::append_bytes(std::string_view bytes, bool packed) noexcept {
@@ -137,6 +138,8 @@ bool ReportWriter::write_formatted(const std::string& raw) {
     // Text runs go out as they are; packed records are formatted into chunk_, which is written
     // out before it could run out of room, so it keeps its capacity and formatting allocates
     // nothing (a record's text is at most Line::kCapacity).
+    // Every stamp in `raw` was made before this pair is read (stamp_clock.h).
+    stamp::anchor_now();
     uint64_t lost = 0;
     bool can_format = true;
     try {
@@ -156,13 +159,13 @@ bool ReportWriter::write_formatted(const std::string& raw) {
     while (ok && p < end) {
         if (*p == kPackedMarker) {
             if (static_cast<size_t>(end - p) < kPackedHeader) break;
-            const uint32_t count = static_cast<unsigned char>(p[1]);
-            const size_t size = kPackedHeader + count * sizeof(uint64_t);
-            if (count > kMaxPackedFields || static_cast<size_t>(end - p) < size) break;
+            const uint32_t bytes = static_cast<unsigned char>(p[1]);
+            const size_t size = kPackedHeader + bytes;
+            if (bytes > kMaxPackedBytes || static_cast<size_t>(end - p) < size) break;
             PackedFormat format;
-            uint64_t fields[kMaxPackedFields];
+            unsigned char payload[kMaxPackedBytes];
             std::memcpy(&format, p + 2, sizeof format);
-            std::memcpy(fields, p + kPackedHeader, count * sizeof(uint64_t));
+            std::memcpy(payload, p + kPackedHeader, bytes);
             p += size;
             if (!can_format) {
                 ++lost;
@@ -170,7 +173,7 @@ bool ReportWriter::write_formatted(const std::string& raw) {
             }
             if (chunk_.size() + Line::kCapacity > chunk_.capacity()) ok = drain();
             try {
-                format(fields, count, chunk_);
+                format(payload, bytes, chunk_);
             } catch (...) {
                 ++lost;
             }

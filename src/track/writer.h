@@ -3,8 +3,9 @@
 // so that a killed process leaves a file that is valid up to the last flush.
 //
 // The records written on every tensor allocation and free (allocator mode's T and t) are
-// appended packed: their numbers and the function that formats them, so that the hook does not
-// spend its time on decimal digits. The writer thread turns them into text in buffer order, so
+// appended packed: their numbers, in as few bytes as they need, and the function that formats
+// them, so that the hook does not spend its time on decimal digits (nor its cache on a wide
+// record). The writer thread turns them into text in buffer order, so
 // the file is the same as if the hook had formatted them.
 #pragma once
 
@@ -35,14 +36,14 @@ public:
     /// counted; the next flush that can appends a `U` record with the count (docs/report-format.md).
     void append(std::string_view records) noexcept;
 
-    /// Formats a packed record's fields (`count` of them) as its text (at most Line::kCapacity
+    /// Formats a packed record's payload (`bytes` of it) as its text (at most Line::kCapacity
     /// bytes), appending it to `out`. Runs on the thread that writes the buffer out.
-    using PackedFormat = void (*)(const uint64_t* fields, uint32_t count, std::string& out);
-    static constexpr uint32_t kMaxPackedFields = 16;
-    /// Appends one record as `count` (at most kMaxPackedFields) numbers and the function that
-    /// formats them at write time; ordered with append()'s records as if formatted here. Like
+    using PackedFormat = void (*)(const unsigned char* payload, uint32_t bytes, std::string& out);
+    static constexpr uint32_t kMaxPackedBytes = 128;
+    /// Appends one record as a payload of `bytes` (at most kMaxPackedBytes) and the function that
+    /// formats it at write time; ordered with append()'s records as if formatted here. Like
     /// append(), never blocks on I/O and never throws.
-    void append_packed(PackedFormat format, const uint64_t* fields, uint32_t count) noexcept;
+    void append_packed(PackedFormat format, const void* payload, uint32_t bytes) noexcept;
     bool dropped() const {
         std::lock_guard<std::mutex> lock(mu_);
         return dropped_;

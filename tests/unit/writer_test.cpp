@@ -106,11 +106,17 @@ std::string read_without_heartbeats(const std::string& path) {
     return text;
 }
 
-// A packed record's text: "P" and its fields, to check they arrive whole and in order.
-void format_fields(const uint64_t* fields, uint32_t count, std::string& out) {
+// A packed record's text: "P" and its payload's bytes, to check they arrive whole and in order.
+void format_bytes(const unsigned char* payload, uint32_t bytes, std::string& out) {
     out += 'P';
-    for (uint32_t i = 0; i < count; ++i) out += ' ' + std::to_string(fields[i]);
+    for (uint32_t i = 0; i < bytes; ++i) out += ' ' + std::to_string(payload[i]);
     out += '\n';
+}
+
+// A packed record of 64-bit fields, appended and expected.
+void append_fields(memguard::track::ReportWriter& w, const uint64_t* fields, uint32_t count, std::string& expect) {
+    w.append_packed(&format_bytes, fields, count * 8);
+    format_bytes(reinterpret_cast<const unsigned char*>(fields), count * 8, expect);
 }
 
 // Packed records come out formatted, in the order of appending, between the text records around
@@ -129,16 +135,16 @@ TEST_F(ReportWriterFile, PackedRecordsAreFormattedInPlace) {
             for (uint32_t n : {0u, 1u, 4u, 16u}) {
                 uint64_t f[16];
                 for (uint32_t i = 0; i < n; ++i) f[i] = tricky[(i + round) % 4] + i;
-                w.append_packed(&format_fields, f, n);
-                format_fields(f, n, expect);
+                append_fields(w, f, n, expect);
             }
+            const unsigned char odd[3] = {'\n', 1, 'T'};  // a payload of any length
+            w.append_packed(&format_bytes, odd, 3);
+            format_bytes(odd, 3, expect);
             w.append("X after\n");
             expect += "X after\n";
             uint64_t one = 0x0a;
-            w.append_packed(&format_fields, &one, 1);  // packed records back to back
-            w.append_packed(&format_fields, &one, 1);
-            format_fields(&one, 1, expect);
-            format_fields(&one, 1, expect);
+            append_fields(w, &one, 1, expect);  // packed records back to back
+            append_fields(w, &one, 1, expect);
             if (round == 1) w.flush();
         }
         w.finish();
@@ -160,8 +166,7 @@ TEST_F(ReportWriterFile, LongRunsOfPackedRecordsAndUnterminatedText) {
         uint64_t f[16];
         for (uint64_t i = 0; i < 20000; ++i) {
             for (uint64_t k = 0; k < 16; ++k) f[k] = ~(i * 16 + k);
-            w.append_packed(&format_fields, f, 16);
-            format_fields(f, 16, expect);
+            append_fields(w, f, 16, expect);
         }
         w.append("X last\n");
         expect += "X last\n";

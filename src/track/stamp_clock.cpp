@@ -1,0 +1,107 @@
+#include "track/stamp_clock.h"
+
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <unistd.h>
+
+#include "track/clock.h"
+
+namespace memguard::track::stamp {
+
+namespace {
+
+Converter g_converter;
+
+/// The kernel keeps CLOCK_MONOTONIC with the time-stamp counter.
+bool kernel_uses_tsc() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    int fd = ::open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[32] = {};
+    ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+    ::close(fd);
+    return n >= 3 && std::strncmp(buf, "tsc", 3) == 0 && (n == 3 || buf[3] == '\n');
+#else
+    return false;
+#endif
+}
+
+/// A (counter, CLOCK_MONOTONIC) pair read together: the counter between two clock reads, and
+/// the clock's midpoint, from the closest of a few tries (an interrupt can fall between reads).
+void read_pair(uint64_t* count, int64_t* ns) noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    int64_t best = -1;
+    for (int i = 0; i < 4; ++i) {
+        const int64_t a = monotonic_ns();
+        const uint64_t c = __rdtsc();
+        const int64_t b = monotonic_ns();
+        if (best < 0 || b - a < best) {
+            best = b - a;
+            *count = c;
+            *ns = a + (b - a) / 2;
+        }
+    }
+#else
+    *ns = monotonic_ns();
+    *count = static_cast<uint64_t>(*ns);
+#endif
+}
+
+}  // namespace
+
+uint64_t monotonic_stamp() noexcept { return static_cast<uint64_t>(monotonic_ns()); }
+
+void init() noexcept {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const bool counter = kernel_uses_tsc();
+        uint64_t count = 0;
+        int64_t ns = 0;
+        read_pair(&count, &ns);
+        g_converter.start(counter, count, ns);
+        detail::g_counter = counter;
+    });
+}
+
+void Converter::start(bool counter, uint64_t count, int64_t ns) noexcept {
+    counter_ = counter;
+    base_count_ = last_count_ = count;
+    base_ns_ = last_ns_ = ns;
+    ns_per_count_ = 1.0;
+}
+
+void Converter::anchor(uint64_t count, int64_t ns) noexcept {
+    if (!counter_ || count <= last_count_ || ns <= last_ns_) return;  // no span: keep the last pair
+    // The rate is measured from the newest pair at least kMinSpanNs older than this one, so the
+    // stamps of a batch lie between the two pairs (CLOCK_MONOTONIC is slewed by NTP; the counter
+    // is not) and the span is long enough for the pairs' reading error not to matter.
+    if (ns - last_ns_ >= kMinSpanNs) {
+        base_count_ = last_count_;
+        base_ns_ = last_ns_;
+    }
+    last_count_ = count;
+    last_ns_ = ns;
+    ns_per_count_ = static_cast<double>(last_ns_ - base_ns_) / static_cast<double>(last_count_ - base_count_);
+}
+
+int64_t Converter::to_monotonic_ns(uint64_t stamp) const noexcept {
+    if (!counter_) return static_cast<int64_t>(stamp);
+    // Placed back from the later pair (a stamp is older than it). A stamp a little newer than
+    // the pair (another CPU's counter, a stamp made while the pair was read) goes forward.
+    const double d = stamp <= last_count_ ? -static_cast<double>(last_count_ - stamp)
+                                          : static_cast<double>(stamp - last_count_);
+    return last_ns_ + static_cast<int64_t>(d * ns_per_count_);
+}
+
+void anchor_now() noexcept {
+    if (!detail::g_counter) return;
+    uint64_t count = 0;
+    int64_t ns = 0;
+    read_pair(&count, &ns);
+    g_converter.anchor(count, ns);
+}
+
+int64_t to_monotonic_ns(uint64_t stamp) noexcept { return g_converter.to_monotonic_ns(stamp); }
+
+}  // namespace memguard::track::stamp
