@@ -8,8 +8,10 @@
 // caller, bench/alloc_tracking_cost.py, through ctypes) and the executable
 // memguard_bench_alloc_tracking, which calls the same entry point:
 //   LD_PRELOAD=build/lib/libmemguard.so MEMGUARD_ALLOCATOR=memguard \
-//       build/bin/memguard_bench_alloc_tracking [iterations] [depth]
-// prints "tracking <depth> <ns per alloc+free>". bench/run_alloc_tracking_cost.sh runs the arms.
+//       build/bin/memguard_bench_alloc_tracking [iterations] [depth] [lines]
+// prints "tracking <depth> <ns per alloc+free>". With `lines`, each pair is followed by stores to
+// that many cache lines of a 4 MiB area (other_work), whose own time is measured apart and
+// subtracted: the pairs then run with colder caches, as between PyTorch's own work. bench/run_alloc_tracking_cost.sh runs the arms.
 #include <dlfcn.h>
 
 #include <chrono>
@@ -37,15 +39,38 @@ bool find_api() {
     return true;
 }
 
+// Work between pairs, as PyTorch's dispatch does around each allocation: stores to `g_lines`
+// cache lines of a 4 MiB area, in turn, so that the allocator's and the report buffer's lines
+// are no longer in the nearest caches when the next pair comes (0: back-to-back pairs).
+int g_lines = 0;
+constexpr size_t kArea = 4 << 20;
+unsigned char* g_area = nullptr;
+size_t g_pos = 0;
+
+inline void other_work() {
+    for (int i = 0; i < g_lines; ++i) {
+        g_area[g_pos] = static_cast<unsigned char>(g_area[g_pos] + 1);
+        g_pos = (g_pos + 64) & (kArea - 1);
+    }
+}
+
 double run_pairs(long iterations) {
     const size_t size = 1 << 20;
+    if (g_lines > 0 && !g_area) g_area = static_cast<unsigned char*>(std::calloc(kArea, 1));
     auto t0 = std::chrono::steady_clock::now();
     for (long i = 0; i < iterations; ++i) {
         void* p = g_alloc(size, 0, nullptr);
         g_free(p, size, 0, nullptr);
+        other_work();
     }
     auto t1 = std::chrono::steady_clock::now();
-    return std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(iterations);
+    double ns = std::chrono::duration<double, std::nano>(t1 - t0).count();
+    if (g_lines > 0) {  // the work alone, subtracted
+        auto w0 = std::chrono::steady_clock::now();
+        for (long i = 0; i < iterations; ++i) other_work();
+        ns -= std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - w0).count();
+    }
+    return ns / static_cast<double>(iterations);
 }
 
 // Recurses `depth` frames deep before measuring, so every native stack has about `depth` frames.
@@ -77,6 +102,7 @@ extern "C" __attribute__((visibility("default"))) double memguard_bench_tracking
 int main(int argc, char** argv) {
     long iterations = argc > 1 ? std::atol(argv[1]) : 200000;
     int depth = argc > 2 ? std::atoi(argv[2]) : 40;
+    g_lines = argc > 3 ? std::atoi(argv[3]) : 0;
     double ns = memguard_bench_tracking(iterations, depth);
     if (ns < 0) return 1;
     std::printf("tracking %d %.1f\n", depth, ns);
