@@ -36,6 +36,12 @@ Benchmarks:
   eager_small  the same step, eager, small enough (d=512, 6 layers, seq 128, batch 4) that the
             CPU (Python, dispatch, the allocator) bounds it: where an allocator's per-call cost
             shows most
+  small_together  (the CPU-bound step figures to quote) eager_small with the four step arms
+            running at once, each pinned to its own two cores (--cpus gives the 8), in the same
+            2 s wall-clock slices, rotating cores every slice: the median step time of each arm in
+            each slice, and the median of the per-slice ratios. One after another, processes of
+            one arm differed by up to 1.4x on the H200 machine, more than the arms differ; at once,
+            drift hits every arm alike. The four share the GPU, which this small step barely uses.
 Prints a markdown table per benchmark with the ratio of each arm to `native`; tracking overhead is
 history/native for PyTorch and memguard/mg_nostack for memguard.
 """
@@ -56,7 +62,7 @@ TOGETHER_ARMS = ARMS + ("mg_native", "mg_python")
 # The latency tables' ratio columns (those whose two arms ran).
 RATIO_COLS = [("memguard", "native"), ("mg_nostack", "native"), ("floor", "native"), ("mg_nostack", "floor"),
               ("history", "native"), ("mg_native", "mg_nostack"), ("mg_python", "mg_nostack")]
-BENCHES = ("latency", "together", "eager", "eager_small", "compiled")
+BENCHES = ("latency", "together", "eager", "eager_small", "small_together", "compiled")
 STEP_KINDS = ("eager", "eager_small", "compiled")
 FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pluggable_floor.cpp")
 
@@ -68,13 +74,16 @@ def worker(spec):
         os.sched_setaffinity(0, spec["cpus"])
     import torch
     import torch.nn as nn
-    if spec["arm"] == "history":
+    # MGBENCH_DEVICE=cpu runs a worker on the CPU, to test this script's orchestration on a machine
+    # without a GPU (no allocator is switched and the step's memory figures are 0).
+    dev = torch.device(os.environ.get("MGBENCH_DEVICE", "cuda"))
+    on_gpu = dev.type == "cuda"
+    if spec["arm"] == "history" and on_gpu:
         torch.cuda.memory._record_memory_history(stacks="all", max_entries=100000)
     if spec["arm"] == "floor":
         torch.cuda.memory.change_current_allocator(
             torch.cuda.memory.CUDAPluggableAllocator(spec["floor_lib"], "floor_alloc", "floor_free"))
-    dev = torch.device("cuda")
-    out = {"backend": torch.cuda.memory.get_allocator_backend()}
+    out = {"backend": torch.cuda.memory.get_allocator_backend() if on_gpu else "cpu"}
     if spec["bench"] == "together":
         return latency_together(spec, torch, dev, out)
     if spec["bench"] == "latency":
@@ -126,23 +135,57 @@ def worker(spec):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     step_model = torch.compile(model) if spec["compiled"] else model
     tokens = torch.randint(0, vocab, (batch, seq + 1), device=dev)
-    times = []
-    for i in range(spec["warmup"] + spec["steps"]):
-        torch.cuda.synchronize()
+    def step_once():
+        """One synchronized training step; its time in ms."""
+        if on_gpu:
+            torch.cuda.synchronize()
         t0 = time.perf_counter_ns()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
             logits = step_model(tokens[:, :-1])
             loss = nn.functional.cross_entropy(logits.float().reshape(-1, vocab), tokens[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        torch.cuda.synchronize()
-        if i >= spec["warmup"]:
-            times.append((time.perf_counter_ns() - t0) / 1e6)
+        if on_gpu:
+            torch.cuda.synchronize()
+        return (time.perf_counter_ns() - t0) / 1e6
+
+    times = [step_once() for _ in range(spec["warmup"] + spec["steps"])][spec["warmup"]:]
+    if spec["bench"] == "steps_together":
+        out["slices"] = steps_together(spec, step_once)
     out["step_ms"] = statistics.median(times)
-    out["max_reserved"] = torch.cuda.max_memory_reserved()
-    out["max_allocated"] = torch.cuda.max_memory_allocated()
+    out["max_reserved"] = torch.cuda.max_memory_reserved() if on_gpu else 0
+    out["max_allocated"] = torch.cuda.max_memory_allocated() if on_gpu else 0
     return out
+
+
+def wait_for_go(spec):
+    """Marks this worker ready, waits for the start signal; the agreed start time."""
+    open(spec["ready_file"], "w").close()
+    while not os.path.exists(spec["go_file"]):
+        time.sleep(0.01)
+    with open(spec["go_file"]) as f:
+        return float(f.read())
+
+
+def steps_together(spec, step_once):
+    """Training steps in the same wall-clock slices as the other arms (see run_together): per
+    slice, the median time of the steps that started in its first 85%. The arm moves to the next
+    pair of cores every slice."""
+    go = wait_for_go(spec)
+    groups = spec["core_groups"]
+    per_slice = []
+    for r in range(spec["slices"]):
+        os.sched_setaffinity(0, groups[(spec["index"] + r) % len(groups)])
+        start = go + r * spec["slice_s"]
+        end = start + 0.85 * spec["slice_s"]
+        while time.time() < start:
+            pass
+        times = []
+        while time.time() < end:
+            times.append(step_once())
+        per_slice.append(statistics.median(times) if times else float("nan"))
+    return per_slice
 
 
 def latency_together(spec, torch, dev, out):
@@ -153,11 +196,7 @@ def latency_together(spec, torch, dev, out):
         for _ in range(50):
             x = torch.empty(n, dtype=torch.uint8, device=dev)
             del x
-    open(spec["ready_file"], "w").close()
-    while not os.path.exists(spec["go_file"]):
-        time.sleep(0.01)
-    with open(spec["go_file"]) as f:
-        go = float(f.read())
+    go = wait_for_go(spec)
     per_slice = []
     for r in range(spec["slices"]):
         n = SIZES[r % len(SIZES)]
@@ -198,6 +237,8 @@ def arm_env(args, arm):
 
 
 def check_backend(spec, result, stderr):
+    if result["backend"] == "cpu":
+        return  # MGBENCH_DEVICE=cpu
     want = "pluggable" if spec["arm"] in ("memguard", "floor") or spec["arm"].startswith("mg") else "native"
     if result["backend"] != want:
         raise SystemExit(f"arm {spec['arm']} ran with the {result['backend']} allocator\n{stderr[-2000:]}")
@@ -220,12 +261,12 @@ def run_one(args, spec):
     return result
 
 
-def run_together(args, floor_lib, cpus, slices, slice_s):
+def run_together(args, floor_lib, cpus, slices, slice_s, arms=TOGETHER_ARMS, work=None):
     """One process per arm, all at once, each pinned to its own two cores: one for the thread
     that allocates, one for the process's helper threads (memguard's report writer, CUDA's own),
-    which on a single core would take their time out of the measured thread's."""
+    which on a single core would take their time out of the measured thread's. `work`: the spec
+    of a training step (steps_together); without it, torch.empty latency (latency_together)."""
     per_arm = 2
-    arms = TOGETHER_ARMS
     if len(cpus) < per_arm * len(arms):
         cpus = list(range(2, 2 + per_arm * len(arms)))
         if cpus[-1] >= os.cpu_count():
@@ -238,9 +279,9 @@ def run_together(args, floor_lib, cpus, slices, slice_s):
             os.unlink(os.path.join(args.tmp, name))
     procs = []
     for i, arm in enumerate(arms):
-        spec = {"arm": arm, "bench": "together", "floor_lib": floor_lib, "cpus": groups[i], "core_groups": groups,
-                "index": i, "slices": slices,
-                "slice_s": slice_s, "go_file": go_file, "ready_file": os.path.join(args.tmp, f"ready.{arm}")}
+        spec = dict(work or {}, arm=arm, bench="steps_together" if work else "together", floor_lib=floor_lib,
+                    cpus=groups[i], core_groups=groups, index=i, slices=slices, slice_s=slice_s, go_file=go_file,
+                    ready_file=os.path.join(args.tmp, f"ready.{arm}"))
         path = os.path.join(args.tmp, f"together.{arm}.json")
         p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec), path],
                              env=arm_env(args, arm), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -250,7 +291,7 @@ def run_together(args, floor_lib, cpus, slices, slice_s):
         if time.time() > deadline or any(p.poll() is not None for _, _, p in procs):
             for _, _, p in procs:
                 p.kill()
-            raise SystemExit("latency together: a worker failed before the start:\n" +
+            raise SystemExit("together: a worker failed before the start:\n" +
                              "".join((p.stderr.read() or "")[-1500:] for _, _, p in procs if p.poll() is not None))
         time.sleep(0.1)
     with open(go_file + ".tmp", "w") as f:
@@ -292,13 +333,20 @@ def run_all(args):
     step = {"cpus": cpus, "d": 1024, "layers": 4 if args.quick else 12, "seq": 1024, "batch": 8,
             "warmup": 3 if args.quick else 10, "steps": 5 if args.quick else 30}
     small = dict(step, d=512, layers=6, seq=128, batch=4, steps=20 if args.quick else 100)
-    results = {b: {a: [] for a in ARMS} for b in benches}
+    results = {b: {a: [] for a in ARMS} for b in benches if b not in ("together", "small_together")}
     if "together" in benches:
         results["together"] = {}
         for _ in range(reps):
             run = run_together(args, floor_lib, cpus, slices=6 * (3 if args.quick else 20), slice_s=0.25)
             for arm, runs in run.items():
                 results["together"].setdefault(arm, []).extend(runs)
+    if "small_together" in benches:
+        results["small_together"] = {}
+        for _ in range(reps):
+            run = run_together(args, None, cpus, slices=10 if args.quick else 40, slice_s=2.0, arms=STEP_ARMS,
+                               work=dict(small, compiled=False, steps=5))
+            for arm, runs in run.items():
+                results["small_together"].setdefault(arm, []).extend(runs)
     for order in rotated(reps):
         if "latency" in benches:
             for arm in order:
@@ -385,6 +433,36 @@ def print_tables(results):
                 slices = range(min(len(v) for v in per_arm.values()))
                 print(f"| {k + 1} | " + " | ".join(
                     f"{med([per_arm[a][r][1] / per_arm[b][r][1] for r in slices]):.3f}" for a, b in cols) + " |")
+    st = results.get("small_together")
+    if st and all(st.get(a) for a in STEP_ARMS):
+        runs = min(len(st[a]) for a in STEP_ARMS)
+        cols = [("history", "native"), ("memguard", "native"), ("mg_nostack", "native"), ("memguard", "mg_nostack")]
+        ms = {a: [] for a in STEP_ARMS}
+        ratios = {c: [] for c in cols}
+        per_run = []
+        for k in range(runs):
+            sl = {a: st[a][k]["slices"] for a in STEP_ARMS}
+            n = min(len(v) for v in sl.values())
+            ok = [r for r in range(n) if all(sl[a][r] == sl[a][r] for a in STEP_ARMS)]  # no NaN
+            for a in STEP_ARMS:
+                ms[a] += [sl[a][r] for r in ok]
+            for a, b in cols:
+                ratios[(a, b)] += [sl[a][r] / sl[b][r] for r in ok]
+            per_run.append({c: med([sl[c[0]][r] / sl[c[1]][r] for r in ok]) for c in cols})
+        print(f"\n### GPT-style training step, eager_small, the four arms at once ({runs} run(s), "
+              f"{len(ratios[cols[0]])} slices of 2 s; median step ms per slice, and the median of the per-slice "
+              "ratios)\n")
+        print("| arm | step ms | max reserved MiB | ratio |")
+        print("|---|---|---|---|")
+        b_res = med([r["max_reserved"] for r in st["native"]])
+        for a in STEP_ARMS:
+            res = med([r["max_reserved"] for r in st[a]])
+            print(f"| {a} | {med(ms[a]):.2f} | {res / 2**20:.0f} | {ratio(res, b_res):.3f} |")
+        print("\n| run | " + " | ".join(f"{a} / {b}" for a, b in cols) + " |")
+        print("|---|" + "---|" * len(cols))
+        for k, pr in enumerate(per_run):
+            print(f"| {k + 1} | " + " | ".join(f"{pr[c]:.3f}" for c in cols) + " |")
+        print("| all | " + " | ".join(f"{med(ratios[c]):.3f}" for c in cols) + " |")
     for kind in STEP_KINDS:
         if not results.get(kind) or not results[kind].get("native"):
             continue

@@ -3,12 +3,13 @@
 #   tools/gpu/bench7.sh latency    `together` three times (~2.5 min)
 #   tools/gpu/bench7.sh eager      eager_small and eager, 3 processes per arm, pinned (~7 min)
 #   tools/gpu/bench7.sh compiled   compiled, 3 processes per arm, pinned (~5 min)
+#   tools/gpu/bench7.sh small      small_together three times: the CPU-bound step, arms at once (~5 min)
 # Builds build-gpu/ (the library only) when it is missing. Tables on stdout; JSON in $OUT (device
 # tool) or ./gpu-out, to merge later with `python3 bench/allocator_mode.py --tables A.json B.json`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-part=${1:?usage: tools/gpu/bench7.sh latency|eager|compiled}
-case $part in latency|eager|compiled) ;; *) echo "bench7.sh: unknown part '$part' (latency, eager or compiled)" >&2; exit 2 ;; esac
+part=${1:?usage: tools/gpu/bench7.sh latency|eager|compiled|small}
+case $part in latency|eager|compiled|small) ;; *) echo "bench7.sh: unknown part '$part' (latency, eager, compiled or small)" >&2; exit 2 ;; esac
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 lib=build-gpu/lib/libmemguard.so
@@ -22,4 +23,5 @@ case $part in
     latency) python3 bench/allocator_mode.py --lib "$lib" --bench together --reps 3 --json "$out/together.json" ;;
     eager) python3 bench/allocator_mode.py --lib "$lib" --bench eager_small,eager --reps 3 --cpus $pin --json "$out/eager.json" ;;
     compiled) python3 bench/allocator_mode.py --lib "$lib" --bench compiled --reps 3 --cpus $pin --json "$out/compiled.json" ;;
+    small) python3 bench/allocator_mode.py --lib "$lib" --bench small_together --reps 3 --cpus $pin --json "$out/small.json" ;;
 esac
