@@ -370,8 +370,16 @@ def main_plain(cli, golden):
         run(cli, "plot", os.path.join(golden, "alloc_b.mgr"), "-o", out)
         if os.path.exists(out):
             root = ET.parse(out).getroot()
+            # The note marks the tensor peak (`top`'s), with the tensor blocks' largest site; the
+            # segments' peak is in the subtitle.
             check_svg(root, "alloc_b.svg", phases=1, captures=1, compiles=0, memguard_gcs=0, ooms=1,
-                      peak_text="peak 22.00 MiB at 0.550 s", min_steps=2)
+                      peak_text="tensor peak 16.00 MiB at 0.350 s", min_steps=2)
+            peak_title = "".join(next(g for g in root.iter(SVG + "g") if g.get("id") == "peak").find(SVG + "title").itertext())
+            check("top site: forward at /opt/app/model.py:20 (9.00 MiB, 56.2%)" in peak_title,
+                  f"alloc_b.svg: the peak's site is not the tensor blocks' at the tensor peak: {peak_title!r}")
+            sub = [t for t in root.iter(SVG + "text") if t.get("class") == "sub"]
+            check(sub and "segments peak 22.00 MiB at 0.550 s" in "".join(sub[0].itertext()),
+                  f"alloc_b.svg: the subtitle does not give the segments' peak")
             tensor = [p for p in root.iter(SVG + "path") if p.get("id") == "tensor"]
             # 0, 4, 12, 13, 15, 16, 8, 7, 5, 6, 5, 1 MiB: a step (two vertices) per change.
             check(len(tensor) == 1 and tensor[0].get("d", "").count("L") >= 20, "alloc_b.svg: no tensor series")

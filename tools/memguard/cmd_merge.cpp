@@ -88,7 +88,7 @@ struct RankRow {
     int64_t gc_freed = 0;
     uint64_t phases = 0;
     bool complete = false;
-    std::string top_site;  // at the peak
+    std::string top_site;  // at the peak: in allocator mode the tensor blocks' at the tensor peak
     uint64_t top_site_bytes = 0;
 };
 
@@ -128,7 +128,7 @@ void print_text(const std::vector<RankRow>& rows, const RankRow& max, const Rank
     };
     std::printf("%zu reports\n\n", rows.size());
     std::printf("%-6s %10s %9s%s %12s %4s %12s  %-20s %s\n", "rank", "peak", "peak s", tensors ? " tensor peak" : "",
-                "live at exit", "OOM", "freed by gc", "file", "top site at peak");
+                "live at exit", "OOM", "freed by gc", "file", tensors ? "top site at peak*" : "top site at peak");
     for (const RankRow& r : rows) {
         std::string site = r.top_site.empty() ? "-" : human_bytes(r.top_site_bytes) + " " + r.top_site;
         std::string file = r.file + (r.complete ? "" : " (incomplete)");
@@ -145,6 +145,7 @@ void print_text(const std::vector<RankRow>& rows, const RankRow& max, const Rank
                     static_cast<unsigned long long>(r->oom_events + r->allocator_oom_events),
                     report::human_bytes_signed(r->gc_freed).c_str());
     }
+    if (tensors) std::printf("\n* allocator mode: the largest site of the tensor blocks at the tensor peak\n");
 }
 
 void json_figures(report::JsonWriter& j, const RankRow& r) {
@@ -185,6 +186,8 @@ void print_json(const std::vector<RankRow>& rows, const RankRow& max, const Rank
             j.begin_object();
             j.key("site").value(r.top_site);
             j.key("bytes").value(r.top_site_bytes);
+            // "tensors" in allocator mode: the site of the tensor blocks at the tensor peak, as `top` gives it.
+            j.key("bytes_of").value(r.tensors ? "tensors" : "gpu");
             j.end_object();
         }
         j.end_object();

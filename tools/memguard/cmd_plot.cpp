@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "cli.h"
@@ -68,6 +69,12 @@ struct Plot {
     report::Timeline tl;
     std::vector<report::PhaseStats> phases;
     report::Summary summary;
+    // The peak the note marks: in allocator mode the tensor bytes' (torch.cuda.max_memory_allocated),
+    // as `top` and `phases` answer there; otherwise the GPU bytes'.
+    bool tensor_peak = false;
+    std::optional<int64_t> peak_t;
+    uint64_t peak_bytes = 0;
+    size_t peak_events = 0;
     std::string peak_site;
     std::string peak_phase;
     int64_t t_max = 1;
@@ -113,8 +120,12 @@ void prepare(Plot& p, size_t frames) {
     // Headroom above the highest value, so the peak and its note are not on the frame.
     p.y_max += p.y_max / 4;
     for (const report::PhaseStats& s : p.phases) p.phase_lanes = std::max(p.phase_lanes, phase_lane(p, s) + 1);
-    if (p.summary.peak_t) {
-        PeakSite top = top_site_at_peak(r, frames);
+    p.tensor_peak = p.tl.has_tensors;
+    p.peak_t = p.tensor_peak ? p.summary.tensor_peak_t : p.summary.peak_t;
+    p.peak_bytes = p.tensor_peak ? p.summary.tensor_peak_bytes : p.summary.peak_bytes;
+    p.peak_events = p.tensor_peak ? p.summary.tensor_peak_events : p.summary.peak_events;
+    if (p.peak_t) {
+        PeakSite top = top_site_at_peak(r, frames);  // the tensor blocks' in allocator mode, as here
         if (!top.label.empty()) {
             p.peak_site = top.label + " (" + human_bytes(top.bytes) + ", " + report::percent(top.bytes, top.total_bytes) + ")";
         }
@@ -123,7 +134,7 @@ void prepare(Plot& p, size_t frames) {
         for (const report::PhaseStats& s : p.phases) {
             const report::Phase& ph = r.phases[s.index];
             size_t end = ph.t_end ? ph.events_at_end : r.events.size();
-            if (ph.events_at_begin < p.summary.peak_events && p.summary.peak_events <= end && s.depth > depth) {
+            if (ph.events_at_begin < p.peak_events && p.peak_events <= end && s.depth > depth) {
                 depth = s.depth;
                 p.peak_phase = ph.name;
             }
@@ -135,20 +146,29 @@ void prepare(Plot& p, size_t frames) {
     p.height = p.chart_bottom + 110;
 }
 
+/// "peak 2.75 GiB at 1.600 s", or in allocator mode "tensor peak 16.00 MiB at 0.350 s".
+std::string peak_text(const Plot& p) {
+    return std::string(p.tensor_peak ? "tensor peak " : "peak ") + human_bytes(p.peak_bytes) + " at " + secs(*p.peak_t);
+}
+
 void title(Plot& p) {
     std::ostringstream& s = p.svg;
     std::string head = "GPU memory over time: " + p.r.path;
     s << "<text x=\"" << kLeft << "\" y=\"24\" class=\"title\">" << xml(head) << "</text>\n";
     std::string sub;
-    if (p.summary.peak_t) {
-        sub = "peak " + human_bytes(p.summary.peak_bytes) + " at " + secs(*p.summary.peak_t);
+    if (p.peak_t) {
+        sub = peak_text(p);
         if (!p.peak_phase.empty()) sub += " in phase \"" + p.peak_phase + "\"";
         if (!p.peak_site.empty()) sub += "; largest site: " + p.peak_site;
     } else {
-        sub = "no GPU memory was ever live";
+        sub = p.tensor_peak ? "no tensor memory was ever live" : "no GPU memory was ever live";
     }
-    sub += " | live at exit " + human_bytes(p.summary.live_bytes_at_exit) + " | " +
-           plural(p.summary.oom_events + p.summary.tensor_oom_events, "OOM event", "OOM events");
+    if (p.tensor_peak && p.summary.peak_t) {
+        sub += " | segments peak " + human_bytes(p.summary.peak_bytes) + " at " + secs(*p.summary.peak_t);
+    }
+    sub += p.tensor_peak ? " | tensors at exit " + human_bytes(p.summary.tensor_live_bytes_at_exit)
+                         : " | live at exit " + human_bytes(p.summary.live_bytes_at_exit);
+    sub += " | " + plural(p.summary.oom_events + p.summary.tensor_oom_events, "OOM event", "OOM events");
     s << "<text x=\"" << kLeft << "\" y=\"46\" class=\"sub\">" << xml(sub) << "</text>\n";
 }
 
@@ -355,10 +375,10 @@ uint64_t highest_under(const Plot& p, double x0, double x1) {
 }
 
 void peak(Plot& p) {
-    if (!p.summary.peak_t) return;
+    if (!p.peak_t) return;
     std::ostringstream& s = p.svg;
-    double xx = p.x(*p.summary.peak_t), yy = p.y(p.summary.peak_bytes);
-    std::string line1 = "peak " + human_bytes(p.summary.peak_bytes) + " at " + secs(*p.summary.peak_t);
+    double xx = p.x(*p.peak_t), yy = p.y(p.peak_bytes);
+    std::string line1 = peak_text(p);
     std::string line2 = p.peak_site.empty() ? "" : "top site: " + p.peak_site;
     std::string line3 = p.peak_phase.empty() ? "" : "in phase: " + p.peak_phase;
     s << "<g id=\"peak\" class=\"peak\"><title>" << xml(line1 + "\n" + line2 + "\n" + line3) << "</title>";

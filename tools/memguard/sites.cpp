@@ -222,8 +222,11 @@ void json_site_frames(report::JsonWriter& j, const SiteFrames& s, const report::
 
 PeakSite top_site_at_peak(const report::Report& r, size_t max_frames) {
     PeakSite out;
-    report::SiteTable table =
-        report::group_by_site(r, report::live_at(r, {report::TimePoint::Peak, 0}), report::KindFilter::Gpu);
+    out.tensors = !r.tensors.empty();
+    const report::TimePoint peak{report::TimePoint::Peak, 0};
+    report::SiteTable table = out.tensors
+                                  ? report::group_tensors_by_site(r, report::tensors_live_at(r, peak))
+                                  : report::group_by_site(r, report::live_at(r, peak), report::KindFilter::Gpu);
     if (table.sites.empty()) return out;
     SiteSymbolizer sym(r, max_frames);
     size_t h = sym.add(table.sites[0].stack_id, table.sites[0].python_stack_id);

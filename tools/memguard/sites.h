@@ -66,10 +66,14 @@ std::string site_label(const SiteFrames& s, const report::Report& r);
 
 /// The largest site of GPU memory live at the run's peak: its label (site_label), bytes, and the
 /// total live then. Empty label when nothing was live. Shared by `merge` and `plot`.
+/// The largest site at the peak: in allocator mode (T records) of the tensor blocks at the tensor
+/// peak (torch.cuda.max_memory_allocated()'s moment, as `top` shows it), else of the GPU blocks
+/// at the GPU peak. Empty label when nothing was live.
 struct PeakSite {
     std::string label;
     uint64_t bytes = 0;
     uint64_t total_bytes = 0;
+    bool tensors = false;
 };
 PeakSite top_site_at_peak(const report::Report& r, size_t max_frames);
 

@@ -221,7 +221,8 @@ I rank, else its position), peak GPU live bytes and when, in allocator mode the 
 (torch.cuda.max_memory_allocated()), live bytes at exit, OOM events (in
 allocator mode memguard's allocator's included; --json gives oom_events and allocator_oom_events
 apart), CUDA bytes freed by garbage collections, the file, and the largest allocation site at its
-peak; then the maximum and the sum over the ranks.
+peak (in allocator mode of the tensor blocks at the tensor peak, as `memguard top` gives it;
+--json: top_site.bytes_of "tensors", else "gpu"); then the maximum and the sum over the ranks.
 
 options:
   --template T  find the reports with the MEMGUARD_OUTPUT template of the run: %r is the rank
@@ -241,7 +242,9 @@ its out-of-memory events among the OOM marks; the phases as
 labelled spans by nesting depth above the chart (the outermost ones shaded behind it), stream
 capture windows, memguard's compile-garbage collections (red lines, with the CUDA bytes they
 freed) and other collections (dashed), compiles (triangles on the time axis), OOM events (red
-crosses), and the peak with its time, its largest allocation site and the phase it fell in.
+crosses), and the peak with its time, its largest allocation site and the phase it fell in (in
+allocator mode the tensor peak and the largest site of the tensor blocks then, as `memguard top`
+gives them; the segments' peak is in the subtitle).
 An .html file embeds the SVG; in a browser every mark shows its figures on hover.
 
 options:
