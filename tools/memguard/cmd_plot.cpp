@@ -298,11 +298,14 @@ void series(Plot& p) {
 }
 
 /// GPU live bytes at `t`: the state after the events before the first one later than `t` (as `top --at`).
+/// The live bytes drawn at time t: the level of the last point at or before it (the first point's
+/// before it). Points are in time order; a binary search, since a run can have many OOM marks.
 uint64_t live_at_time(const Plot& p, int64_t t) {
     const auto& pts = p.tl.points;
-    size_t k = 1;
-    while (k < pts.size() && pts[k].t <= t) ++k;
-    return pts[k - 1].live;
+    if (pts.empty()) return 0;
+    auto it = std::upper_bound(pts.begin() + 1, pts.end(), t,
+                               [](int64_t v, const report::LevelPoint& pt) { return v < pt.t; });
+    return (it - 1)->live;
 }
 
 void events(Plot& p) {
