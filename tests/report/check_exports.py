@@ -321,6 +321,10 @@ def main_plain(cli, golden):
                   [(b["size"], b["state"], b["requested_size"]) for b in small[0]["blocks"]] ==
                   [(1 << 20, "active_allocated", 1000000), (1 << 20, "inactive", 0)],
                   f"alloc_b.mgr: the capture's segment {small}")
+            # Its pool is the one PyTorch named (the T record's 1.2), the others the default (0, 0).
+            check(small and small[0]["segment_pool_id"] == (1, 2) and
+                  all(s["segment_pool_id"] == (0, 0) for s in snap["segments"] if s is not small[0]),
+                  f"alloc_b.mgr: segment pools {[(hex(s['address']), s['segment_pool_id']) for s in snap['segments']]}")
         # A report that lost records (hand-written): a tensor block outside every segment, a segment
         # freed under a live block, its address reused, a block overlapping a live one; and memory
         # that is not the allocator's (a cudaMalloc with no tensor block in it, a cuMemMap). The

@@ -106,7 +106,21 @@ struct Item {
     uint32_t stack_id = 0, python_stack_id = 0, capture_id = 0;
     bool expandable = false;
     uint64_t requested = 0;  // tensor blocks (allocator mode): what PyTorch asked for
+    // Allocator segments: the pool of the tensor blocks in them (the T records' pool, which is
+    // PyTorch's MempoolId_t; (0, 0) for the default pools), once one was seen.
+    std::optional<std::pair<uint64_t, uint64_t>> pool = std::nullopt;
 };
+
+/// A T record's pool ("first.second", "-" for the default pools) as PyTorch's MempoolId_t.
+std::optional<std::pair<uint64_t, uint64_t>> pool_id(const std::string& pool) {
+    if (pool == "-") return std::make_pair(uint64_t{0}, uint64_t{0});
+    const size_t dot = pool.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == pool.size()) return std::nullopt;
+    const std::string a = pool.substr(0, dot), b = pool.substr(dot + 1);
+    auto digits = [](const std::string& x) { return x.find_first_not_of("0123456789") == std::string::npos && x.size() <= 19; };
+    if (!digits(a) || !digits(b)) return std::nullopt;
+    return std::make_pair(std::stoull(a), std::stoull(b));
+}
 
 /// The item of an event, or nothing when the event is not exported: blocks of the GPU kinds on a
 /// device, and mappings of handles on a device. Reservations and handles themselves are address
@@ -257,11 +271,12 @@ AllocatorState allocator_state(const report::Report& r) {
                 ++st.left_out;
                 continue;
             }
-            const Item& s = (--seg)->second.second;
+            Item& s = (--seg)->second.second;
             if (s.device != it.device || it.size > s.size || it.addr - s.addr > s.size - it.size) {
                 ++st.left_out;
                 continue;
             }
+            if (!s.pool) s.pool = pool_id(tb.pool);
             // Live blocks it overlaps (their t was lost) end first, as the reader does for a T at a
             // live address.
             auto next = tensors.lower_bound(key);
@@ -357,7 +372,11 @@ void allocator_segment(report::PickleWriter& p, FrameLists& frames, const Item& 
     p.str("stream").uinteger(seg.stream);
     // memguard's allocator, like PyTorch's, takes 2 MiB segments for its small pool only.
     p.str("segment_type").str(seg.size <= (2u << 20) ? "small" : "large");
-    p.str("segment_pool_id").integer(seg.capture_id).integer(0).tuple2();
+    if (seg.pool) {
+        p.str("segment_pool_id").uinteger(seg.pool->first).uinteger(seg.pool->second).tuple2();
+    } else {
+        p.str("segment_pool_id").integer(seg.capture_id).integer(0).tuple2();
+    }
     p.str("is_expandable").boolean(false);
     p.str("frames");
     frames.write(p, seg.stack_id, seg.python_stack_id);
