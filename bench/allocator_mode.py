@@ -159,6 +159,16 @@ def worker(spec):
     return out
 
 
+def move_process(cpus):
+    """Pins every thread of this process to `cpus`: sched_setaffinity(0) moves the calling thread
+    only, and the helper threads (memguard's report writer, CUDA's) must move with the arm."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:
+            pass  # a thread that just ended
+
+
 def wait_for_go(spec):
     """Marks this worker ready, waits for the start signal; the agreed start time."""
     open(spec["ready_file"], "w").close()
@@ -176,7 +186,7 @@ def steps_together(spec, step_once):
     groups = spec["core_groups"]
     per_slice = []
     for r in range(spec["slices"]):
-        os.sched_setaffinity(0, groups[(spec["index"] + r) % len(groups)])
+        move_process(groups[(spec["index"] + r) % len(groups)])
         start = go + r * spec["slice_s"]
         end = start + 0.85 * spec["slice_s"]
         while time.time() < start:
@@ -203,7 +213,7 @@ def latency_together(spec, torch, dev, out):
         if r % len(SIZES) == 0:
             # Every arm visits every pair of cores in turn: on a virtual machine cores differ in speed.
             groups = spec["core_groups"]
-            os.sched_setaffinity(0, groups[(spec["index"] + r // len(SIZES)) % len(groups)])
+            move_process(groups[(spec["index"] + r // len(SIZES)) % len(groups)])
         start = go + r * spec["slice_s"]
         end = start + 0.9 * spec["slice_s"]  # the last tenth: slack for the slowest arm to stop
         while time.time() < start:

@@ -1,5 +1,6 @@
 #include "track/stamp_clock.h"
 
+#include <atomic>
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
@@ -13,10 +14,12 @@ namespace {
 
 Converter g_converter;
 
+std::atomic<const char*> g_clocksource_file{"/sys/devices/system/clocksource/clocksource0/current_clocksource"};
+
 /// The kernel keeps CLOCK_MONOTONIC with the time-stamp counter.
 bool kernel_uses_tsc() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
-    int fd = ::open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+    int fd = ::open(g_clocksource_file.load(std::memory_order_relaxed), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
     char buf[32] = {};
     ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
@@ -50,32 +53,35 @@ void read_pair(uint64_t* count, int64_t* ns) noexcept {
 
 }  // namespace
 
+void detail::set_clocksource_file(const char* path) noexcept {
+    g_clocksource_file.store(path, std::memory_order_relaxed);
+}
+
 uint64_t monotonic_stamp() noexcept { return static_cast<uint64_t>(monotonic_ns()); }
 
 void init() noexcept {
     static std::once_flag once;
     std::call_once(once, [] {
-        const bool counter = kernel_uses_tsc();
         uint64_t count = 0;
         int64_t ns = 0;
         read_pair(&count, &ns);
-        g_converter.start(counter, count, ns);
-        detail::g_counter = counter;
+        g_converter.start(count, ns);
+        detail::g_counter.store(kernel_uses_tsc(), std::memory_order_relaxed);
     });
 }
 
-void Converter::start(bool counter, uint64_t count, int64_t ns) noexcept {
-    counter_ = counter;
+void Converter::start(uint64_t count, int64_t ns) noexcept {
     base_count_ = last_count_ = count;
     base_ns_ = last_ns_ = ns;
     ns_per_count_ = 1.0;
 }
 
 void Converter::anchor(uint64_t count, int64_t ns) noexcept {
-    if (!counter_ || count <= last_count_ || ns <= last_ns_) return;  // no span: keep the last pair
-    // The rate is measured from the newest pair at least kMinSpanNs older than this one, so the
-    // stamps of a batch lie between the two pairs (CLOCK_MONOTONIC is slewed by NTP; the counter
-    // is not) and the span is long enough for the pairs' reading error not to matter.
+    if (count <= last_count_ || ns <= last_ns_) return;  // no span: keep the last pair
+    // The base moves up to the last pair once that is at least kMinSpanNs older than this one;
+    // until then it stays where it was (at first, the pair of start()). Either way the stamps of
+    // the batch this pair ends lie between the base and this pair, and a span of 10 ms or more
+    // keeps the pairs' reading error out of the rate.
     if (ns - last_ns_ >= kMinSpanNs) {
         base_count_ = last_count_;
         base_ns_ = last_ns_;
@@ -86,16 +92,22 @@ void Converter::anchor(uint64_t count, int64_t ns) noexcept {
 }
 
 int64_t Converter::to_monotonic_ns(uint64_t stamp) const noexcept {
-    if (!counter_) return static_cast<int64_t>(stamp);
+    if ((stamp & kCounterBit) == 0) return static_cast<int64_t>(stamp);
+    const uint64_t count = stamp & ~kCounterBit;
     // Placed back from the later pair (a stamp is older than it). A stamp a little newer than
     // the pair (another CPU's counter, a stamp made while the pair was read) goes forward.
-    const double d = stamp <= last_count_ ? -static_cast<double>(last_count_ - stamp)
-                                          : static_cast<double>(stamp - last_count_);
+    const double d = count <= last_count_ ? -static_cast<double>(last_count_ - count)
+                                          : static_cast<double>(count - last_count_);
     return last_ns_ + static_cast<int64_t>(d * ns_per_count_);
 }
 
 void anchor_now() noexcept {
-    if (!detail::g_counter) return;
+    if (!detail::g_counter.load(std::memory_order_relaxed)) return;
+    if (!kernel_uses_tsc()) {
+        // The kernel gave up the counter (its watchdog found it unstable): new stamps are
+        // CLOCK_MONOTONIC; those already made are converted with the pairs read so far.
+        detail::g_counter.store(false, std::memory_order_relaxed);
+    }
     uint64_t count = 0;
     int64_t ns = 0;
     read_pair(&count, &ns);

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include "cli.h"
 #include "output.h"
@@ -77,6 +78,7 @@ struct Plot {
     size_t peak_events = 0;
     std::string peak_site;
     std::string peak_phase;
+    std::vector<int64_t> max_t;  // the running maximum of tl.points' times (live_at_time)
     int64_t t_max = 1;
     uint64_t y_max = 1;
     int phase_lanes = 0;
@@ -114,6 +116,7 @@ void prepare(Plot& p, size_t frames) {
         }
     }
     for (const report::LevelPoint& pt : p.tl.points) {
+        p.max_t.push_back(p.max_t.empty() ? pt.t : std::max(p.max_t.back(), pt.t));
         p.t_max = std::max(p.t_max, pt.t);
         p.y_max = std::max({p.y_max, pt.live, pt.mapped, pt.reserved, pt.tensor});
     }
@@ -297,15 +300,16 @@ void series(Plot& p) {
       << "\"><title>reserved address space (cuMemAddressReserve)</title></path>\n";
 }
 
-/// GPU live bytes at `t`: the state after the events before the first one later than `t` (as `top --at`).
-/// The live bytes drawn at time t: the level of the last point at or before it (the first point's
-/// before it). Points are in time order; a binary search, since a run can have many OOM marks.
+/// GPU live bytes at `t`: the state after the events before the first one later than `t` (as `top --at`),
+/// that is the level of the point before the first point later than t (the first point's when
+/// none is before it). Points are in file order, which threads recording at once can leave a little
+/// out of time order: the search runs on their running maximum time (Plot::max_t), which is sorted
+/// and first exceeds t where the points first do. A binary search: a run can have many OOM marks.
 uint64_t live_at_time(const Plot& p, int64_t t) {
     const auto& pts = p.tl.points;
     if (pts.empty()) return 0;
-    auto it = std::upper_bound(pts.begin() + 1, pts.end(), t,
-                               [](int64_t v, const report::LevelPoint& pt) { return v < pt.t; });
-    return (it - 1)->live;
+    auto first_later = std::upper_bound(p.max_t.begin() + 1, p.max_t.end(), t);
+    return pts[static_cast<size_t>(first_later - p.max_t.begin()) - 1].live;
 }
 
 void events(Plot& p) {

@@ -64,11 +64,10 @@ std::string site_key(const SiteFrames& s, const report::Report& r);
 /// that are not in libmemguard, libcudart or libc10_cuda (the allocator itself); "(no stack)".
 std::string site_label(const SiteFrames& s, const report::Report& r);
 
-/// The largest site of GPU memory live at the run's peak: its label (site_label), bytes, and the
-/// total live then. Empty label when nothing was live. Shared by `merge` and `plot`.
-/// The largest site at the peak: in allocator mode (T records) of the tensor blocks at the tensor
-/// peak (torch.cuda.max_memory_allocated()'s moment, as `top` shows it), else of the GPU blocks
-/// at the GPU peak. Empty label when nothing was live.
+/// The largest site at the run's peak: its label (site_label), bytes, and the total live then;
+/// in allocator mode (T records) of the tensor blocks at the tensor peak
+/// (torch.cuda.max_memory_allocated()'s moment, as `top` shows it), else of the GPU blocks at the
+/// GPU peak. Empty label when nothing was live. Shared by `merge` and `plot`.
 struct PeakSite {
     std::string label;
     uint64_t bytes = 0;
