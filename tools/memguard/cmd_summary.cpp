@@ -143,7 +143,12 @@ constexpr size_t kOomSitesShown = 5;
 
 void json_peak(report::JsonWriter& j, uint64_t bytes, const std::optional<int64_t>& t);
 
-bool allocator_mode(const report::Report& r) { return !r.tensors.empty() || !r.tensor_ooms.empty(); }
+/// The run had memguard as PyTorch's allocator: the header says so (I allocator memguard), or,
+/// where that record is missing (an allocator installed by hand), tensor blocks or OOMs show it.
+bool allocator_mode(const report::Report& r) {
+    auto it = r.info.find("allocator");
+    return (it != r.info.end() && it->second == "memguard") || !r.tensors.empty() || !r.tensor_ooms.empty();
+}
 
 /// One label per shown o record, per O, in order.
 std::vector<std::vector<std::string>> oom_site_labels(const report::Report& r) {
