@@ -10,8 +10,8 @@
 #include "common/path_template.h"
 #include "memguard/memguard.h"
 #include "track/clock.h"
-#include "track/stamp_clock.h"
 #include "track/line.h"
+#include "track/stamp_clock.h"
 #include "track/unwind.h"
 
 namespace memguard::track {
