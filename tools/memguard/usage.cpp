@@ -93,7 +93,9 @@ In allocator mode (MEMGUARD_ALLOCATOR=memguard, format 1.5) the GPU view shows t
 that memguard's allocator handed to PyTorch (what torch.cuda.memory_allocated() counts), by the
 sites of the tensor allocations, each with the bytes PyTorch requested next to the block sizes;
 --at peak is then the peak of that tensor memory. --segments (or another --kind) shows the
-segments the allocator took with cudaMalloc instead (torch.cuda.memory_reserved()).
+segments the allocator took with cudaMalloc instead (torch.cuda.memory_reserved()). The JSON
+says which: "view" ("tensors" or "segments", allocator mode only) and, for --kind gpu,
+"bytes_of" ("tensors" or "gpu", as diff, phases and merge say it).
 
 options:
   --at WHEN      peak (default): when live GPU memory first reached its maximum;
