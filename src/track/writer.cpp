@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <new>
+#include <type_traits>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -90,51 +91,63 @@ void ReportWriter::append_lost_locked() noexcept {
     if (lost_ == 0) return;
     Line u('U');
     u.sdec(clock_()).sdec(lost_since_).dec(lost_);
-    try {
-        buffer_.append(u.finish());
-        lost_ = 0;
-    } catch (...) {
-        // Still out of memory: the count waits for the next flush.
-    }
+    // Still out of memory: the count waits for the next flush.
+    if (buffer_.append(u.finish())) lost_ = 0;
 }
 
 void ReportWriter::append_packed(PackedFormat format, const void* payload, uint32_t bytes) noexcept {
     if (bytes > kMaxPackedBytes) bytes = kMaxPackedBytes;
-    char rec[kPackedHeader + kMaxPackedBytes];
-    rec[0] = kPackedMarker;
-    rec[1] = static_cast<char>(bytes);
-    std::memcpy(rec + 2, &format, sizeof format);
-    std::memcpy(rec + kPackedHeader, payload, bytes);
-    append_bytes(std::string_view(rec, kPackedHeader + bytes), true);
+    append_locked(kPackedHeader + bytes, true, 1, [&](char* at) {
+        at[0] = kPackedMarker;
+        at[1] = static_cast<char>(bytes);
+        std::memcpy(at + 2, &format, sizeof format);
+        std::memcpy(at + kPackedHeader, payload, bytes);
+    });
 }
 
 void ReportWriter::append_bytes(std::string_view bytes, bool packed) noexcept {
+    // A text record must end its line: a packed record is recognized only at a line's start.
+    const bool newline = !packed && !bytes.empty() && bytes.back() != '\n';
+    const auto lines = [&] {
+        const auto n = static_cast<uint64_t>(std::count(bytes.begin(), bytes.end(), '\n'));
+        return packed || n == 0 ? uint64_t{1} : n;
+    };
+    append_locked(bytes.size() + (newline ? 1 : 0), packed, lines, [&](char* at) {
+        if (!bytes.empty()) std::memcpy(at, bytes.data(), bytes.size());
+        if (newline) at[bytes.size()] = '\n';
+    });
+}
+
+template <typename Lines, typename Fill>
+void ReportWriter::append_locked(size_t n, bool packed, Lines lines, Fill fill) noexcept {
     bool wake = false;
     bool first_drop = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        size_t before = buffer_.size();
-        try {
-            buffer_.append(bytes.data(), bytes.size());
-            // A text record must end its line: a packed record is recognized only at a line's start.
-            if (!packed && !bytes.empty() && bytes.back() != '\n') buffer_.push_back('\n');
+        const size_t before = buffer_.size();
+        if (char* at = buffer_.extend(n)) {
+            fill(at);
             has_packed_ = has_packed_ || packed;
             wake = before < kWakeThreshold && buffer_.size() >= kWakeThreshold;
-        } catch (...) {
+        } else {
             // Host memory is exhausted. The hooks calling this run inside the host's CUDA calls
             // and PyTorch's noexcept deleters, where an exception would end the program: the
             // records are dropped instead and counted (a U record), and the log says once (not
             // under this lock, which a freeing thread may wait for) that the report is incomplete.
-            buffer_.resize(before);
-            const auto lines = static_cast<uint64_t>(std::count(bytes.begin(), bytes.end(), '\n'));
-            first_drop = note_dropped_locked(packed || lines == 0 ? 1 : lines);
+            uint64_t dropped = 1;
+            if constexpr (std::is_invocable_v<Lines>) {
+                dropped = lines();
+            } else {
+                dropped = lines;
+            }
+            first_drop = note_dropped_locked(dropped);
         }
     }
     if (first_drop) log_dropped();
     if (wake) cv_.notify_one();
 }
 
-bool ReportWriter::write_formatted(const std::string& raw) {
+bool ReportWriter::write_formatted(std::string_view raw) {
     // Text runs go out as they are; packed records are formatted into chunk_, which is written
     // out before it could run out of room, so it keeps its capacity and formatting allocates
     // nothing (a record's text is at most Line::kCapacity).
@@ -236,7 +249,7 @@ void ReportWriter::write_pending(bool heartbeat) {
     std::lock_guard<std::mutex> io(io_mu_);
     // The buffer the hooks append to next is the one written last time, emptied: it keeps its
     // capacity, so appending does not grow (reallocate and copy) a fresh string after every flush.
-    std::string out = std::move(spare_);
+    ByteBuffer out = std::move(spare_);
     out.clear();
     bool packed = false;
     {
@@ -249,17 +262,14 @@ void ReportWriter::write_pending(bool heartbeat) {
             append_lost_locked();
             Line hb('H');
             hb.sdec(clock_());
-            try {
-                buffer_.append(hb.finish());
-            } catch (...) {
-                // Out of host memory: this flush goes without its heartbeat (append's comment).
-            }
+            // Out of host memory, this flush goes without its heartbeat (append's comment).
+            (void)buffer_.append(hb.finish());
         }
         out.swap(buffer_);
         packed = has_packed_;
         has_packed_ = false;
     }
-    if (fd_ >= 0 && !io_failed_ && !(packed ? write_formatted(out) : write_all(out.data(), out.size()))) {
+    if (fd_ >= 0 && !io_failed_ && !(packed ? write_formatted(out.view()) : write_all(out.data(), out.size()))) {
         io_failed_ = true;
         MG_LOG_WARN("writing the report '{}' failed ({}); recording continues but is no longer saved", path_,
                     std::strerror(errno));
@@ -310,10 +320,8 @@ void ReportWriter::reset_in_child() {
     fd_ = -1;
     io_failed_ = false;
     path_.clear();
-    buffer_.clear();
-    buffer_.shrink_to_fit();
-    spare_.clear();
-    spare_.shrink_to_fit();
+    buffer_.release();
+    spare_.release();
     chunk_.clear();
     chunk_.shrink_to_fit();
     dropped_ = false;

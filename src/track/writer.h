@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "track/byte_buffer.h"
+
 namespace memguard::track {
 
 class ReportWriter {
@@ -77,25 +79,29 @@ private:
     void write_pending(bool heartbeat = true);
     bool write_all(const char* data, size_t n);
     void append_bytes(std::string_view bytes, bool packed) noexcept;
+    /// Appends `n` bytes that `fill(at)` writes, under mu_; when the memory cannot be had, counts
+    /// `lines` (a number, or a function giving it) records as lost instead.
+    template <typename Lines, typename Fill>
+    void append_locked(size_t n, bool packed, Lines lines, Fill fill) noexcept;
     /// With mu_ held: `records` were dropped. True the first time: the caller logs it once it
     /// has released mu_.
     bool note_dropped_locked(uint64_t records) noexcept;
     /// With mu_ held: appends the U record of the records dropped since the last one, if any.
     void append_lost_locked() noexcept;
     /// Writes `raw` with its packed records formatted, in order; false when a write failed.
-    bool write_formatted(const std::string& raw);
+    bool write_formatted(std::string_view raw);
 
     Clock clock_;
     mutable std::mutex mu_;  // guards buffer_, stop_, dropped_, lost_, lost_since_, has_packed_
     std::condition_variable cv_;
-    std::string buffer_;
+    ByteBuffer buffer_;
     bool stop_ = false;
     bool dropped_ = false;     // records were ever dropped
     uint64_t lost_ = 0;        // records dropped and not yet reported in a U record
     int64_t lost_since_ = 0;   // when the first of them was dropped
     bool has_packed_ = false;  // buffer_ holds packed records
     std::mutex io_mu_;  // serializes write(2) calls on fd_; guards spare_ and chunk_
-    std::string spare_;  // the last written buffer, empty, for buffer_ to take over
+    ByteBuffer spare_;  // the last written buffer, empty, for buffer_ to take over
     static constexpr size_t kChunk = 64 << 10;
     std::string chunk_;  // formatted packed records on their way to the file
     int fd_ = -1;
