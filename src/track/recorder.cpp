@@ -154,7 +154,7 @@ int Recorder::capture_stack(uintptr_t* ips) const noexcept {
     return keep;
 }
 
-bool Recorder::ensure_started() {
+bool Recorder::start_recording() {
     State s = state_.load(std::memory_order_acquire);
     if (s == State::Recording) return true;
     if (s != State::Idle) return false;

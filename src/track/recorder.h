@@ -198,7 +198,11 @@ private:
     enum class State { Off, Idle, Recording, Failed, Finished };
 
     Recorder();
-    bool ensure_started();
+    bool ensure_started() {
+        // On every record: the started case inline, the first start (and a failed one) out of line.
+        return state_.load(std::memory_order_acquire) == State::Recording || start_recording();
+    }
+    bool start_recording();
     void write_header();
     uint32_t intern(const uintptr_t* ips, int n);
     /// Warm-up retention: blocks allocated since the last capture ended that are still live and
