@@ -70,11 +70,16 @@ void allocator_after_fork() {
 /// The allocator, created on first use: at PyTorch's CUDA initialization (init hook, with the
 /// device count) or, when used by hand without the hooks, at the first call. Never destroyed:
 /// frees may arrive during process teardown.
+alloc::CachingAllocator* create_allocator(int device_count);
+
 alloc::CachingAllocator* get_allocator(int device_count = -1) {
     alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire);
-    if (a) return a;
+    return a ? a : create_allocator(device_count);  // on every allocation: the created case inline
+}
+
+alloc::CachingAllocator* create_allocator(int device_count) {
     std::lock_guard<std::mutex> lock(g_create_mu);
-    a = g_allocator.load(std::memory_order_acquire);
+    alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire);
     if (a) return a;
     int n = device_count > 0 ? device_count : real_device_count();
     if (n <= 0) return nullptr;

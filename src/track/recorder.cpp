@@ -117,9 +117,8 @@ int first_in(const TextRange& r, const uintptr_t* ips, int from, int n) noexcept
 
 }  // namespace
 
-int Recorder::capture_stack(uintptr_t* ips) const noexcept {
-    int depth = config_.stack_depth;
-    if (depth <= 0) return 0;
+int Recorder::unwind_stack(uintptr_t* ips) const noexcept {
+    const int depth = config_.stack_depth;
     // Each unwound frame costs the same and unwinding is most of a stack's cost: ask for the kept
     // depth and a few of memguard's own frames on top, and unwind in full only when more of
     // those were there. The frames kept are the same either way.

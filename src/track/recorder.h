@@ -40,7 +40,9 @@ public:
 
     /// Captures the caller's native stack into ips (capacity kStackCapacity), with memguard's own
     /// leading frames removed, cut to the configured depth. Returns the number of frames.
-    int capture_stack(uintptr_t* ips) const noexcept;
+    int capture_stack(uintptr_t* ips) const noexcept {
+        return config_.stack_depth > 0 ? unwind_stack(ips) : 0;  // MEMGUARD_STACK_DEPTH=0: inline
+    }
     static constexpr int kStackCapacity = Config::kMaxStackDepth + 32;
     /// memguard's own frames expected on top of a hook's stack (a deeper hook path unwinds twice).
     static constexpr int kSelfFrameSlack = 8;
@@ -125,7 +127,12 @@ public:
     /// (`I allocator memguard`), in its header or, when it already exists, right away.
     void set_allocator_mode();
     /// Starts the report and interns a native stack; 0 when nothing is recorded or n is 0.
-    uint32_t intern_stack(const uintptr_t* ips, int n);
+    uint32_t intern_stack(const uintptr_t* ips, int n) {
+        // The report is started even without a native stack: the Python stack provider, asked
+        // next, appends its records to a started report only.
+        if (!ensure_started() || n <= 0) return 0;
+        return intern(ips, n);
+    }
     /// The calling thread's Python stack id from the provider; 0 when none.
     uint32_t python_stack_id() const noexcept { return python_stack(); }
     /// Like record_alloc, with stacks interned by the caller (the allocator's segments carry the
@@ -203,6 +210,8 @@ private:
         return state_.load(std::memory_order_acquire) == State::Recording || start_recording();
     }
     bool start_recording();
+    /// capture_stack with a depth above 0.
+    int unwind_stack(uintptr_t* ips) const noexcept;
     void write_header();
     uint32_t intern(const uintptr_t* ips, int n);
     /// Warm-up retention: blocks allocated since the last capture ended that are still live and

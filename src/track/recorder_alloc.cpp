@@ -24,13 +24,6 @@ void Recorder::set_allocator_mode() {
     }
 }
 
-uint32_t Recorder::intern_stack(const uintptr_t* ips, int n) {
-    // The report is started even without a native stack: the Python stack provider, asked next,
-    // appends its records to a started report only.
-    if (!ensure_started() || n <= 0) return 0;
-    return intern(ips, n);
-}
-
 namespace {
 
 // T and t are written on every tensor allocation and free: the hook packs their numbers and the
