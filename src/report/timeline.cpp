@@ -9,31 +9,32 @@ namespace memguard::report {
 
 namespace {
 
-void fill_block_max(Timeline& tl) {
+void fill_block_max(Timeline& tl, Series series, std::vector<uint64_t>& out) {
     size_t n = tl.points.size();
-    tl.block_max.assign((n + Timeline::kBlock - 1) / Timeline::kBlock, 0);
+    out.assign((n + Timeline::kBlock - 1) / Timeline::kBlock, 0);
     for (size_t i = 0; i < n; ++i) {
-        uint64_t& m = tl.block_max[i / Timeline::kBlock];
-        m = std::max(m, tl.points[i].live);
+        uint64_t& m = out[i / Timeline::kBlock];
+        m = std::max(m, tl.level(i, series));
     }
 }
 
 }  // namespace
 
-std::pair<uint64_t, size_t> Timeline::max_live(size_t from, size_t to) const {
+std::pair<uint64_t, size_t> Timeline::max_level(size_t from, size_t to, Series series) const {
+    const std::vector<uint64_t>& blocks = series == Series::Tensors ? tensor_block_max : block_max;
     to = std::min(to, points.size() - 1);
     from = std::min(from, to);
-    uint64_t best = points[from].live;
+    uint64_t best = level(from, series);
     size_t at = from;
     size_t i = from;
     while (i <= to) {
         // Skip whole blocks that cannot beat the best so far.
-        if (i % kBlock == 0 && i + kBlock - 1 <= to && block_max[i / kBlock] <= best) {
+        if (i % kBlock == 0 && i + kBlock - 1 <= to && i / kBlock < blocks.size() && blocks[i / kBlock] <= best) {
             i += kBlock;
             continue;
         }
-        if (points[i].live > best) {
-            best = points[i].live;
+        if (level(i, series) > best) {
+            best = level(i, series);
             at = i;
         }
         ++i;
@@ -41,9 +42,8 @@ std::pair<uint64_t, size_t> Timeline::max_live(size_t from, size_t to) const {
     return {best, at};
 }
 
-Timeline build_timeline(const Report& r, Series series) {
+Timeline build_timeline(const Report& r) {
     Timeline tl;
-    tl.series = series;
     tl.has_vmm = !r.reservations.empty() || !r.handles.empty() || !r.mappings.empty();
     tl.has_tensors = !r.tensors.empty();
     tl.points.reserve(r.events.size() + 1);
@@ -51,15 +51,15 @@ Timeline build_timeline(const Report& r, Series series) {
     tl.points.push_back(LevelPoint{});
     while (walk.step()) {
         const Levels& l = walk.levels();
-        const uint64_t live = series == Series::Tensors ? l.tensor_bytes : l.gpu_bytes;
         tl.points.push_back(
-            LevelPoint{r.events[walk.applied() - 1].t, live, l.mapped_bytes, l.reserved_bytes, l.tensor_bytes});
+            LevelPoint{r.events[walk.applied() - 1].t, l.gpu_bytes, l.mapped_bytes, l.reserved_bytes, l.tensor_bytes});
     }
-    fill_block_max(tl);
+    fill_block_max(tl, Series::Gpu, tl.block_max);
+    if (tl.has_tensors) fill_block_max(tl, Series::Tensors, tl.tensor_block_max);
     return tl;
 }
 
-std::vector<PhaseStats> phase_stats(const Report& r, const Timeline& tl) {
+std::vector<PhaseStats> phase_stats(const Report& r, const Timeline& tl, Series series) {
     std::vector<PhaseStats> out;
     out.reserve(r.phases.size());
     std::map<std::string, uint32_t> seen;  // name -> phases so far
@@ -89,20 +89,20 @@ std::vector<PhaseStats> phase_stats(const Report& r, const Timeline& tl) {
             s.parent = q.id;
         }
         open.push_back(i);
-        s.entry_bytes = tl.points[std::min(begin, tl.points.size() - 1)].live;
-        auto [peak, at] = tl.max_live(begin, end);
+        s.entry_bytes = tl.level(std::min(begin, tl.points.size() - 1), series);
+        auto [peak, at] = tl.max_level(begin, end, series);
         s.peak_bytes = peak;
         s.peak_events = at;
         s.peak_t = std::max(p.t_begin, tl.points[at].t);
-        s.exit_bytes = tl.points[std::min(end, tl.points.size() - 1)].live;
+        s.exit_bytes = tl.level(std::min(end, tl.points.size() - 1), series);
         s.t_end = p.t_end ? *p.t_end : r.end_t;
         out.push_back(s);
     }
     return out;
 }
 
-uint64_t live_at_mark(const Mark& m, const Timeline& tl) {
-    return tl.points[std::min(m.events_before, tl.points.size() - 1)].live;
+uint64_t live_at_mark(const Mark& m, const Timeline& tl, Series series) {
+    return tl.level(std::min(m.events_before, tl.points.size() - 1), series);
 }
 
 }  // namespace memguard::report

@@ -166,7 +166,7 @@ TEST(Phases, RangeMaximumMatchesALinearScan) {
                     at = k;
                 }
             }
-            auto [peak, where] = tl.max_live(from, to);
+            auto [peak, where] = tl.max_level(from, to, memguard::report::Series::Gpu);
             EXPECT_EQ(peak, best) << from << ".." << to;
             EXPECT_EQ(where, at) << from << ".." << to;
         }
@@ -182,9 +182,57 @@ TEST(Phases, RangeMaximumFindsAPeakOneByteAboveTheRest) {
     }
     Report r = parse(body + "Z 99999\n");
     Timeline tl = build_timeline(r);
-    auto [peak, at] = tl.max_live(0, tl.points.size() - 1);
+    auto [peak, at] = tl.max_level(0, tl.points.size() - 1, memguard::report::Series::Gpu);
     EXPECT_EQ(peak, 1002u);
     EXPECT_EQ(tl.points[at].t, 1501);
+}
+
+TEST(Phases, RangeMaximumOfTheTensorSeriesMatchesAScan) {
+    // Allocator mode: tensor blocks of varying sizes in one segment, over several blocks of the
+    // index; the tensor series' maximum over ranges agrees with a scan of the points.
+    std::string body = "I format_minor 5\nI allocator memguard\n" + alloc(0, "100000000", 1 << 30);
+    uint64_t x = 7;
+    std::vector<uint64_t> live;
+    for (int i = 1; i < 5000; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const std::string t = std::to_string(i);
+        if (!live.empty() && (x >> 40) % 3 == 0) {
+            char addr[32];
+            std::snprintf(addr, sizeof addr, "%llx", static_cast<unsigned long long>(live.back()));
+            body += "t " + t + " 1 " + addr + " 0\n";
+            live.pop_back();
+        } else {
+            const uint64_t a = 0x100000000ull + 0x10000ull * static_cast<uint64_t>(i);
+            char addr[32];
+            std::snprintf(addr, sizeof addr, "%llx", static_cast<unsigned long long>(a));
+            const std::string size = std::to_string(512 * ((x >> 33) % 64 + 1));
+            body += "T " + t + " 1 " + addr + " " + size + " " + size + " 0 0 0 0 0 -\n";
+            live.push_back(a);
+        }
+    }
+    Report r = parse(body + "Z 99999\n");
+    Timeline tl = build_timeline(r);
+    ASSERT_TRUE(tl.has_tensors);
+    const size_t last = tl.points.size() - 1;
+    for (size_t from : {size_t{0}, size_t{1}, size_t{1023}, size_t{1024}, size_t{2500}}) {
+        for (size_t to : {from, from + 1, from + 1024, from + 2047, last}) {
+            if (to > last || to < from) continue;
+            uint64_t best = tl.points[from].tensor;
+            size_t at = from;
+            for (size_t k = from; k <= to; ++k) {
+                if (tl.points[k].tensor > best) {
+                    best = tl.points[k].tensor;
+                    at = k;
+                }
+            }
+            auto [peak, where] = tl.max_level(from, to, Series::Tensors);
+            EXPECT_EQ(peak, best) << from << ".." << to;
+            EXPECT_EQ(where, at) << from << ".." << to;
+            if (to >= 1) {
+                EXPECT_EQ(tl.max_level(from, to, Series::Gpu).first, uint64_t{1} << 30) << "the segment's series";
+            }
+        }
+    }
 }
 
 // --- the pickle writer -----------------------------------------------------------------------

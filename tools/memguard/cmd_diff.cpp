@@ -45,7 +45,7 @@ bool tensor_view(const Side& a, const Side& b, const Args& args) {
 /// peak), or of the GPU blocks (in allocator mode, the segments; the GPU peak).
 void find_phases_and_sites(Side& s, bool tensors, size_t frames) {
     const report::Series series = tensors ? report::Series::Tensors : report::Series::Gpu;
-    s.phases = report::phase_stats(s.r, report::build_timeline(s.r, series));
+    s.phases = report::phase_stats(s.r, report::build_timeline(s.r), series);
     const report::TimePoint peak{report::TimePoint::Peak, 0};
     report::SiteTable table = tensors ? report::group_tensors_by_site(s.r, report::tensors_live_at(s.r, peak))
                                       : report::group_by_site(s.r, report::live_at(s.r, peak), report::KindFilter::Gpu);
@@ -294,7 +294,7 @@ void print_json(const Side& a, const Side& b, const Args& args, bool tensors) {
     j.key("a").value(a.r.path);
     j.key("b").value(b.r.path);
     // What the bytes of the phases and sites are of: "tensors" (both runs in allocator mode), else "gpu".
-    j.key("bytes_of").value(tensors ? "tensors" : "gpu");
+    j.key("bytes_of").value(report::series_name(tensors ? report::Series::Tensors : report::Series::Gpu));
     j.key("totals").begin_object();
     for (const Row& row : total_rows(a, b)) {
         j.key(json_key(row.label)).begin_object();

@@ -20,21 +20,21 @@ std::string phase_name(const report::Phase& p, int depth) {
 }
 
 /// What the byte figures are of, in allocator mode (empty otherwise).
-std::string bytes_note(const report::Report& r, const report::Timeline& tl) {
+std::string bytes_note(const report::Report& r, report::Series series) {
     if (r.tensors.empty()) return "";
-    return tl.series == report::Series::Tensors
+    return series == report::Series::Tensors
                ? "Bytes: tensor blocks of memguard's allocator (torch.cuda.memory_allocated(); "
                  "--segments: its segments)\n"
                : "Bytes: the segments of memguard's allocator (torch.cuda.memory_reserved())\n";
 }
 
-void print_phases(const report::Report& r, const report::Timeline& tl, const std::vector<report::PhaseStats>& stats) {
+void print_phases(const report::Report& r, report::Series series, const std::vector<report::PhaseStats>& stats) {
     size_t unended = 0;
     for (const report::Phase& p : r.phases) unended += p.t_end ? 0 : 1;
     std::printf("Phases in %s: %s", r.path.c_str(), plural(r.phases.size(), "phase", "phases").c_str());
     if (unended != 0) std::printf(" (%zu never ended)", unended);
     std::printf(", %s%s\n%s", plural(r.marks.size(), "mark", "marks").c_str(), format_note(r, 4).c_str(),
-                bytes_note(r, tl).c_str());
+                bytes_note(r, series).c_str());
     if (stats.empty()) return;
     std::printf("\n%5s %9s %10s %10s %10s %11s %10s  %-10s %8s  %s\n", "id", "begin s", "duration s", "entry",
                 "peak", "incr. peak", "exit", "source", "thread", "name");
@@ -50,21 +50,19 @@ void print_phases(const report::Report& r, const report::Timeline& tl, const std
     if (unended != 0) std::printf("\n+: never ended; measured to the end of the report\n");
 }
 
-void print_marks(const report::Report& r, const report::Timeline& tl) {
+void print_marks(const report::Report& r, const report::Timeline& tl, report::Series series) {
     std::printf("Marks in %s: %s%s\n%s", r.path.c_str(), plural(r.marks.size(), "mark", "marks").c_str(),
-                format_note(r, 4).c_str(), bytes_note(r, tl).c_str());
+                format_note(r, 4).c_str(), bytes_note(r, series).c_str());
     if (r.marks.empty()) return;
     std::printf("\n%9s %10s  %-10s %8s  %s\n", "time s", "live", "source", "thread", "name");
     for (const report::Mark& m : r.marks) {
         std::printf("%9s %10s  %-10s %8llu  %s\n", report::seconds_fixed3(m.t).c_str(),
-                    human_bytes(report::live_at_mark(m, tl)).c_str(), report::phase_source_name(m.source),
+                    human_bytes(report::live_at_mark(m, tl, series)).c_str(), report::phase_source_name(m.source),
                     static_cast<unsigned long long>(m.tid), m.name.c_str());
     }
 }
 
-const char* bytes_of(const report::Timeline& tl) { return tl.series == report::Series::Tensors ? "tensors" : "gpu"; }
-
-void json_phases(const report::Report& r, const report::Timeline& tl, const std::vector<report::PhaseStats>& stats) {
+void json_phases(const report::Report& r, report::Series series, const std::vector<report::PhaseStats>& stats) {
     report::JsonWriter j;
     j.begin_array();
     for (const report::PhaseStats& s : stats) {
@@ -91,14 +89,14 @@ void json_phases(const report::Report& r, const report::Timeline& tl, const std:
         j.key("incremental_peak_bytes").value(s.incremental_peak());
         j.key("peak_t").number(report::seconds_exact(s.peak_t));
         j.key("exit_bytes").value(s.exit_bytes);
-        j.key("bytes_of").value(bytes_of(tl));
+        j.key("bytes_of").value(report::series_name(series));
         j.end_object();
     }
     j.end_array();
     std::cout << j.str();
 }
 
-void json_marks(const report::Report& r, const report::Timeline& tl) {
+void json_marks(const report::Report& r, const report::Timeline& tl, report::Series series) {
     report::JsonWriter j;
     j.begin_array();
     for (const report::Mark& m : r.marks) {
@@ -107,8 +105,8 @@ void json_marks(const report::Report& r, const report::Timeline& tl) {
         j.key("thread").value(m.tid);
         j.key("source").value(report::phase_source_name(m.source));
         j.key("name").value(m.name);
-        j.key("live_bytes").value(report::live_at_mark(m, tl));
-        j.key("bytes_of").value(bytes_of(tl));
+        j.key("live_bytes").value(report::live_at_mark(m, tl, series));
+        j.key("bytes_of").value(report::series_name(series));
         j.end_object();
     }
     j.end_array();
@@ -120,22 +118,23 @@ void json_marks(const report::Report& r, const report::Timeline& tl) {
 int run_phases(const Args& args) {
     report::Report r = report::load_report(args.file);
     print_warnings(r.warnings);
-    const bool tensors = !r.tensors.empty() && !args.segments;
-    report::Timeline tl = report::build_timeline(r, tensors ? report::Series::Tensors : report::Series::Gpu);
+    const report::Series series =
+        !r.tensors.empty() && !args.segments ? report::Series::Tensors : report::Series::Gpu;
+    report::Timeline tl = report::build_timeline(r);
     std::cout.flush();
     if (args.marks) {
         if (args.json) {
-            json_marks(r, tl);
+            json_marks(r, tl, series);
         } else {
-            print_marks(r, tl);
+            print_marks(r, tl, series);
         }
         return kExitOk;
     }
-    std::vector<report::PhaseStats> stats = report::phase_stats(r, tl);
+    std::vector<report::PhaseStats> stats = report::phase_stats(r, tl, series);
     if (args.json) {
-        json_phases(r, tl, stats);
+        json_phases(r, series, stats);
     } else {
-        print_phases(r, tl, stats);
+        print_phases(r, series, stats);
     }
     return kExitOk;
 }

@@ -107,7 +107,7 @@ void prepare(Plot& p, size_t frames) {
     const report::Report& r = p.r;
     p.tl = report::build_timeline(r);
     // In allocator mode the phase figures are of the tensor bytes, as `memguard phases` gives them.
-    p.phases = report::phase_stats(r, p.tl.has_tensors ? report::build_timeline(r, report::Series::Tensors) : p.tl);
+    p.phases = report::phase_stats(r, p.tl, p.tl.has_tensors ? report::Series::Tensors : report::Series::Gpu);
     p.summary = report::summarize(r);
     p.t_max = std::max<int64_t>(r.end_t, 1);
     for (const report::PhaseStats& s : p.phases) {

@@ -95,10 +95,11 @@ void counters(TraceWriter& w, const report::Report& r, const report::Timeline& t
     (void)r;
 }
 
-/// `tl`: the timeline of the phases' and marks' bytes (in allocator mode the tensor bytes, as
-/// `memguard phases` gives them).
-void phases(TraceWriter& w, const report::Report& r, const report::Timeline& tl, std::set<uint64_t>& tids) {
-    std::vector<report::PhaseStats> stats = report::phase_stats(r, tl);
+/// The phases' and marks' bytes are of `series` (in allocator mode the tensor bytes, as `memguard
+/// phases` gives them).
+void phases(TraceWriter& w, const report::Report& r, const report::Timeline& tl, report::Series series,
+            std::set<uint64_t>& tids) {
+    std::vector<report::PhaseStats> stats = report::phase_stats(r, tl, series);
     for (const report::PhaseStats& s : stats) {
         const report::Phase& p = r.phases[s.index];
         bool range = p.source == report::PhaseSource::NvtxRange;
@@ -109,7 +110,7 @@ void phases(TraceWriter& w, const report::Report& r, const report::Timeline& tl,
             j.key("peak_bytes").value(s.peak_bytes);
             j.key("incremental_peak_bytes").value(s.incremental_peak());
             j.key("exit_bytes").value(s.exit_bytes);
-            j.key("bytes_of").value(tl.series == report::Series::Tensors ? "tensors" : "gpu");
+            j.key("bytes_of").value(report::series_name(series));
             j.key("ended").value(p.t_end.has_value());
             j.end_object();
         };
@@ -131,7 +132,7 @@ void phases(TraceWriter& w, const report::Report& r, const report::Timeline& tl,
     for (const report::Mark& m : r.marks) {
         report::JsonWriter& j = w.event(m.name, "i", m.t, m.tid, "mark");
         j.key("s").value("t");
-        j.key("args").begin_object().key("live_bytes").value(report::live_at_mark(m, tl)).end_object();
+        j.key("args").begin_object().key("live_bytes").value(report::live_at_mark(m, tl, series)).end_object();
         w.end();
         tids.insert(m.tid);
     }
@@ -191,7 +192,7 @@ std::string perfetto_json(const report::Report& r) {
     report::Timeline tl = report::build_timeline(r);
     std::set<uint64_t> tids;
     counters(w, r, tl, pid);
-    phases(w, r, tl.has_tensors ? report::build_timeline(r, report::Series::Tensors) : tl, tids);
+    phases(w, r, tl, tl.has_tensors ? report::Series::Tensors : report::Series::Gpu, tids);
     captures(w, r, tids);
     collections(w, r);
     for (uint64_t tid : tids) {
