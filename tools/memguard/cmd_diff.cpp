@@ -46,9 +46,7 @@ bool tensor_view(const Side& a, const Side& b, const Args& args) {
 void find_phases_and_sites(Side& s, bool tensors, size_t frames) {
     const report::Series series = tensors ? report::Series::Tensors : report::Series::Gpu;
     s.phases = report::phase_stats(s.r, report::build_timeline(s.r), series);
-    const report::TimePoint peak{report::TimePoint::Peak, 0};
-    report::SiteTable table = tensors ? report::group_tensors_by_site(s.r, report::tensors_live_at(s.r, peak))
-                                      : report::group_by_site(s.r, report::live_at(s.r, peak), report::KindFilter::Gpu);
+    report::SiteTable table = site_table_at_peak(s.r, tensors);
     SiteSymbolizer sym(s.r, frames);
     std::vector<size_t> handles;
     for (const report::Site& site : table.sites) handles.push_back(sym.add(site.stack_id, site.python_stack_id));

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "report/json.h"
+#include "report/timeline.h"
 #include "report/units.h"
 #include "sites.h"
 
@@ -187,7 +188,7 @@ void print_json(const std::vector<RankRow>& rows, const RankRow& max, const Rank
             j.key("site").value(r.top_site);
             j.key("bytes").value(r.top_site_bytes);
             // "tensors" in allocator mode: the site of the tensor blocks at the tensor peak, as `top` gives it.
-            j.key("bytes_of").value(r.tensors ? "tensors" : "gpu");
+            j.key("bytes_of").value(report::series_name(r.tensors ? report::Series::Tensors : report::Series::Gpu));
             j.end_object();
         }
         j.end_object();

@@ -70,9 +70,8 @@ struct Plot {
     report::Timeline tl;
     std::vector<report::PhaseStats> phases;
     report::Summary summary;
-    // The peak the note marks: in allocator mode the tensor bytes' (torch.cuda.max_memory_allocated),
-    // as `top` and `phases` answer there; otherwise the GPU bytes'.
-    bool tensor_peak = false;
+    // The peak the note marks: in allocator mode (tl.has_tensors) the tensor bytes'
+    // (torch.cuda.max_memory_allocated), as `top` and `phases` answer there; otherwise the GPU bytes'.
     std::optional<int64_t> peak_t;
     uint64_t peak_bytes = 0;
     size_t peak_events = 0;
@@ -123,10 +122,9 @@ void prepare(Plot& p, size_t frames) {
     // Headroom above the highest value, so the peak and its note are not on the frame.
     p.y_max += p.y_max / 4;
     for (const report::PhaseStats& s : p.phases) p.phase_lanes = std::max(p.phase_lanes, phase_lane(p, s) + 1);
-    p.tensor_peak = p.tl.has_tensors;
-    p.peak_t = p.tensor_peak ? p.summary.tensor_peak_t : p.summary.peak_t;
-    p.peak_bytes = p.tensor_peak ? p.summary.tensor_peak_bytes : p.summary.peak_bytes;
-    p.peak_events = p.tensor_peak ? p.summary.tensor_peak_events : p.summary.peak_events;
+    p.peak_t = p.tl.has_tensors ? p.summary.tensor_peak_t : p.summary.peak_t;
+    p.peak_bytes = p.tl.has_tensors ? p.summary.tensor_peak_bytes : p.summary.peak_bytes;
+    p.peak_events = p.tl.has_tensors ? p.summary.tensor_peak_events : p.summary.peak_events;
     if (p.peak_t) {
         PeakSite top = top_site_at_peak(r, frames);  // the tensor blocks' in allocator mode, as here
         if (!top.label.empty()) {
@@ -151,7 +149,7 @@ void prepare(Plot& p, size_t frames) {
 
 /// "peak 2.75 GiB at 1.600 s", or in allocator mode "tensor peak 16.00 MiB at 0.350 s".
 std::string peak_text(const Plot& p) {
-    return std::string(p.tensor_peak ? "tensor peak " : "peak ") + human_bytes(p.peak_bytes) + " at " + secs(*p.peak_t);
+    return std::string(p.tl.has_tensors ? "tensor peak " : "peak ") + human_bytes(p.peak_bytes) + " at " + secs(*p.peak_t);
 }
 
 void title(Plot& p) {
@@ -164,12 +162,12 @@ void title(Plot& p) {
         if (!p.peak_phase.empty()) sub += " in phase \"" + p.peak_phase + "\"";
         if (!p.peak_site.empty()) sub += "; largest site: " + p.peak_site;
     } else {
-        sub = p.tensor_peak ? "no tensor memory was ever live" : "no GPU memory was ever live";
+        sub = p.tl.has_tensors ? "no tensor memory was ever live" : "no GPU memory was ever live";
     }
-    if (p.tensor_peak && p.summary.peak_t) {
+    if (p.tl.has_tensors && p.summary.peak_t) {
         sub += " | segments peak " + human_bytes(p.summary.peak_bytes) + " at " + secs(*p.summary.peak_t);
     }
-    sub += p.tensor_peak ? " | tensors at exit " + human_bytes(p.summary.tensor_live_bytes_at_exit)
+    sub += p.tl.has_tensors ? " | tensors at exit " + human_bytes(p.summary.tensor_live_bytes_at_exit)
                          : " | live at exit " + human_bytes(p.summary.live_bytes_at_exit);
     sub += " | " + plural(p.summary.oom_events + p.summary.tensor_oom_events, "OOM event", "OOM events");
     s << "<text x=\"" << kLeft << "\" y=\"46\" class=\"sub\">" << xml(sub) << "</text>\n";

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "report/json.h"
+#include "report/timeline.h"
 #include "report/units.h"
 #include "sites.h"
 
@@ -237,7 +238,7 @@ void print_json(const report::Report& r, const Args& args, const TopView& v, con
     // Allocator mode only: which blocks the sites are of ("tensors": T records; "segments": A records).
     if (!r.tensors.empty()) j.key("view").value(v.tensors ? "tensors" : "segments");
     // What the bytes are of, in the words of diff, phases and merge: "tensors" or "gpu" (GPU kinds).
-    if (args.kind == report::KindFilter::Gpu) j.key("bytes_of").value(v.tensors ? "tensors" : "gpu");
+    if (args.kind == report::KindFilter::Gpu) j.key("bytes_of").value(report::series_name(v.tensors ? report::Series::Tensors : report::Series::Gpu));
     j.key("total_bytes").value(v.table.total_bytes);
     if (v.tensors) j.key("total_requested_bytes").value(v.table.total_requested);
     j.key("total_blocks").value(v.table.total_blocks);

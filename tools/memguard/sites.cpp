@@ -220,13 +220,15 @@ void json_site_frames(report::JsonWriter& j, const SiteFrames& s, const report::
     j.end_array();
 }
 
+report::SiteTable site_table_at_peak(const report::Report& r, bool tensors) {
+    const report::TimePoint peak{report::TimePoint::Peak, 0};
+    return tensors ? report::group_tensors_by_site(r, report::tensors_live_at(r, peak))
+                   : report::group_by_site(r, report::live_at(r, peak), report::KindFilter::Gpu);
+}
+
 PeakSite top_site_at_peak(const report::Report& r, size_t max_frames) {
     PeakSite out;
-    out.tensors = !r.tensors.empty();
-    const report::TimePoint peak{report::TimePoint::Peak, 0};
-    report::SiteTable table = out.tensors
-                                  ? report::group_tensors_by_site(r, report::tensors_live_at(r, peak))
-                                  : report::group_by_site(r, report::live_at(r, peak), report::KindFilter::Gpu);
+    report::SiteTable table = site_table_at_peak(r, !r.tensors.empty());
     if (table.sites.empty()) return out;
     SiteSymbolizer sym(r, max_frames);
     size_t h = sym.add(table.sites[0].stack_id, table.sites[0].python_stack_id);

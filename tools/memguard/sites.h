@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "report/analysis.h"
 #include "report/json.h"
 #include "report/report.h"
 #include "report/symbolizer.h"
@@ -72,9 +73,11 @@ struct PeakSite {
     std::string label;
     uint64_t bytes = 0;
     uint64_t total_bytes = 0;
-    bool tensors = false;
 };
 PeakSite top_site_at_peak(const report::Report& r, size_t max_frames);
+/// The sites at the peak: of the tensor blocks at the tensor peak (allocator mode's view), or of
+/// the GPU blocks at the GPU peak.
+report::SiteTable site_table_at_peak(const report::Report& r, bool tensors);
 
 /// Writes the members "stack_known", "frames_total", "python_frames_total" and "frames" of a site
 /// object; each frame has "kind": "python" or "native".
