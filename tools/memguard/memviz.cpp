@@ -345,6 +345,7 @@ AllocatorState allocator_state(const report::Report& r) {
         if (it != whole.end()) st.whole.push_back(it->second);
     }
     for (const auto& [key, live] : tensors) st.tensors.push_back(live.second);  // by (device, address)
+    if (st.traces.empty()) st.traces.resize(1);  // the viewer reads device 0's trace
     return st;
 }
 
@@ -410,7 +411,9 @@ void allocator_segment(report::PickleWriter& p, FrameLists& frames, const Item& 
     p.end_dict();
 }
 
-std::string allocator_pickle(const report::Report& r, size_t max_frames, std::vector<std::string>* notes) {
+/// One replay serves both modes: without T records no segment is the allocator's, and every GPU
+/// block is its own segment ("whole"), as interposition mode exports them.
+std::string replayed_pickle(const report::Report& r, size_t max_frames, std::vector<std::string>* notes) {
     AllocatorState st = allocator_state(r);
     if (notes && st.left_out != 0) {
         notes->push_back(std::to_string(st.left_out) +
@@ -445,54 +448,7 @@ std::string allocator_pickle(const report::Report& r, size_t max_frames, std::ve
 }  // namespace
 
 std::string memory_viz_pickle(const report::Report& r, size_t max_frames, std::vector<std::string>* notes) {
-    if (!r.tensors.empty()) return allocator_pickle(r, max_frames, notes);
-    // What is live after every event: (is a mapping, index) -> its item, in order of first appearance.
-    std::map<std::pair<bool, size_t>, Item> live;
-    std::vector<std::pair<bool, size_t>> order;
-    int devices = 1;
-    FrameLists frames(r, max_frames);
-    for (const report::Event& e : r.events) {
-        std::optional<Item> it = item_of(r, e);
-        if (!it) continue;
-        std::pair<bool, size_t> key{!e.is_block(), e.block};
-        if (adds(e)) {
-            if (live.emplace(key, *it).second) order.push_back(key);
-        } else {
-            live.erase(key);
-        }
-        devices = std::max(devices, it->device + 1);
-        frames.add(it->stack_id, it->python_stack_id);
-    }
-    frames.resolve();
-
-    report::PickleWriter p;
-    p.begin_dict();
-    p.str("segments").begin_list();
-    for (const auto& key : order) {
-        auto it = live.find(key);
-        if (it != live.end()) segment(p, frames, it->second);
-    }
-    p.end_list();
-    p.str("device_traces").begin_list();
-    for (int d = 0; d < devices; ++d) {
-        p.begin_list();
-        for (const report::Event& e : r.events) {
-            std::optional<Item> it = item_of(r, e);
-            if (!it || it->device != d) continue;
-            if (adds(e)) {
-                trace_entry(p, frames, r, *it, "segment_alloc", e.t);
-                trace_entry(p, frames, r, *it, "alloc", e.t);
-            } else {
-                trace_entry(p, frames, r, *it, "free_requested", e.t);
-                trace_entry(p, frames, r, *it, "free_completed", e.t);
-                trace_entry(p, frames, r, *it, "segment_free", e.t);
-            }
-        }
-        p.end_list();
-    }
-    p.end_list();
-    p.end_dict();
-    return p.finish();
+    return replayed_pickle(r, max_frames, notes);
 }
 
 }  // namespace memguard::cli
