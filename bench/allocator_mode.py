@@ -344,19 +344,18 @@ def run_all(args):
             "warmup": 3 if args.quick else 10, "steps": 5 if args.quick else 30}
     small = dict(step, d=512, layers=6, seq=128, batch=4, steps=20 if args.quick else 100)
     results = {b: {a: [] for a in ARMS} for b in benches if b not in ("together", "small_together")}
-    if "together" in benches:
-        results["together"] = {}
+    together = {
+        "together": lambda: run_together(args, floor_lib, cpus, slices=6 * (3 if args.quick else 20), slice_s=0.25),
+        "small_together": lambda: run_together(args, None, cpus, slices=10 if args.quick else 40, slice_s=2.0,
+                                               arms=STEP_ARMS, work=dict(small, compiled=False, steps=5)),
+    }
+    for bench, run_once in together.items():
+        if bench not in benches:
+            continue
+        results[bench] = {}
         for _ in range(reps):
-            run = run_together(args, floor_lib, cpus, slices=6 * (3 if args.quick else 20), slice_s=0.25)
-            for arm, runs in run.items():
-                results["together"].setdefault(arm, []).extend(runs)
-    if "small_together" in benches:
-        results["small_together"] = {}
-        for _ in range(reps):
-            run = run_together(args, None, cpus, slices=10 if args.quick else 40, slice_s=2.0, arms=STEP_ARMS,
-                               work=dict(small, compiled=False, steps=5))
-            for arm, runs in run.items():
-                results["small_together"].setdefault(arm, []).extend(runs)
+            for arm, runs in run_once().items():
+                results[bench].setdefault(arm, []).extend(runs)
     for order in rotated(reps):
         if "latency" in benches:
             for arm in order:

@@ -17,10 +17,7 @@ prefix=$PWD/.deps/libunwind
 cmake -S "$scratch" -B "$scratch/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMGUARD_BUILD_TESTS=OFF \
       -DMEMGUARD_LIBUNWIND_PREFIX="$prefix" -DCMAKE_CXX_FLAGS=-DMEMGUARD_PROBE_TIMING >/dev/null
 cmake --build "$scratch/build" -j"$(nproc)" --target memguard >/dev/null
-if [ ! -f build-gpu/lib/libmemguard.so ]; then
-    cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMGUARD_BUILD_TESTS=OFF >/dev/null
-    cmake --build build-gpu -j"$(nproc)" --target memguard >/dev/null
-fi
+tools/gpu/build-lib.sh "$scratch/cmake-lib.log"
 g++ -O2 -shared -fPIC bench/pluggable_floor.cpp -o "$scratch/floor.so"
 lat=bench/alloc_timing/lat.py
 nostack=(MEMGUARD_OUTPUT="$scratch/r.%p.mgr" MEMGUARD_ALLOCATOR=memguard MEMGUARD_STACK_DEPTH=0 MEMGUARD_PYTHON_STACKS=0)

@@ -4,7 +4,7 @@
 #   tools/gpu/bench7.sh eager      eager_small and eager, 3 processes per arm, pinned (~7 min)
 #   tools/gpu/bench7.sh compiled   compiled, 3 processes per arm, pinned (~5 min)
 #   tools/gpu/bench7.sh small      small_together three times: the CPU-bound step, arms at once (~5 min)
-# Builds build-gpu/ (the library only) when it is missing. Tables on stdout; JSON in $OUT (device
+# Builds build-gpu/ (the library only) when it is missing (build-lib.sh). Tables on stdout; JSON in $OUT (device
 # tool) or ./gpu-out, to merge later with `python3 bench/allocator_mode.py --tables A.json B.json`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,11 +13,7 @@ case $part in latency|eager|compiled|small) ;; *) echo "bench7.sh: unknown part 
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 lib=build-gpu/lib/libmemguard.so
-if [ ! -f "$lib" ]; then
-    { cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMGUARD_BUILD_TESTS=OFF &&
-      cmake --build build-gpu -j"$(nproc)" --target memguard; } >"$out/cmake-bench.log" 2>&1 ||
-        { tail -30 "$out/cmake-bench.log"; exit 1; }
-fi
+tools/gpu/build-lib.sh "$out/cmake-bench.log" || exit 1
 pin=4,5,6,7,8,9,10,11
 case $part in
     latency) python3 bench/allocator_mode.py --lib "$lib" --bench together --reps 3 --json "$out/together.json" ;;

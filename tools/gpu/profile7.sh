@@ -14,11 +14,7 @@ mkdir -p "$out"
 perf=.deps/perf/perf
 [ -x "$perf" ] || { echo "profile7.sh: $perf missing: run tools/gpu/stage-perf.sh here and carry .deps/perf" >&2; exit 1; }
 echo "kernel.perf_event_paranoid = $(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo '?')"
-if [ ! -f build-gpu/lib/libmemguard.so ]; then
-    { cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMGUARD_BUILD_TESTS=OFF &&
-      cmake --build build-gpu -j"$(nproc)" --target memguard; } >"$out/cmake-profile.log" 2>&1 ||
-        { tail -30 "$out/cmake-profile.log"; exit 1; }
-fi
+tools/gpu/build-lib.sh "$out/cmake-profile.log" || exit 1
 lib=$PWD/build-gpu/lib/libmemguard.so
 reports=$(mktemp -d)
 for arm in native mg_nostack; do
