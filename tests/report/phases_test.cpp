@@ -28,6 +28,19 @@ std::string free_(int64_t t, const char* addr, uint64_t size) {
     return "F " + std::to_string(t) + " 1 " + addr + " " + std::to_string(size) + " cudaFree -\n";
 }
 
+/// The largest level of `series` over points[from..to] and its first index, by looking at each.
+std::pair<uint64_t, size_t> scanned_max(const Timeline& tl, size_t from, size_t to, Series series) {
+    uint64_t best = tl.level(from, series);
+    size_t at = from;
+    for (size_t k = from; k <= to; ++k) {
+        if (tl.level(k, series) > best) {
+            best = tl.level(k, series);
+            at = k;
+        }
+    }
+    return {best, at};
+}
+
 TEST(Phases, RecordsAreReadFromMinor4Only) {
     std::string body = "B 10 1 1 api step%200\nJ 15 2 nvtx domain::tick\nb 20 1 1\nZ 30\n";
     Report old = parse("I format_minor 3\n" + body);
@@ -158,15 +171,8 @@ TEST(Phases, RangeMaximumMatchesALinearScan) {
     for (size_t from : {size_t{0}, size_t{1}, size_t{1023}, size_t{1024}, size_t{1500}, size_t{4000}}) {
         for (size_t to : {from, from + 1, from + 1024, from + 2047, from + 3000, last}) {
             if (to > last || to < from) continue;
-            uint64_t best = tl.points[from].live;
-            size_t at = from;
-            for (size_t k = from; k <= to; ++k) {
-                if (tl.points[k].live > best) {
-                    best = tl.points[k].live;
-                    at = k;
-                }
-            }
-            auto [peak, where] = tl.max_level(from, to, memguard::report::Series::Gpu);
+            auto [best, at] = scanned_max(tl, from, to, Series::Gpu);
+            auto [peak, where] = tl.max_level(from, to, Series::Gpu);
             EXPECT_EQ(peak, best) << from << ".." << to;
             EXPECT_EQ(where, at) << from << ".." << to;
         }
@@ -182,7 +188,7 @@ TEST(Phases, RangeMaximumFindsAPeakOneByteAboveTheRest) {
     }
     Report r = parse(body + "Z 99999\n");
     Timeline tl = build_timeline(r);
-    auto [peak, at] = tl.max_level(0, tl.points.size() - 1, memguard::report::Series::Gpu);
+    auto [peak, at] = tl.max_level(0, tl.points.size() - 1, Series::Gpu);
     EXPECT_EQ(peak, 1002u);
     EXPECT_EQ(tl.points[at].t, 1501);
 }
@@ -217,14 +223,7 @@ TEST(Phases, RangeMaximumOfTheTensorSeriesMatchesAScan) {
     for (size_t from : {size_t{0}, size_t{1}, size_t{1023}, size_t{1024}, size_t{2500}}) {
         for (size_t to : {from, from + 1, from + 1024, from + 2047, last}) {
             if (to > last || to < from) continue;
-            uint64_t best = tl.points[from].tensor;
-            size_t at = from;
-            for (size_t k = from; k <= to; ++k) {
-                if (tl.points[k].tensor > best) {
-                    best = tl.points[k].tensor;
-                    at = k;
-                }
-            }
+            auto [best, at] = scanned_max(tl, from, to, Series::Tensors);
             auto [peak, where] = tl.max_level(from, to, Series::Tensors);
             EXPECT_EQ(peak, best) << from << ".." << to;
             EXPECT_EQ(where, at) << from << ".." << to;
