@@ -16,6 +16,9 @@ rotates from one repetition to the next), all in one run. Arms:
   mg_nostack    LD_PRELOAD, MEMGUARD_ALLOCATOR=memguard, MEMGUARD_STACK_DEPTH=0,
                 MEMGUARD_PYTHON_STACKS=0 (the allocator with records but no stacks)
   mg_native, mg_python  (together only) memguard with native stacks only, with Python stacks only
+  mgb_nostack   (together, with --lib-b: a second build of the library, to compare a change side
+                by side in one run; it takes the place of mg_native and mg_python) mg_nostack
+                with that build
   floor         (latency only) no LD_PRELOAD; bench/pluggable_floor.cpp installed through
                 CUDAPluggableAllocator: an exact-size free list and nothing else, so this is the
                 cost of PyTorch's pluggable path itself, the floor for any pluggable allocator
@@ -59,9 +62,11 @@ ARMS = ("native", "history", "memguard", "mg_nostack", "floor")
 STEP_ARMS = ARMS[:4]
 # `together` also splits full tracking's cost: native stacks only, and Python stacks only.
 TOGETHER_ARMS = ARMS + ("mg_native", "mg_python")
+AB_ARMS = ARMS + ("mgb_nostack",)  # together with --lib-b
 # The latency tables' ratio columns (those whose two arms ran).
 RATIO_COLS = [("memguard", "native"), ("mg_nostack", "native"), ("floor", "native"), ("mg_nostack", "floor"),
-              ("history", "native"), ("mg_native", "mg_nostack"), ("mg_python", "mg_nostack")]
+              ("history", "native"), ("mg_native", "mg_nostack"), ("mg_python", "mg_nostack"),
+              ("mgb_nostack", "native"), ("mgb_nostack", "mg_nostack")]
 BENCHES = ("latency", "together", "eager", "eager_small", "small_together", "compiled")
 STEP_KINDS = ("eager", "eager_small", "compiled")
 FLOOR_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pluggable_floor.cpp")
@@ -236,12 +241,12 @@ def arm_env(args, arm):
         if k.startswith("MEMGUARD_"):
             del env[k]
     if arm.startswith("mg") or arm == "memguard":
-        env["LD_PRELOAD"] = os.path.abspath(args.lib)
+        env["LD_PRELOAD"] = os.path.abspath(args.lib_b if arm == "mgb_nostack" else args.lib)
         env["MEMGUARD_ALLOCATOR"] = "memguard"
         env["MEMGUARD_OUTPUT"] = os.path.join(args.tmp, "bench.%p.mgr")
-        if arm in ("mg_nostack", "mg_python"):
+        if arm in ("mg_nostack", "mg_python", "mgb_nostack"):
             env["MEMGUARD_STACK_DEPTH"] = "0"
-        if arm in ("mg_nostack", "mg_native"):
+        if arm in ("mg_nostack", "mg_native", "mgb_nostack"):
             env["MEMGUARD_PYTHON_STACKS"] = "0"
     return env
 
@@ -345,7 +350,8 @@ def run_all(args):
     small = dict(step, d=512, layers=6, seq=128, batch=4, steps=20 if args.quick else 100)
     results = {b: {a: [] for a in ARMS} for b in benches if b not in ("together", "small_together")}
     together = {
-        "together": lambda: run_together(args, floor_lib, cpus, slices=6 * (3 if args.quick else 20), slice_s=0.25),
+        "together": lambda: run_together(args, floor_lib, cpus, slices=6 * (3 if args.quick else 20), slice_s=0.25,
+                                         arms=AB_ARMS if args.lib_b else TOGETHER_ARMS),
         "small_together": lambda: run_together(args, None, cpus, slices=10 if args.quick else 40, slice_s=2.0,
                                                arms=STEP_ARMS, work=dict(small, compiled=False, steps=5)),
     }
@@ -411,7 +417,7 @@ def print_tables(results):
                   " | ".join(f"{ratio(m[a], m[b]):.3f}" for a, b in cols) + " |")
     tog = results.get("together")
     if tog and all(tog.get(a) for a in ARMS):
-        arms = [a for a in TOGETHER_ARMS if tog.get(a)]
+        arms = [a for a in TOGETHER_ARMS + AB_ARMS[len(ARMS):] if tog.get(a)]
         runs = min(len(tog[a]) for a in arms)
         n_slices = sum(len(tog["native"][k]["slices"]) for k in range(runs))
         print(f"\n### Allocation + free latency through torch.empty, all arms at once ({runs} run(s), {n_slices} "
@@ -511,6 +517,7 @@ def print_tables(results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/lib/libmemguard.so")
+    ap.add_argument("--lib-b", default=None, help="together: a second build, run as the arm mgb_nostack")
     ap.add_argument("--quick", action="store_true", help="a short version (fewer repetitions, iterations, steps)")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--bench", default=",".join(BENCHES), help="comma-separated subset of " + ",".join(BENCHES))
@@ -529,6 +536,8 @@ def main():
         return
     if not os.path.isfile(args.lib):
         raise SystemExit(f"--lib: {args.lib} is not a file (build memguard first)")
+    if args.lib_b and not os.path.isfile(args.lib_b):
+        raise SystemExit(f"--lib-b: {args.lib_b} is not a file")
     results = run_all(args)
     if args.json:
         with open(args.json, "w") as f:
