@@ -2,7 +2,9 @@
 # Where memguard_alloc/memguard_free spend their time inside PyTorch's process (docs/benchmarks.md,
 # "Where the time goes"), on the GPU machine:
 #   bash bench/alloc_timing/run.sh [REPS] [REF...]
-# For each git REF (default HEAD; give two to compare a change side by side): builds the library
+# For each REF, a git commit or a directory holding a source tree (default HEAD; give two to
+# compare a change side by side; the GPU machine's copy of .git may lack this session's commits,
+# so there pass trees: `git archive REF | tar -x -C DIR`, untracked DIR travels): builds the library
 # and a timing copy of it (timing.patch: rdtsc around the parts of memguard_alloc and
 # memguard_free, printed at exit) from that commit in a scratch directory, all builds at once;
 # builds bench/pluggable_floor.cpp; then runs lat.py (torch.empty + free of 512 B and 1 MiB,
@@ -27,11 +29,15 @@ build() {  # source-dir extra-cxx-flags
 }
 pids=()
 for i in "${!refs[@]}"; do
-    echo "ref $i: ${refs[$i]} = $(git rev-parse --short "${refs[$i]}")"
     for kind in lib timing; do
         mkdir -p "$scratch/$kind.$i"
-        git archive "${refs[$i]}" | tar -x -C "$scratch/$kind.$i"
+        if [ -d "${refs[$i]}" ]; then
+            cp -a "${refs[$i]}/." "$scratch/$kind.$i/"
+        else
+            git archive "${refs[$i]}" | tar -x -C "$scratch/$kind.$i"
+        fi
     done
+    echo "ref $i: ${refs[$i]}$([ -d "${refs[$i]}" ] || echo " = $(git rev-parse --short "${refs[$i]}")")"
     (cd "$scratch/timing.$i" && patch -p1 -s < "$OLDPWD/bench/alloc_timing/timing.patch")
     build "$scratch/lib.$i" "" & pids+=($!)
     build "$scratch/timing.$i" -DMEMGUARD_PROBE_TIMING & pids+=($!)

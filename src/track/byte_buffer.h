@@ -14,10 +14,6 @@
 #include <string_view>
 #include <utility>
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
-
 namespace memguard::track {
 
 class ByteBuffer {
@@ -70,15 +66,6 @@ public:
         data_ = nullptr;
         size_ = cap_ = 0;
     }
-    /// Asks the CPU to fetch, for writing, the cache lines that the next `n` bytes appended will
-    /// go to (those within the capacity). The report writer's buffer is read by the writer thread
-    /// on another core and is too large for the near caches, so a record's stores would miss;
-    /// fetched now, between records, the next record's stores hit, and the lock released after
-    /// them does not wait for the misses (measured in docs/benchmarks.md).
-    void prefetch_tail(size_t n) const noexcept {
-        const size_t end = n < cap_ - size_ ? size_ + n : cap_;
-        for (size_t at = size_ & ~size_t{63}; at < end; at += 64) prefetch_for_write(data_ + at);
-    }
     void swap(ByteBuffer& o) noexcept {
         std::swap(data_, o.data_);
         std::swap(size_, o.size_);
@@ -86,24 +73,6 @@ public:
     }
 
 private:
-    static void prefetch_for_write(const char* p) noexcept {
-#if defined(__x86_64__)
-        // PREFETCHW takes the line in the exclusive state (the store then needs no ownership
-        // request); the instruction exists on every x86-64 CPU that advertises it, and the
-        // others get a read prefetch.
-        if (kHasPrefetchW) {
-            asm volatile("prefetchw %0" : : "m"(*p));
-            return;
-        }
-#endif
-        __builtin_prefetch(p, 1, 3);
-    }
-#if defined(__x86_64__)
-    static inline const bool kHasPrefetchW = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 8)) != 0;  // PRFCHW
-    }();
-#endif
     bool grow(size_t n) noexcept {
         if (n > SIZE_MAX / 2 - size_) return false;
         size_t want = cap_ < kMinCapacity ? kMinCapacity : cap_ * 2;

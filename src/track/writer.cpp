@@ -129,7 +129,6 @@ void ReportWriter::append_locked(size_t n, bool packed, Lines lines, Fill fill) 
             fill(at);
             has_packed_ = has_packed_ || packed;
             wake = before < kWakeThreshold && buffer_.size() >= kWakeThreshold;
-            buffer_.prefetch_tail(kPrefetchBytes);
         } else {
             // Host memory is exhausted. The hooks calling this run inside the host's CUDA calls
             // and PyTorch's noexcept deleters, where an exception would end the program: the

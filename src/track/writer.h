@@ -70,9 +70,6 @@ public:
     static constexpr int64_t kFlushIntervalMs = 250;
     static constexpr size_t kWakeThreshold = 1 << 20;
     static constexpr size_t kMaxSpare = 16 << 20;  // a larger written buffer is freed, not kept
-    // The room after each append that is fetched for the next one (ByteBuffer::prefetch_tail):
-    // a T record with its header is 80 bytes, and may start anywhere in a line.
-    static constexpr size_t kPrefetchBytes = 128;
 
 private:
     static void* thread_main(void* self);
