@@ -42,17 +42,14 @@ struct Block {
     SiteId site = 0;
     bool allocated = false;
     bool deferred = false;  // freed during a capture with uses on other streams; no events yet
-    bool quick = false;     // freed and kept whole in the device's quick slots, not in its pool's set
     int event_count = 0;    // outstanding events recorded at free
     int device = 0;
     std::vector<Stream> stream_uses;   // record_stream, other than the allocation stream
     std::vector<Stream> capture_uses;  // those made on a capturing stream (no events for them)
 
     bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
-    // Free: not allocated, not waiting for events (in its pool's set, or in a quick slot).
-    bool is_free() const noexcept { return !allocated && !deferred && event_count == 0 && stream_uses.empty(); }
-    // Free and in its pool's set: what a freed neighbour merges with.
-    bool is_cached() const noexcept { return is_free() && !quick; }
+    // Free and in its pool's set (not allocated, not waiting for events).
+    bool is_cached() const noexcept { return !allocated && !deferred && event_count == 0 && stream_uses.empty(); }
 };
 
 namespace {
@@ -205,28 +202,11 @@ private:
     Block* try_allocate(size_t size, Stream stream, int* error, size_t* seg_size);
     BlockPool& pool_for(size_t size, Stream stream);
     Block* take_free_block(BlockPool& pool, Stream stream, size_t size);
-    /// Whether the free block b may serve a request of `size` bytes (the oversize rules).
-    bool may_take(const Block* b, size_t size) const;
-    Block* take_quick(const BlockPool& pool, Stream stream, size_t size);
-    void keep_quick(Block* b);
-    // inactive_split counts the maximal runs of free blocks (in a pool's set or a quick slot) in
-    // split segments, and their bytes: what PyTorch counts, where every run is one merged block.
-    /// Adds `sign` times the run of free blocks through b to the counts; nothing when b is null,
-    /// not free or `busy` (a block counted as not free).
-    void count_run(const Block* b, int sign, const Block* busy = nullptr);
-    /// The counts for b, allocated until now, becoming free (active, and the runs it joins).
-    void count_freed(Block* b);
-    /// Takes b out of its quick slot into its pool: merged with its free neighbours.
-    void unquick(Block* b);
-    /// Merges the quick blocks of `pool` and `stream` into it (every quick block without a pool).
-    void flush_quick(const BlockPool* pool = nullptr, Stream stream = 0);
     Block* alloc_segment(BlockPool& pool, Stream stream, size_t size, int* error);
     void hand_out(Block* b, size_t size, size_t requested, SiteId site);
     void free_locked(Block* b);
     bool should_split(const Block* b, size_t size) const;
     void free_block(Block* b);
-    /// Merges the free block b with its free neighbours and puts the result in its pool's set.
-    void merge_and_pool(Block* b);
     bool try_merge(Block* dst, Block* src);
     void insert_events(Block* b);
     void process_events();
@@ -278,15 +258,6 @@ private:
     std::vector<Block*> deferred_;       // freed during a capture, with uses on other streams
     std::vector<Event> free_events_;
     std::vector<Block*> spare_blocks_;
-
-    // Quick slots: the last blocks freed in the default pools, kept whole, oldest first. A
-    // request of their rounded size on their stream takes one back without the pools' ordered
-    // sets (no best-fit search, split or merge), the common case of a step's temporaries. The
-    // sizes sit apart from the blocks, so a search reads one cache line. See docs/architecture.md.
-    static constexpr size_t kQuickSlots = 8;
-    size_t quick_size_[kQuickSlots] = {};
-    Block* quick_[kQuickSlots] = {};
-    size_t quick_count_ = 0;
 
     size_t limit_ = SIZE_MAX;  // memory-fraction limit on reserved bytes
     DeviceStats stats_;
@@ -342,96 +313,15 @@ Block* DeviceCachingAllocator::take_free_block(BlockPool& pool, Stream stream, s
     auto it = pool.blocks.lower_bound(&key);
     if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
     Block* b = *it;
-    if (!may_take(b, size)) return nullptr;
-    pool.blocks.erase(it);
-    return b;
-}
-
-bool DeviceCachingAllocator::may_take(const Block* b, size_t size) const {
     // An unsplittable cached block is not spent on a small request, nor on one much smaller.
-    if (size < config_.max_split_size && b->size >= config_.max_split_size) return false;
-    if (size >= config_.max_split_size && b->size >= size + config_.max_non_split_rounding_size) return false;
-    return true;
-}
-
-Block* DeviceCachingAllocator::take_quick(const BlockPool& pool, Stream stream, size_t size) {
-    // Newest first. A block of the request's size, or a larger one that would be handed out
-    // whole (no split), as the pool's best fit would.
-    for (size_t i = quick_count_; i-- > 0;) {
-        if (quick_size_[i] < size) continue;
-        Block* b = quick_[i];
-        if (b->stream != stream || b->pool != &pool || !may_take(b, size)) continue;
-        if (quick_size_[i] != size && should_split(b, size)) continue;
-        for (size_t j = i + 1; j < quick_count_; ++j) {
-            quick_[j - 1] = quick_[j];
-            quick_size_[j - 1] = quick_size_[j];
-        }
-        --quick_count_;
-        b->quick = false;
-        return b;
+    if (size < config_.max_split_size && b->size >= config_.max_split_size) return nullptr;
+    if (size >= config_.max_split_size && b->size >= size + config_.max_non_split_rounding_size) return nullptr;
+    pool.blocks.erase(it);
+    if (b->is_split()) {
+        stat_update(stats_.inactive_split, &pool, -1);
+        stat_update(stats_.inactive_split_bytes, &pool, -static_cast<int64_t>(b->size));
     }
-    return nullptr;
-}
-
-void DeviceCachingAllocator::keep_quick(Block* b) {
-    count_freed(b);
-    b->quick = true;  // first: the oldest block, merged below, must not take b in
-    if (quick_count_ == kQuickSlots) {
-        Block* oldest = quick_[0];
-        for (size_t j = 1; j < quick_count_; ++j) {
-            quick_[j - 1] = quick_[j];
-            quick_size_[j - 1] = quick_size_[j];
-        }
-        --quick_count_;
-        unquick(oldest);
-    }
-    quick_[quick_count_] = b;
-    quick_size_[quick_count_] = b->size;
-    ++quick_count_;
-}
-
-void DeviceCachingAllocator::unquick(Block* b) {
-    b->quick = false;
-    merge_and_pool(b);  // counted as merged already
-}
-
-void DeviceCachingAllocator::count_run(const Block* b, int sign, const Block* busy) {
-    if (b == nullptr || b == busy || !b->is_free()) return;
-    auto free_here = [busy](const Block* x) { return x != nullptr && x != busy && x->is_free(); };
-    const Block* first = b;
-    while (free_here(first->prev)) first = first->prev;
-    const Block* last = first;
-    int64_t bytes = static_cast<int64_t>(first->size);
-    while (free_here(last->next)) {
-        last = last->next;
-        bytes += static_cast<int64_t>(last->size);
-    }
-    if (first->prev == nullptr && last->next == nullptr) return;  // the whole segment: not split
-    stat_update(stats_.inactive_split, b->pool, sign);
-    stat_update(stats_.inactive_split_bytes, b->pool, sign * bytes);
-}
-
-void DeviceCachingAllocator::count_freed(Block* b) {
-    stat_update(stats_.active, b->pool, -1);
-    stat_update(stats_.active_bytes, b->pool, -static_cast<int64_t>(b->size));
-    count_run(b->prev, -1, b);  // the runs on either side, without b
-    count_run(b->next, -1, b);
-    count_run(b, 1);  // one run with b
-}
-
-void DeviceCachingAllocator::flush_quick(const BlockPool* pool, Stream stream) {
-    size_t kept = 0;
-    for (size_t i = 0; i < quick_count_; ++i) {
-        Block* b = quick_[i];
-        if (pool == nullptr || (b->pool == pool && b->stream == stream)) {
-            unquick(b);
-        } else {
-            quick_[kept] = b;
-            quick_size_[kept] = quick_size_[i];
-            ++kept;
-        }
-    }
-    quick_count_ = kept;
+    return b;
 }
 
 Block* DeviceCachingAllocator::alloc_segment(BlockPool& pool, Stream stream, size_t size, int* error) {
@@ -470,10 +360,6 @@ Block* DeviceCachingAllocator::try_allocate(size_t size, Stream stream, int* err
     const bool capturing = capture_underway();
     if (!capturing) process_events();
     BlockPool& pool = pool_for(size, stream);
-    if (Block* b = take_quick(pool, stream, size)) return b;
-    // Any other request: the quick blocks it could use are merged first, so that best fit sees
-    // the pool as if every free block had been merged at free.
-    flush_quick(&pool, stream);
     if (Block* b = take_free_block(pool, stream, size)) return b;
     const size_t alloc = segment_size(size);
     *seg_size = alloc;
@@ -494,7 +380,6 @@ Block* DeviceCachingAllocator::try_allocate(size_t size, Stream stream, int* err
 
 void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, SiteId site) {
     BlockPool* pool = b->pool;
-    count_run(b, -1);  // b's run leaves the count; what is left of it on either side returns below
     if (should_split(b, size)) {
         Block* rest = new_block();
         rest->device = device_;
@@ -508,10 +393,10 @@ void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, S
         b->next = rest;
         b->size = size;
         pool->blocks.insert(rest);
+        stat_update(stats_.inactive_split, pool, 1);
+        stat_update(stats_.inactive_split_bytes, pool, static_cast<int64_t>(rest->size));
     }
     b->allocated = true;
-    count_run(b->prev, 1);
-    count_run(b->next, 1);
     b->requested = requested;
     b->site = site;
     stat_update(stats_.allocation, pool, 1);
@@ -598,8 +483,7 @@ void DeviceCachingAllocator::free_locked(Block* b) {
     if (b->size >= config_.max_split_size) stats_.oversize_allocations.update(-1);
     b->requested = 0;
     if (b->stream_uses.empty()) {
-        if (pool->owner == nullptr) keep_quick(b);
-        else free_block(b);
+        free_block(b);
         return;
     }
     if (capture_underway()) {
@@ -716,20 +600,24 @@ void DeviceCachingAllocator::synchronize_and_free_events() {
 }
 
 void DeviceCachingAllocator::free_block(Block* b) {
-    count_freed(b);
-    merge_and_pool(b);
-}
-
-void DeviceCachingAllocator::merge_and_pool(Block* b) {
-    // No stat changes: inactive_split counts runs of free blocks, which merging leaves as they are.
+    BlockPool* pool = b->pool;
+    stat_update(stats_.active, pool, -1);
+    stat_update(stats_.active_bytes, pool, -static_cast<int64_t>(b->size));
     try_merge(b, b->prev);
     try_merge(b, b->next);
-    b->pool->blocks.insert(b);
+    if (b->is_split()) {
+        stat_update(stats_.inactive_split, pool, 1);
+        stat_update(stats_.inactive_split_bytes, pool, static_cast<int64_t>(b->size));
+    }
+    pool->blocks.insert(b);
 }
 
 bool DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
     if (!src || !src->is_cached()) return false;
-    dst->pool->blocks.erase(src);
+    BlockPool* pool = dst->pool;
+    pool->blocks.erase(src);
+    stat_update(stats_.inactive_split, pool, -1);
+    stat_update(stats_.inactive_split_bytes, pool, -static_cast<int64_t>(src->size));
     if (src == dst->prev) {
         dst->ptr = src->ptr;
         dst->prev = src->prev;
@@ -795,7 +683,6 @@ bool DeviceCachingAllocator::release_oversize_blocks(BlockPool& pool, Stream str
 
 bool DeviceCachingAllocator::release_cached_blocks() {
     if (capture_underway()) return false;
-    flush_quick();
     synchronize_and_free_events();
     release_pool_blocks(large_);
     release_pool_blocks(small_);
@@ -927,14 +814,8 @@ std::vector<BlockInfo> DeviceCachingAllocator::snapshot() const {
             i.pool = b->pool->owner ? b->pool->owner->id : MempoolId{};
             i.small_pool = b->pool->small;
             i.state = b->allocated ? BlockInfo::State::Allocated
-                      : b->is_free() ? BlockInfo::State::Free
+                      : b->is_cached() ? BlockInfo::State::Free
                                        : BlockInfo::State::Pending;
-            // Free neighbours show as one block, as they would be merged (a quick block is not
-            // merged until it leaves its slot).
-            if (i.state == BlockInfo::State::Free && b->prev && b->prev->is_free()) {
-                out.back().size += i.size;
-                continue;
-            }
             out.push_back(i);
         }
     }
@@ -945,7 +826,6 @@ std::string DeviceCachingAllocator::check_invariants() const {
     std::lock_guard<std::mutex> lock(mu_);
     DeviceStats expect;
     size_t cached_seen = 0;
-    size_t quick_seen = 0;
     size_t allocated_seen = 0;
     std::map<const PrivatePool*, int> pool_segments;
     auto add = [](StatArray& a, const BlockPool* p, int64_t d) {
@@ -968,29 +848,12 @@ std::string DeviceCachingAllocator::check_invariants() const {
             at += b->size;
             const bool in_pool = b->pool->blocks.count(const_cast<Block*>(b)) != 0;
             if (b->is_cached() != in_pool) return "cached block and pool membership disagree at " + std::to_string(b->ptr);
-            const bool in_slot = std::find(quick_, quick_ + quick_count_, b) != quick_ + quick_count_;
-            if (b->quick != in_slot) return "quick block and quick slots disagree at " + std::to_string(b->ptr);
-            if (b->quick && (!b->is_free() || b->pool->owner != nullptr))
-                return "a quick block that is not free, or in a private pool, at " + std::to_string(b->ptr);
-            if (b->quick) quick_seen++;
             if (b->is_cached()) {
                 cached_seen++;
-                // (A quick block's free neighbours merge with it when it leaves its slot.)
                 if (last && last->is_cached()) return "two adjacent free blocks at " + std::to_string(b->ptr);
-            }
-            if (b->is_free()) {
-                // A run of free blocks in a split segment counts once, where it starts.
-                if (last == nullptr || !last->is_free()) {
-                    int64_t run = 0;
-                    const Block* end = b;
-                    for (const Block* x = b; x && x->is_free(); x = x->next) {
-                        run += static_cast<int64_t>(x->size);
-                        end = x;
-                    }
-                    if (b->prev != nullptr || end->next != nullptr) {
-                        add(expect.inactive_split, b->pool, 1);
-                        add(expect.inactive_split_bytes, b->pool, run);
-                    }
+                if (b->is_split()) {
+                    add(expect.inactive_split, b->pool, 1);
+                    add(expect.inactive_split_bytes, b->pool, static_cast<int64_t>(b->size));
                 }
             } else {
                 add(expect.active, b->pool, 1);
@@ -1014,9 +877,6 @@ std::string DeviceCachingAllocator::check_invariants() const {
         if (p->segments != pool_segments[p.get()]) return "private pool segment count wrong";
     }
     if (pooled != cached_seen) return "pool sets hold blocks that are not in any segment";
-    if (quick_seen != quick_count_) return "quick slots hold blocks that are not in any segment";
-    for (size_t i = 0; i < quick_count_; ++i)
-        if (quick_size_[i] != quick_[i]->size) return "a quick slot's size is not its block's";
     if (live_.size() != allocated_seen) return "live-block map holds blocks that are not allocated";
     const std::pair<const char*, std::pair<const StatArray*, const StatArray*>> arrays[] = {
         {"segment", {&expect.segment, &stats_.segment}},

@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "alloc/caching_allocator.h"
 #include "alloc/testing/fake_backend.h"
@@ -173,58 +172,6 @@ TEST_F(AllocTest, BestFitTakesTheSmallestBlockThatFits) {
     for (void* v : {s1, s2, p, q}) alloc.free(v);
 }
 
-// Quick slots: a freed block waits whole (unmerged) for the next request of its size on its
-// stream; any other request sees the pool merged.
-TEST_F(AllocTest, AQuickBlockServesItsSizeOnItsStreamOnly) {
-    void* a = get(4096, kS1);
-    void* keep = get(4096, kS1);  // so that a's segment stays split
-    alloc.free(a);
-    void* b = get(4096, kS2);  // another stream: never a's block
-    EXPECT_NE(b, a);
-    EXPECT_EQ(fake.malloc_calls(), 2u);
-    void* c = get(4096, kS1);
-    EXPECT_EQ(c, a);
-    EXPECT_EQ(stat("inactive_split.all.current"), 2);  // the rests of the two segments
-    for (void* v : {b, c, keep}) alloc.free(v);
-}
-
-TEST_F(AllocTest, ARequestOfAnotherSizeMergesTheQuickBlocksBeforeThePoolGrows) {
-    void* a = get(512 * KiB);
-    void* b = get(512 * KiB);
-    void* c = get(1 * MiB);  // fills the 2 MiB segment
-    alloc.free(a);
-    alloc.free(b);  // a and b wait unmerged; counted as one run
-    EXPECT_EQ(stat("inactive_split.all.current"), 1);
-    EXPECT_EQ(stat("inactive_split_bytes.all.current"), int64_t(1 * MiB));
-    EXPECT_EQ(stat("active_bytes.all.current"), int64_t(1 * MiB));
-    ASSERT_EQ(alloc.snapshot(0).size(), 2u);  // shown merged, as PyTorch shows them
-    void* d = get(1 * MiB);  // fits a and b merged: no new segment
-    EXPECT_EQ(d, a);
-    EXPECT_EQ(fake.malloc_calls(), 1u);
-    alloc.free(c);
-    alloc.free(d);
-    EXPECT_TRUE(alloc.empty_cache());  // quick blocks merged, the segment returned
-    EXPECT_EQ(fake.live_segments(0), 0u);
-}
-
-TEST_F(AllocTest, FullQuickSlotsMergeTheOldestBlock) {
-    // Ten blocks of different sizes in one segment, freed in order: the slots hold eight, the
-    // two oldest are merged into the pool (check_invariants in TearDown checks the slots, the
-    // merged runs and the stats after each step here).
-    std::vector<void*> v;
-    for (size_t i = 1; i <= 10; ++i) v.push_back(get(i * 4096));
-    void* tail = get(4096);
-    for (void* p : v) {
-        alloc.free(p);
-        EXPECT_EQ(alloc.check_invariants(0), "");
-    }
-    EXPECT_EQ(stat("inactive_split.all.current"), 2);  // the ten as one run, and the rest
-    EXPECT_EQ(get(55 * 4096), v[0]);  // the ten merged
-    EXPECT_EQ(fake.malloc_calls(), 1u);
-    alloc.free(v[0]);
-    alloc.free(tail);
-}
-
 TEST(AllocSplit, MaxSplitSizeKeepsLargeBlocksWhole) {
     FakeBackend fake(1, 4096 * MiB);
     AllocatorConfig cfg;
@@ -323,15 +270,13 @@ TEST_F(AllocTest, EventsCompleteInStreamOrderAndArePooled) {
     alloc.free(b);
     void* c = get(4096, kS1);  // query 2
     alloc.free(c);
-    // Query 3: done, a is back (merged with b's block). Another size than b's, which waits
-    // whole in a quick slot and would be handed back for 4096 bytes.
-    void* d = get(8192, kS1);
+    void* d = get(4096, kS1);  // query 3: done, a is back (merged with b's block)
     EXPECT_EQ(d, a);
     alloc.record_stream(d, kS3);
     fake.submit(kS3);
     alloc.free(d);
     fake.complete(kS3);
-    void* e = get(8192, kS1);
+    void* e = get(4096, kS1);
     EXPECT_EQ(e, a);
     EXPECT_EQ(fake.events_created(), 1u);  // the first event was reused for the second free
     alloc.free(e);
