@@ -47,10 +47,14 @@ Objects g_obj;
 // a compile starts and no mark is pending anywhere, memguard freezes the objects that exist
 // (gc.freeze(), O(1)); its collection at the safe point then scans only what was made since, and
 // unfreezes right after. Objects older than the compile that became garbage meanwhile are left to
-// the next ordinary collection. Never done when the program froze objects itself.
+// the next ordinary collection. Never done when the program froze objects itself: the freeze count
+// is then neither 0 nor what it was when the hook started (CPython 3.12 starts with a few hundred
+// of its own tuples frozen; the first window's gc.unfreeze() returns them to the oldest
+// generation, where collections scan them as any other object).
 struct Freeze {
     bool active = false;
     int64_t since = 0;
+    long baseline = -1;  // gc.get_freeze_count() when the hook started; -1: unknown (no window)
     static constexpr int64_t kMaxNs = 30LL * 1000000000LL;  // safety net: thaw a forgotten window
 };
 Freeze g_freeze;
@@ -74,9 +78,12 @@ void maybe_freeze_for_compile() {
     if (g_freeze.active || g_pending_marks > 0 || !g_obj.gc_freeze_count) return;
     Ref count(a->PyObject_CallObject(g_obj.gc_freeze_count, nullptr));
     long n = count ? a->PyLong_AsLong(count.get()) : -1;
-    if (n != 0) {  // the program froze objects itself (or the call failed): leave its freeze alone
+    if (n < 0 || (n != 0 && n != g_freeze.baseline)) {
+        // The program froze objects itself (or the call failed): leave its freeze alone.
         a->PyErr_Clear();
-        MG_LOG_DEBUG("compile window: {} objects are frozen already; the collection will scan every object", n);
+        MG_LOG_DEBUG("compile window: {} objects are frozen (the interpreter froze {} before the program ran); "
+                     "the collection will scan every object",
+                     n, g_freeze.baseline);
         return;
     }
     if (call_ok(g_obj.gc_freeze)) {
@@ -518,6 +525,10 @@ void startup() {
     g_obj.gc_freeze = a->PyObject_GetAttrString(gc.get(), "freeze");
     g_obj.gc_unfreeze = a->PyObject_GetAttrString(gc.get(), "unfreeze");
     g_obj.gc_freeze_count = a->PyObject_GetAttrString(gc.get(), "get_freeze_count");
+    if (g_obj.gc_freeze_count) {
+        Ref count(a->PyObject_CallObject(g_obj.gc_freeze_count, nullptr));
+        g_freeze.baseline = count ? a->PyLong_AsLong(count.get()) : -1;
+    }
     a->PyErr_Clear();
     Ref callbacks(a->PyObject_GetAttrString(gc.get(), "callbacks"));
     Ref cb(make_function(&g_gc_callback_def, nullptr));

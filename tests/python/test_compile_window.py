@@ -1,7 +1,8 @@
 """11. The compile window: memguard freezes older objects while a compile's garbage waits.
 
 Scenario A (no freeze by the program): compile and call; during the compile (inside the backend)
-gc.get_freeze_count() > 0, after the call it is 0 again, the compile's garbage is freed, and an
+gc.get_freeze_count() is far above what it was (0, or on CPython 3.12 the interpreter's own few
+hundred frozen tuples), after the call it is 0, the compile's garbage is freed, and an
 object that became cyclic garbage before the compile (frozen meanwhile) is freed by the next
 ordinary full collection. Scenario B (the program froze objects itself): memguard leaves the
 program's freeze alone (the count is unchanged during and after) and still frees the garbage.
@@ -61,8 +62,11 @@ class CompileWindow(harness.ChildTestCase):
         run = harness.run_child(__file__, {"user_freeze": False}, env={"MEMGUARD_COLLECT_COMPILE_GARBAGE": None})
         self.assertChildOk(run)
         r = run.result
-        self.assertEqual(r["before"], 0)
-        self.assertGreater(r["during"], 0, "older objects are frozen during the compile\n" + run.describe())
+        # 0, or on CPython 3.12 the few hundred tuples the interpreter freezes at start-up, which
+        # memguard takes for no freeze of the program's.
+        self.assertLess(r["before"], 1000)
+        self.assertGreater(r["during"], r["before"] + 1000,
+                           "older objects are frozen during the compile\n" + run.describe())
         self.assertEqual(r["after_call"], 0, "and unfrozen once the compile's garbage was collected")
         self.assertGreater(r["leaked"], 0)
         self.assertEqual(r["garbage_alive"], 0, "the compile's garbage is freed\n" + run.describe())
@@ -83,8 +87,9 @@ class CompileWindow(harness.ChildTestCase):
     def test_toggle_off_freezes_nothing(self):
         run = harness.run_child(__file__, {"user_freeze": False}, env={"MEMGUARD_COLLECT_COMPILE_GARBAGE": "0"})
         self.assertChildOk(run)
-        self.assertEqual(run.result["during"], 0)
-        self.assertEqual(run.result["after_call"], 0)
+        r = run.result
+        self.assertEqual(r["during"], r["before"])  # (0, or CPython 3.12's own frozen tuples)
+        self.assertEqual(r["after_call"], r["before"])
 
 
 if __name__ == "__main__":

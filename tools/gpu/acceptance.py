@@ -1,6 +1,6 @@
 """memguard's GPU acceptance suite: every issue's checks on a real GPU, with a pass/fail table.
 
-usage: python3 tools/gpu/acceptance.py --build BUILD_DIR --out OUT_DIR [--only ISSUE|SUBSTRING] [--skip SUBSTRING]
+usage: python3 tools/gpu/acceptance.py --build BUILD_DIR --out OUT_DIR [--only ISSUE|SUBSTRING] [--skip SUBSTRING]... (repeatable)
 
 Run through tools/gpu/acceptance.sh, which builds memguard first. Each check prints what it saw;
 the table at the end is the summary. Exit status 0 only when every selected check passed.
@@ -335,7 +335,8 @@ def main():
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default="", help="run only this issue's checks (a number) or checks whose name contains this")
-    ap.add_argument("--skip", default="", help="skip checks whose name contains this")
+    ap.add_argument("--skip", action="append", default=[],
+                    help="skip checks whose name contains this (repeatable: e.g. the checks a cut-short run passed)")
     args = ap.parse_args()
     ctx = Context(args.build, args.out)
     ctx.out.mkdir(parents=True, exist_ok=True)
@@ -344,7 +345,7 @@ def main():
         # --only N (a number) selects issue N's checks; anything else, checks whose name contains it.
         if args.only and (args.only != str(issue) if args.only.isdigit() else args.only not in name):
             continue
-        if args.skip and args.skip in name:
+        if any(sub in name for sub in args.skip):
             continue
         print(f"\n=== issue {issue}: {name}", flush=True)
         t0 = time.time()

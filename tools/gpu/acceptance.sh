@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds memguard on the GPU machine and runs the GPU acceptance suite (tools/gpu/acceptance.py).
 #
-# usage: tools/gpu/acceptance.sh [--only ISSUE|SUBSTRING] [--skip SUBSTRING]
+# usage: tools/gpu/acceptance.sh [--only ISSUE|SUBSTRING] [--skip SUBSTRING]... (--skip repeatable)
 # The H200 machine has no libunwind and no network: carry .deps/libunwind (built here by
 # tools/build-libunwind.sh) with the working tree. Results go to $OUT (device tool) or ./gpu-out.
 set -euo pipefail
