@@ -29,6 +29,10 @@ CApi* load() {
     resolve(api->PyFrame_GetCode, "PyFrame_GetCode");
     resolve(api->PyFrame_GetBack, "PyFrame_GetBack");
     resolve(api->PyFrame_GetLineNumber, "PyFrame_GetLineNumber");
+    resolve(api->PyFrame_GetLasti, "PyFrame_GetLasti");
+    resolve(api->PyCode_GetCode, "PyCode_GetCode");
+    resolve(api->PyBytes_AsString, "PyBytes_AsString");
+    resolve(api->PyBytes_Size, "PyBytes_Size");
     resolve(api->PyImport_GetModule, "PyImport_GetModule");
     resolve(api->PyImport_ImportModule, "PyImport_ImportModule");
     resolve(api->PyObject_GetAttrString, "PyObject_GetAttrString");

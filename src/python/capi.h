@@ -42,6 +42,11 @@ struct CApi {
     PyCodeObject* (*PyFrame_GetCode)(PyFrameObject*) = nullptr;
     PyFrameObject* (*PyFrame_GetBack)(PyFrameObject*) = nullptr;
     int (*PyFrame_GetLineNumber)(PyFrameObject*) = nullptr;
+    // Optional (3.11+): how a frame left, where the interpreter does not say (hook.cpp).
+    int (*PyFrame_GetLasti)(PyFrameObject*) = nullptr;
+    PyObject* (*PyCode_GetCode)(PyCodeObject*) = nullptr;
+    char* (*PyBytes_AsString)(PyObject*) = nullptr;
+    ptrdiff_t (*PyBytes_Size)(PyObject*) = nullptr;
     PyObject* (*PyImport_GetModule)(PyObject*) = nullptr;
     PyObject* (*PyImport_ImportModule)(const char*) = nullptr;
     PyObject* (*PyObject_GetAttrString)(PyObject*, const char*) = nullptr;

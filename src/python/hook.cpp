@@ -78,7 +78,7 @@ void maybe_freeze_for_compile() {
     if (g_freeze.active || g_pending_marks > 0 || !g_obj.gc_freeze_count) return;
     Ref count(a->PyObject_CallObject(g_obj.gc_freeze_count, nullptr));
     long n = count ? a->PyLong_AsLong(count.get()) : -1;
-    if (n < 0 || (n != 0 && n != g_freeze.baseline)) {
+    if (!compile_window_may_open(n, g_freeze.baseline)) {
         // The program froze objects itself (or the call failed): leave its freeze alone.
         a->PyErr_Clear();
         MG_LOG_DEBUG("compile window: {} objects are frozen (the interpreter froze {} before the program ran); "
@@ -304,7 +304,53 @@ FrameRole frame_role(PyFrameObject* f) {
 }
 
 /// Profile function, installed on a thread only while it has a pending mark.
-int profile_fn(PyObject*, PyFrameObject*, int what, PyObject* arg) {
+// How a frame left, on CPython 3.12: its legacy profile events come from sys.monitoring, which
+// reports a frame that an exception leaves (PY_UNWIND) as a return with None, not NULL
+// (CPython gh-110892; seen with 3.12.1 here), so None is also what an exception's way out looks
+// like. The instruction the frame stopped at tells them apart: a return or a yield, or the one
+// that raised. Opcodes from the interpreter's own `opcode.opmap`; unknown before 3.12, where the
+// NULL is reliable.
+struct ExitOpcodes {
+    long return_value = -1, return_const = -1, yield_value = -1;
+    bool known() const { return return_value >= 0; }
+};
+ExitOpcodes g_exit_ops;
+
+void learn_exit_opcodes() {
+    const CApi* a = capi();
+    if (a->minor < 12 || !a->PyFrame_GetLasti || !a->PyCode_GetCode || !a->PyBytes_AsString || !a->PyBytes_Size)
+        return;
+    Ref opcode(a->PyImport_ImportModule("opcode"));
+    Ref opmap(opcode ? a->PyObject_GetAttrString(opcode.get(), "opmap") : nullptr);
+    auto op = [&](const char* name) -> long {
+        PyObject* v = opmap ? a->PyDict_GetItemString(opmap.get(), name) : nullptr;  // borrowed
+        return v ? a->PyLong_AsLong(v) : -1;
+    };
+    g_exit_ops.return_value = op("RETURN_VALUE");
+    g_exit_ops.return_const = op("RETURN_CONST");
+    g_exit_ops.yield_value = op("YIELD_VALUE");
+    a->PyErr_Clear();
+}
+
+/// Whether a frame whose exit was reported with None returned (or yielded) rather than let an
+/// exception through. True where the report can be trusted (before 3.12).
+bool left_normally(PyFrameObject* frame) {
+    if (!g_exit_ops.known()) return true;
+    const CApi* a = capi();
+    const int lasti = a->PyFrame_GetLasti(frame);  // bytes into co_code
+    if (lasti < 0) return false;
+    Ref code(reinterpret_cast<PyObject*>(a->PyFrame_GetCode(frame)));
+    Ref bytes(code ? a->PyCode_GetCode(reinterpret_cast<PyCodeObject*>(code.get())) : nullptr);
+    const char* p = bytes ? a->PyBytes_AsString(bytes.get()) : nullptr;
+    if (!p || lasti >= a->PyBytes_Size(bytes.get())) {
+        a->PyErr_Clear();
+        return false;  // unknown: the mark waits for a return that says what it is
+    }
+    const long op = static_cast<unsigned char>(p[lasti]);
+    return op == g_exit_ops.return_value || op == g_exit_ops.return_const || op == g_exit_ops.yield_value;
+}
+
+int profile_fn(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
     if (what == PyTrace_CALL) {
         ++t_mark.depth;
         return 0;
@@ -324,6 +370,7 @@ int profile_fn(PyObject*, PyFrameObject*, int what, PyObject* arg) {
     if (arg == nullptr) return 0;  // an exception is propagating: the mark waits for a normal return
     if (Recorder::instance().captures().active() > 0) return 0;  // collect once no stream captures
     ErrorGuard keep_error;
+    if (arg == capi()->none && !left_normally(frame)) return 0;  // (CPython 3.12's report of the same)
     if (returns_set(g_obj.compile_context_try_get)) return 0;  // dynamo is compiling on this thread
     if (returns_set(g_obj.get_eval_frame_callback)) return 0;  // still inside a torch.compile region
     collect_now();
@@ -549,6 +596,7 @@ void startup() {
     a->PyErr_Clear();
     if (g_settings.python_stacks) Recorder::instance().set_python_stack_provider(&capture_python_stack);
     install_module();
+    learn_exit_opcodes();
     MG_LOG_DEBUG("Python hook active (CPython 3.{})", a->minor);
 }
 

@@ -34,6 +34,15 @@ struct HookSettings {
 /// Called once from the library constructor.
 void install(const HookSettings& settings);
 
+/// Whether a compile window may freeze objects, given gc.get_freeze_count() now and when the hook
+/// started (`baseline`; -1: not known): only while the program has frozen nothing itself. CPython
+/// 3.12 starts with a few hundred of its own tuples frozen, the baseline; a freeze of the
+/// program's freezes every tracked object, so the count is then neither 0 nor the baseline (and a
+/// failed call, -1, is no count at all).
+inline bool compile_window_may_open(long freeze_count, long baseline) {
+    return freeze_count == 0 || (freeze_count > 0 && freeze_count == baseline);
+}
+
 /// The recorder's Python stack provider: the calling thread's Python stack, interned (0 when
 /// the thread does not hold the GIL or the interpreter is not running).
 uint32_t capture_python_stack();
