@@ -12,16 +12,23 @@ namespace {
 
 // Offsets of the fields the walker reads (release builds, x86-64), per CPython minor version.
 struct Layout {
-    size_t tstate_cframe;         // PyThreadState -> _PyCFrame*
-    size_t cframe_current_frame;  // _PyCFrame -> _PyInterpreterFrame*
+    size_t tstate_cframe;         // PyThreadState -> _PyCFrame* (3.13: -> current frame)
+    size_t cframe_current_frame;  // _PyCFrame -> _PyInterpreterFrame* (kDirect: no _PyCFrame)
     size_t frame_code;            // _PyInterpreterFrame -> PyCodeObject*
     size_t frame_previous;        // _PyInterpreterFrame -> previous
-    size_t frame_instr;           // _PyInterpreterFrame -> prev_instr
+    size_t frame_instr;           // _PyInterpreterFrame -> prev_instr (3.13: instr_ptr)
     size_t frame_owner;           // _PyInterpreterFrame -> owner (char)
     int owner_cstack;             // owner value of C-stack shim frames, -1 if none
 };
+constexpr size_t kDirect = SIZE_MAX;
 constexpr Layout kLayout311{56, 8, 32, 48, 56, 69, -1};
 constexpr Layout kLayout312{56, 0, 0, 8, 56, 70, 3};
+// 3.13 has no _PyCFrame: PyThreadState holds the current frame, at an offset that calibration
+// finds (72 in 3.13.0); a frame's f_executable (its code), previous and instr_ptr (the instruction
+// executing, where 3.12 kept the one before it: either way PyFrame_GetLasti's byte offset from
+// the first code unit) sit where 3.12 had f_code, previous and prev_instr.
+constexpr Layout kLayout313{0, kDirect, 0, 8, 56, 70, 3};
+constexpr size_t kFrameObjectFrame = 24;  // PyFrameObject -> _PyInterpreterFrame* (3.11-3.13)
 
 struct Calibration {
     bool ok = false;
@@ -36,6 +43,7 @@ struct Calibration {
     void* (*get_tstate)() = nullptr;  // PyGILState_GetThisThreadState
     int (*addr2line)(const void*, int) = nullptr;  // PyCode_Addr2Line
     int (*get_lasti)(PyFrameObject*) = nullptr;   // PyFrame_GetLasti
+    const void* code_type = nullptr;  // &PyCode_Type: a frame whose executable is not code is skipped
 };
 Calibration g_cal;
 
@@ -48,16 +56,19 @@ T load(const void* base, size_t offset) {
 
 int raw_walk(const Layout& l, void* tstate, RawFrame* out, int max, size_t code_adaptive) {
     if (!tstate) return 0;
-    const void* cframe = load<const void*>(tstate, l.tstate_cframe);
-    if (!cframe) return 0;
-    const void* f = load<const void*>(cframe, l.cframe_current_frame);
+    const void* f = load<const void*>(tstate, l.tstate_cframe);
+    if (l.cframe_current_frame != kDirect) {
+        if (!f) return 0;
+        f = load<const void*>(f, l.cframe_current_frame);  // f was the _PyCFrame
+    }
     int n = 0;
     while (f && n < max) {
         char owner = load<char>(f, l.frame_owner);
-        if (l.owner_cstack < 0 || owner != l.owner_cstack) {
-            const void* code = load<const void*>(f, l.frame_code);
+        const void* code = load<const void*>(f, l.frame_code);
+        if ((l.owner_cstack < 0 || owner != l.owner_cstack) && code &&
+            load<const void*>(code, sizeof(void*)) == g_cal.code_type) {
             auto instr = load<const char*>(f, l.frame_instr);
-            long lasti = code ? instr - (static_cast<const char*>(code) + code_adaptive) : -1;
+            long lasti = instr - (static_cast<const char*>(code) + code_adaptive);
             out[n++] = RawFrame{code, lasti < 0 ? 0 : static_cast<int>(lasti)};
         }
         f = load<const void*>(f, l.frame_previous);
@@ -138,12 +149,23 @@ bool calibrate_linetable(PyObject* code) {
 bool calibrate_frames() {
     const CApi* a = capi();
     g_cal = Calibration{};
-    if (a->minor != 11 && a->minor != 12) return false;
-    g_cal.layout = a->minor == 11 ? kLayout311 : kLayout312;
+    if (a->minor < 11 || a->minor > 13) return false;
+    g_cal.layout = a->minor == 11 ? kLayout311 : a->minor == 12 ? kLayout312 : kLayout313;
     g_cal.get_tstate = reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
     g_cal.addr2line = reinterpret_cast<int (*)(const void*, int)>(dlsym(RTLD_DEFAULT, "PyCode_Addr2Line"));
     g_cal.get_lasti = reinterpret_cast<int (*)(PyFrameObject*)>(dlsym(RTLD_DEFAULT, "PyFrame_GetLasti"));
-    if (!g_cal.get_tstate || !g_cal.addr2line || !g_cal.get_lasti) return false;
+    g_cal.code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+    if (!g_cal.get_tstate || !g_cal.addr2line || !g_cal.get_lasti || !g_cal.code_type) return false;
+    if (g_cal.layout.cframe_current_frame == kDirect) {
+        // The thread state's current-frame field: where the running frame object's own
+        // interpreter frame is (checked by the walk below like every other offset).
+        PyFrameObject* top = a->PyEval_GetFrame();  // borrowed
+        void* tstate = g_cal.get_tstate();
+        if (!top || !tstate) return false;
+        const void* iframe = load<const void*>(top, kFrameObjectFrame);
+        g_cal.layout.tstate_cframe = iframe ? find_pointer(tstate, iframe, 512) : 0;
+        if (!g_cal.layout.tstate_cframe) return false;
+    }
 
     // The public view of this thread's stack (GIL held): code objects and byte offsets.
     std::vector<std::pair<const void*, int>> expected;

@@ -6,7 +6,7 @@
 // thread's own Python frames cannot change while it runs C code below them, and each frame keeps
 // its code object (and the code object its names and line table) alive, so they can be read
 // directly, as sampling profilers do. The layouts are CPython internals: the walker knows those of
-// 3.11 and 3.12, and calibrate() checks them against the public API (with the GIL held) before
+// 3.11, 3.12 and 3.13, and calibrate() checks them against the public API (with the GIL held) before
 // they are ever used; on any mismatch, or on another version, it stays off and memguard records
 // Python stacks only for threads that hold the GIL.
 #pragma once

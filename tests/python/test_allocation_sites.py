@@ -10,7 +10,7 @@ Each call has its own size, to find its A record. Expected stacks: innermost fra
 function at the calling line (recorded by the child itself), then its callers.
 
 Without the GIL memguard reads the thread's frames directly with its calibrated frame walker,
-which exists for CPython 3.11 and 3.12 (the debug log says "Python stacks on allocations: from
+which exists for CPython 3.11 to 3.13 (the debug log says "Python stacks on allocations: from
 every thread with Python frames"; docs/architecture.md): there the GIL-released calls must get
 their stacks too. On other versions only a thread holding the GIL gets a stack, and the
 GIL-released calls must have python_stack_id 0. With MEMGUARD_PYTHON_STACKS=0 no call gets one.
@@ -106,9 +106,9 @@ class AllocationSites(harness.ChildTestCase):
     def test_without_gil(self):
         run = self.run_
         self.assertChildOk(run)
-        walker = tuple(run.result["python"]) in ((3, 11), (3, 12))
+        walker = tuple(run.result["python"]) in ((3, 11), (3, 12), (3, 13))
         self.assertEqual(GIL_FREE_LINE in run.stderr, walker,
-                         "the GIL-free frame walker is used exactly on CPython 3.11 and 3.12\n" + run.describe())
+                         "the GIL-free frame walker is used exactly on CPython 3.11 to 3.13\n" + run.describe())
         for name in ("without_gil", "thread"):
             if walker:
                 self.check_stack(run, name)

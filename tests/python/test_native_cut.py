@@ -1,6 +1,6 @@
 """16. Native stacks under a Python caller end at the interpreter (MEMGUARD_NATIVE_BELOW_PYTHON).
 
-Only where memguard reads Python frames without the GIL (CPython 3.11 and 3.12): elsewhere a
+Only where memguard reads Python frames without the GIL (CPython 3.11 to 3.13): elsewhere a
 thread running PyTorch's operators (which release the GIL) gets no Python stack, so nothing is cut.
 
 With Python stacks on, a native stack taken while Python code runs ends at its first frame inside
@@ -105,7 +105,7 @@ class NativeCut(harness.ChildTestCase):
         return out
 
     def walker(self):
-        return tuple(self.runs["cut"].result["python"]) in ((3, 11), (3, 12))
+        return tuple(self.runs["cut"].result["python"]) in ((3, 11), (3, 12), (3, 13))
 
     def test_cut_ends_every_stack_at_the_interpreter_and_keeps_the_frames_above(self):
         if not self.walker():

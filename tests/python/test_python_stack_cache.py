@@ -17,7 +17,7 @@ A record's stack must match it:
               define its own P and p records (the caches start over with the report).
 The reuse scenarios also record the addresses, and the driver checks that the address reuse the
 cache must survive really happened (else the scenario would prove nothing).
-Only on CPython 3.11 and 3.12 (the GIL-free walker); skipped elsewhere.
+Only on CPython 3.11 to 3.13 (the GIL-free walker); skipped elsewhere.
 """
 import os
 import sys
@@ -226,7 +226,7 @@ class PythonStackCache(harness.ChildTestCase):
 
     def setUp(self):
         self.assertChildOk(self.run_)
-        if tuple(self.run_.result["python"]) not in ((3, 11), (3, 12)):
+        if tuple(self.run_.result["python"]) not in ((3, 11), (3, 12), (3, 13)):
             self.skipTest("no GIL-free frame walker on this CPython")
         self.assertIn(GIL_FREE_LINE, self.run_.stderr, self.run_.describe())
         self.assertEqual(self.run_.result["errors"], [])
