@@ -27,9 +27,12 @@ Benchmarks:
             once, each pinned to its own two cores (--cpus gives the 14), measuring the same size
             in the same 0.25 s wall-clock slices: on a shared machine the latency of one process
             drifts by up to 2x over minutes, and this way the drift hits every arm alike. The arms
-            swap cores after each round of sizes, so each arm runs on every pair of cores. Ratios
-            are per slice, then the median. (torch.empty of a cached block does no GPU work, so
-            the arms do not contend for the GPU.) --reps runs it that many times (slices pooled).
+            swap cores after each round of sizes, so each arm runs on every pair of cores, each
+            the same number of rounds (--rounds; before 2026-11-30 evening 20 rounds over 7 pairs,
+            so each arm had one pair a round less). Ratios are per slice, then the median.
+            (torch.empty of a cached block does no GPU work, so the arms do not contend for the
+            GPU.) --reps runs it that many times (slices pooled; the per-run table shows how
+            much whole runs differ, which is what bounds an A/B of two builds).
   latency   torch.empty(n, uint8, device="cuda") then del, for n from 512 B to 256 MiB: median ns
             per allocation+free over --iters iterations (after a warm-up that fills the cache)
   eager, compiled  a GPT-style transformer training step (bf16 autocast, AdamW; d=1024, 12
@@ -349,9 +352,12 @@ def run_all(args):
             "warmup": 3 if args.quick else 10, "steps": 5 if args.quick else 30}
     small = dict(step, d=512, layers=6, seq=128, batch=4, steps=20 if args.quick else 100)
     results = {b: {a: [] for a in ARMS} for b in benches if b not in ("together", "small_together")}
+    together_arms = AB_ARMS if args.lib_b else TOGETHER_ARMS
     together = {
-        "together": lambda: run_together(args, floor_lib, cpus, slices=6 * (3 if args.quick else 20), slice_s=0.25,
-                                         arms=AB_ARMS if args.lib_b else TOGETHER_ARMS),
+        # Each arm spends the same number of rounds (one slice per size) on every pair of cores.
+        "together": lambda: run_together(args, floor_lib, cpus,
+                                         slices=len(SIZES) * len(together_arms) * (args.rounds or (1 if args.quick else 3)),
+                                         slice_s=0.25, arms=together_arms),
         "small_together": lambda: run_together(args, None, cpus, slices=10 if args.quick else 40, slice_s=2.0,
                                                arms=STEP_ARMS, work=dict(small, compiled=False, steps=5)),
     }
@@ -518,6 +524,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/lib/libmemguard.so")
     ap.add_argument("--lib-b", default=None, help="together: a second build, run as the arm mgb_nostack")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="together: rounds per pair of cores in each run (default 3; --quick 1). Processes of one "
+                         "build differ by several percent for their whole life, so an A/B of two builds needs many "
+                         "runs (--reps) more than long ones")
     ap.add_argument("--quick", action="store_true", help="a short version (fewer repetitions, iterations, steps)")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--bench", default=",".join(BENCHES), help="comma-separated subset of " + ",".join(BENCHES))

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Issue 7's benchmarks on the GPU machine, in parts that each fit one device call (10 minutes):
-#   tools/gpu/bench7.sh latency    `together` three times (~2.5 min)
+#   tools/gpu/bench7.sh latency    `together` eight times, one round per pair of cores each (~4 min);
+#                                  LIB_B=path adds a second build as mgb_nostack (an A/B in one run)
 #   tools/gpu/bench7.sh eager      eager_small and eager, 3 processes per arm, pinned (~7 min)
 #   tools/gpu/bench7.sh compiled   compiled, 3 processes per arm, pinned (~5 min)
 #   tools/gpu/bench7.sh small      small_together three times: the CPU-bound step, arms at once (~5 min)
-# Builds build-gpu/ (the library only) when it is missing (build-lib.sh). Tables on stdout; JSON in $OUT (device
+# Builds build-gpu/ (the library only, incrementally: build-lib.sh). Tables on stdout; JSON in $OUT (device
 # tool) or ./gpu-out, to merge later with `python3 bench/allocator_mode.py --tables A.json B.json`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +17,9 @@ lib=build-gpu/lib/libmemguard.so
 tools/gpu/build-lib.sh "$out/cmake-bench.log" || exit 1
 pin=4,5,6,7,8,9,10,11
 case $part in
-    latency) python3 bench/allocator_mode.py --lib "$lib" --bench together --reps 3 --json "$out/together.json" ;;
+    # Many short runs: processes of one build differ by several percent for their whole life.
+    latency) python3 bench/allocator_mode.py --lib "$lib" ${LIB_B:+--lib-b "$LIB_B"} --bench together --reps 8 --rounds 1 \
+                 --json "$out/together.json" ;;
     eager) python3 bench/allocator_mode.py --lib "$lib" --bench eager_small,eager --reps 3 --cpus $pin --json "$out/eager.json" ;;
     compiled) python3 bench/allocator_mode.py --lib "$lib" --bench compiled --reps 3 --cpus $pin --json "$out/compiled.json" ;;
     small) python3 bench/allocator_mode.py --lib "$lib" --bench small_together --reps 3 --cpus $pin --json "$out/small.json" ;;
