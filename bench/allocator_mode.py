@@ -88,7 +88,7 @@ def worker(spec):
     on_gpu = dev.type == "cuda"
     if spec["arm"] == "history" and on_gpu:
         torch.cuda.memory._record_memory_history(stacks="all", max_entries=100000)
-    if spec["arm"] == "floor":
+    if spec["arm"] == "floor" and on_gpu:
         torch.cuda.memory.change_current_allocator(
             torch.cuda.memory.CUDAPluggableAllocator(spec["floor_lib"], "floor_alloc", "floor_free"))
     out = {"backend": torch.cuda.memory.get_allocator_backend() if on_gpu else "cpu"}
