@@ -65,6 +65,13 @@ int run_merge(const Args& args);
 int run_plot(const Args& args);
 int run_export(const Args& args);
 
+/// Whether a command shows the tensor blocks (allocator mode's T records: the sites PyTorch's
+/// tensors were allocated at, their bytes) rather than the GPU blocks (there, the segments the
+/// allocator took): a report with tensor blocks, without --segments or another --kind.
+inline bool tensor_view(const report::Report& r, const Args& args) {
+    return !r.tensors.empty() && !args.segments && args.kind == report::KindFilter::Gpu;
+}
+
 /// Prints "memguard: warning: <w>" on stderr for each remark.
 void print_warnings(const std::vector<std::string>& warnings);
 

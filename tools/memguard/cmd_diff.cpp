@@ -36,11 +36,6 @@ Side load_side(const std::string& path) {
     return s;
 }
 
-/// Which blocks the sites are of: the tensor blocks when both runs used memguard's allocator.
-bool tensor_view(const Side& a, const Side& b, const Args& args) {
-    return !a.r.tensors.empty() && !b.r.tensors.empty() && !args.segments;
-}
-
 /// The side's phases and its sites at its peak: of the tensor blocks (tensor bytes, the tensor
 /// peak), or of the GPU blocks (in allocator mode, the segments; the GPU peak).
 void find_phases_and_sites(Side& s, bool tensors, size_t frames) {
@@ -327,7 +322,8 @@ void print_json(const Side& a, const Side& b, const Args& args, bool tensors) {
 int run_diff(const Args& args) {
     Side a = load_side(args.files[0]);
     Side b = load_side(args.files[1]);
-    const bool tensors = tensor_view(a, b, args);
+    // The tensor blocks when both runs used memguard's allocator.
+    const bool tensors = tensor_view(a.r, args) && tensor_view(b.r, args);
     find_phases_and_sites(a, tensors, args.frames);
     find_phases_and_sites(b, tensors, args.frames);
     std::cout.flush();

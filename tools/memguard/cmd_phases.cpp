@@ -118,8 +118,7 @@ void json_marks(const report::Report& r, const report::Timeline& tl, report::Ser
 int run_phases(const Args& args) {
     report::Report r = report::load_report(args.file);
     print_warnings(r.warnings);
-    const report::Series series =
-        !r.tensors.empty() && !args.segments ? report::Series::Tensors : report::Series::Gpu;
+    const report::Series series = tensor_view(r, args) ? report::Series::Tensors : report::Series::Gpu;
     report::Timeline tl = report::build_timeline(r);
     std::cout.flush();
     if (args.marks) {

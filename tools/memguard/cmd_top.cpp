@@ -44,12 +44,6 @@ Shown pick(const report::SiteTable& table, size_t top_n, SiteSymbolizer& sym) {
 }
 
 /// Fills the view in place (it points into itself); `sym` must outlive it.
-/// In allocator mode (T records) the GPU view is the tensor blocks PyTorch holds, whose sites are the
-/// tensors' allocation sites; --segments (or another --kind) shows the segments the allocator took.
-bool tensor_view(const report::Report& r, const Args& args) {
-    return !r.tensors.empty() && !args.segments && args.kind == report::KindFilter::Gpu;
-}
-
 void build_view(const report::Report& r, const Args& args, SiteSymbolizer& sym, TopView& v) {
     v.tensors = tensor_view(r, args);
     if (v.tensors) {
