@@ -54,7 +54,7 @@ Objects g_obj;
 struct Freeze {
     bool active = false;
     int64_t since = 0;
-    long baseline = -1;  // gc.get_freeze_count() when the hook started; -1: unknown (no window)
+    long baseline = -1;  // gc.get_freeze_count() when the hook started; -1: unknown (then only 0 opens)
     static constexpr int64_t kMaxNs = 30LL * 1000000000LL;  // safety net: thaw a forgotten window
 };
 Freeze g_freeze;
@@ -303,13 +303,12 @@ FrameRole frame_role(PyFrameObject* f) {
     return std::strstr(s, "_functorch/_aot_autograd/") ? FrameRole::AotRuntime : FrameRole::Other;
 }
 
-/// Profile function, installed on a thread only while it has a pending mark.
-// How a frame left, on CPython 3.12: its legacy profile events come from sys.monitoring, which
-// reports a frame that an exception leaves (PY_UNWIND) as a return with None, not NULL
-// (CPython gh-110892; seen with 3.12.1 here), so None is also what an exception's way out looks
-// like. The instruction the frame stopped at tells them apart: a return or a yield, or the one
-// that raised. Opcodes from the interpreter's own `opcode.opmap`; unknown before 3.12, where the
-// NULL is reliable.
+// How a frame left, on CPython 3.12 and later: legacy profile events come from sys.monitoring,
+// which reported a frame that an exception leaves (PY_UNWIND) as a return with a value instead of
+// NULL (None, seen with 3.12.1 here, or the exception: CPython gh-110892), so the value cannot
+// tell an exception's way out from a return. The instruction the frame stopped at does: a return
+// or a yield, or the one that raised. Opcodes from the interpreter's own `opcode.opmap`; unknown
+// before 3.12, where the NULL is reliable.
 struct ExitOpcodes {
     long return_value = -1, return_const = -1, yield_value = -1;
     bool known() const { return return_value >= 0; }
@@ -332,10 +331,9 @@ void learn_exit_opcodes() {
     a->PyErr_Clear();
 }
 
-/// Whether a frame whose exit was reported with None returned (or yielded) rather than let an
-/// exception through. True where the report can be trusted (before 3.12).
+/// Whether a frame whose exit was reported with a value returned (or yielded) rather than let an
+/// exception through. Only where g_exit_ops are known (3.12 and later).
 bool left_normally(PyFrameObject* frame) {
-    if (!g_exit_ops.known()) return true;
     const CApi* a = capi();
     const int lasti = a->PyFrame_GetLasti(frame);  // bytes into co_code
     if (lasti < 0) return false;
@@ -350,6 +348,7 @@ bool left_normally(PyFrameObject* frame) {
     return op == g_exit_ops.return_value || op == g_exit_ops.return_const || op == g_exit_ops.yield_value;
 }
 
+/// Profile function, installed on a thread only while it has a pending mark.
 int profile_fn(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
     if (what == PyTrace_CALL) {
         ++t_mark.depth;
@@ -370,7 +369,7 @@ int profile_fn(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
     if (arg == nullptr) return 0;  // an exception is propagating: the mark waits for a normal return
     if (Recorder::instance().captures().active() > 0) return 0;  // collect once no stream captures
     ErrorGuard keep_error;
-    if (arg == capi()->none && !left_normally(frame)) return 0;  // (CPython 3.12's report of the same)
+    if (g_exit_ops.known() && !left_normally(frame)) return 0;  // (3.12+: the same, told by the frame)
     if (returns_set(g_obj.compile_context_try_get)) return 0;  // dynamo is compiling on this thread
     if (returns_set(g_obj.get_eval_frame_callback)) return 0;  // still inside a torch.compile region
     collect_now();
