@@ -199,13 +199,13 @@ void fill_live(const Report& r, const LevelWalk& walk, LiveSet& out) {
 }
 }  // namespace
 
-LiveSet live_at(const Report& r, const TimePoint& at) {
+LiveSet live_at(const Report& r, const TimePoint& at, const Summary* known) {
     LiveSet out;
     if (at.type == TimePoint::Exit) {
         out.events_applied = r.events.size();
         out.t = r.end_t;
     } else if (at.type == TimePoint::Peak) {
-        Summary s = summarize(r);
+        const Summary s = known ? *known : summarize(r);
         out.events_applied = s.peak_events;
         out.t = s.peak_t.value_or(0);
     } else {
@@ -218,10 +218,10 @@ LiveSet live_at(const Report& r, const TimePoint& at) {
     return out;
 }
 
-LiveSet tensors_live_at(const Report& r, const TimePoint& at, bool* has_peak) {
+LiveSet tensors_live_at(const Report& r, const TimePoint& at, bool* has_peak, const Summary* known) {
     if (has_peak != nullptr) *has_peak = true;
-    if (at.type != TimePoint::Peak) return live_at(r, at);
-    Summary s = summarize(r);
+    if (at.type != TimePoint::Peak) return live_at(r, at, known);
+    const Summary s = known ? *known : summarize(r);
     if (has_peak != nullptr) *has_peak = s.tensor_peak_t.has_value();
     LiveSet out;
     LevelWalk walk(r);

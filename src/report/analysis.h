@@ -118,13 +118,15 @@ struct LiveSet {
 };
 
 /// The blocks and physical handles live at a point in time (every kind; filter with the kind of each
-/// block and handle_matches).
-LiveSet live_at(const Report& r, const TimePoint& at);
+/// block and handle_matches). `known`: summarize(r), when the caller has it (`Peak` needs it;
+/// without it, it is computed: a replay of every event).
+LiveSet live_at(const Report& r, const TimePoint& at, const Summary* known = nullptr);
 
 /// As live_at, but `Peak` is the peak of tensor bytes (Levels::tensor_bytes), not of GPU live bytes:
 /// the moment torch.cuda.memory_allocated() was highest. `has_peak` is set false when no tensor
 /// block was ever live.
-LiveSet tensors_live_at(const Report& r, const TimePoint& at, bool* has_peak = nullptr);
+LiveSet tensors_live_at(const Report& r, const TimePoint& at, bool* has_peak = nullptr,
+                        const Summary* known = nullptr);
 
 /// Gpu: device, async and managed blocks and physical memory on devices; Physical: physical memory
 /// (cuMemCreate handles) only; All: everything.

@@ -41,7 +41,7 @@ Side load_side(const std::string& path) {
 void find_phases_and_sites(Side& s, bool tensors, size_t frames) {
     const report::Series series = tensors ? report::Series::Tensors : report::Series::Gpu;
     s.phases = report::phase_stats(s.r, report::build_timeline(s.r), series);
-    report::SiteTable table = site_table_at_peak(s.r, tensors);
+    report::SiteTable table = site_table_at_peak(s.r, tensors, &s.summary);
     SiteSymbolizer sym(s.r, frames);
     std::vector<size_t> handles;
     for (const report::Site& site : table.sites) handles.push_back(sym.add(site.stack_id, site.python_stack_id));

@@ -112,7 +112,7 @@ RankRow load_row(const std::string& path, size_t position, size_t frames) {
     for (int64_t v : s.cuda_bytes_freed) row.gc_freed += v;
     row.phases = r.phases.size();
     row.complete = r.complete;
-    PeakSite top = top_site_at_peak(r, frames);
+    PeakSite top = top_site_at_peak(r, frames, &s);
     row.top_site = top.label;
     row.top_site_bytes = top.bytes;
     return row;

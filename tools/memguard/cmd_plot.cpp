@@ -126,7 +126,7 @@ void prepare(Plot& p, size_t frames) {
     p.peak_bytes = p.tl.has_tensors ? p.summary.tensor_peak_bytes : p.summary.peak_bytes;
     p.peak_events = p.tl.has_tensors ? p.summary.tensor_peak_events : p.summary.peak_events;
     if (p.peak_t) {
-        PeakSite top = top_site_at_peak(r, frames);  // the tensor blocks' in allocator mode, as here
+        PeakSite top = top_site_at_peak(r, frames, &p.summary);  // the tensor blocks' in allocator mode, as here
         if (!top.label.empty()) {
             p.peak_site = top.label + " (" + human_bytes(top.bytes) + ", " + report::percent(top.bytes, top.total_bytes) + ")";
         }

@@ -1,5 +1,6 @@
 // memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool]
 //              [--segments] [--json]
+#include <optional>
 #include <cstdio>
 #include <iostream>
 
@@ -46,13 +47,17 @@ Shown pick(const report::SiteTable& table, size_t top_n, SiteSymbolizer& sym) {
 /// Fills the view in place (it points into itself); `sym` must outlive it.
 void build_view(const report::Report& r, const Args& args, SiteSymbolizer& sym, TopView& v) {
     v.tensors = tensor_view(r, args);
+    // A peak needs the summary (a replay of every event): computed once.
+    std::optional<report::Summary> summary;
+    if (args.at.type == report::TimePoint::Peak) summary = report::summarize(r);
+    const report::Summary* known = summary ? &*summary : nullptr;
     if (v.tensors) {
-        v.live = report::tensors_live_at(r, args.at, &v.has_peak);
+        v.live = report::tensors_live_at(r, args.at, &v.has_peak, known);
         v.table = report::group_tensors_by_site(r, v.live);
         if (args.pool) v.pools = report::group_tensors_by_pool(r, v.live);
     } else {
-        v.live = report::live_at(r, args.at);
-        v.has_peak = args.at.type != report::TimePoint::Peak || report::summarize(r).peak_t.has_value();
+        v.live = report::live_at(r, args.at, known);
+        v.has_peak = !summary || summary->peak_t.has_value();
         v.table = report::group_by_site(r, v.live, args.kind);
         if (args.pool) v.pools = report::group_by_pool(r, v.live, args.kind);
     }

@@ -220,15 +220,15 @@ void json_site_frames(report::JsonWriter& j, const SiteFrames& s, const report::
     j.end_array();
 }
 
-report::SiteTable site_table_at_peak(const report::Report& r, bool tensors) {
+report::SiteTable site_table_at_peak(const report::Report& r, bool tensors, const report::Summary* known) {
     const report::TimePoint peak{report::TimePoint::Peak, 0};
-    return tensors ? report::group_tensors_by_site(r, report::tensors_live_at(r, peak))
-                   : report::group_by_site(r, report::live_at(r, peak), report::KindFilter::Gpu);
+    return tensors ? report::group_tensors_by_site(r, report::tensors_live_at(r, peak, nullptr, known))
+                   : report::group_by_site(r, report::live_at(r, peak, known), report::KindFilter::Gpu);
 }
 
-PeakSite top_site_at_peak(const report::Report& r, size_t max_frames) {
+PeakSite top_site_at_peak(const report::Report& r, size_t max_frames, const report::Summary* known) {
     PeakSite out;
-    report::SiteTable table = site_table_at_peak(r, !r.tensors.empty());
+    report::SiteTable table = site_table_at_peak(r, !r.tensors.empty(), known);
     if (table.sites.empty()) return out;
     SiteSymbolizer sym(r, max_frames);
     size_t h = sym.add(table.sites[0].stack_id, table.sites[0].python_stack_id);

@@ -74,10 +74,10 @@ struct PeakSite {
     uint64_t bytes = 0;
     uint64_t total_bytes = 0;
 };
-PeakSite top_site_at_peak(const report::Report& r, size_t max_frames);
+PeakSite top_site_at_peak(const report::Report& r, size_t max_frames, const report::Summary* known = nullptr);
 /// The sites at the peak: of the tensor blocks at the tensor peak (allocator mode's view), or of
 /// the GPU blocks at the GPU peak.
-report::SiteTable site_table_at_peak(const report::Report& r, bool tensors);
+report::SiteTable site_table_at_peak(const report::Report& r, bool tensors, const report::Summary* known = nullptr);
 
 /// Writes the members "stack_known", "frames_total", "python_frames_total" and "frames" of a site
 /// object; each frame has "kind": "python" or "native".
