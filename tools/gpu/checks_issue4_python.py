@@ -23,6 +23,5 @@ def python_hook_drivers(ctx):
         if p.returncode != 0:
             failed.append(name)
             print(p.stderr[-3000:])
-    import sys
     print("CPython", sys.version.split()[0])
     assert not failed, f"failed: {failed}"
