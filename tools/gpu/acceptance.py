@@ -1,6 +1,6 @@
 """memguard's GPU acceptance suite: every issue's checks on a real GPU, with a pass/fail table.
 
-usage: python3 tools/gpu/acceptance.py --build BUILD_DIR --out OUT_DIR [--only ISSUE|SUBSTRING] [--skip SUBSTRING]... (repeatable)
+usage: python3 tools/gpu/acceptance.py --build BUILD_DIR --out OUT_DIR [--only ISSUE[,ISSUE...]|SUBSTRING] [--skip SUBSTRING]... (repeatable)
 
 Run through tools/gpu/acceptance.sh, which builds memguard first. Each check prints what it saw;
 the table at the end is the summary. Exit status 0 only when every selected check passed.
@@ -334,7 +334,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--only", default="", help="run only this issue's checks (a number) or checks whose name contains this")
+    ap.add_argument("--only", default="", help="run only these issues' checks (numbers: 7, or 2,3,4) or the checks whose "
+                    "name contains this")
     ap.add_argument("--skip", action="append", default=[],
                     help="skip checks whose name contains this (repeatable: e.g. the checks a cut-short run passed)")
     args = ap.parse_args()
@@ -342,8 +343,10 @@ def main():
     ctx.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for issue, name, fn in CHECKS:
-        # --only N (a number) selects issue N's checks; anything else, checks whose name contains it.
-        if args.only and (args.only != str(issue) if args.only.isdigit() else args.only not in name):
+        # --only N[,N...] (issue numbers) selects those issues' checks; anything else, checks whose
+        # name contains it.
+        issues_only = args.only.split(",") if re.fullmatch(r"\d+(,\d+)*", args.only) else None
+        if args.only and (str(issue) not in issues_only if issues_only else args.only not in name):
             continue
         if any(sub in name for sub in args.skip):
             continue
