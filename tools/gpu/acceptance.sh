@@ -2,7 +2,7 @@
 # Builds memguard on the GPU machine and runs the GPU acceptance suite (tools/gpu/acceptance.py).
 #
 # usage: tools/gpu/acceptance.sh [--only ISSUE[,ISSUE...]|SUBSTRING] [--skip SUBSTRING]... (--skip repeatable).
-# The whole suite takes more than one 10-minute device call: `--only 2,3,4,5,6`, then `--only 7`.
+# The whole suite takes more than one 10-minute device call: e.g. `--only 2,3,4`, then `--only 5,6,7`.
 # The H200 machine has no libunwind and no network: carry .deps/libunwind (built here by
 # tools/build-libunwind.sh) with the working tree. Results go to $OUT (device tool) or ./gpu-out.
 set -euo pipefail
