@@ -10,7 +10,9 @@
 # builds bench/pluggable_floor.cpp; then runs lat.py (torch.empty + free of 512 B and 1 MiB,
 # 5 x 100000, median) for native, floor, and mg_nostack and the timing build of each REF,
 # alternated, REPS times (default 3), each process on cores 4-5. Lines name the REF by its index
-# (mg_nostack.0, mg_timing.0, ...). With ALLOC_TIMING_KEEP=DIR the builds go to DIR and stay
+# (mg_nostack.0, mg_timing.0, ...). no_records.patch, applied to a tree given as a REF, makes a
+# build that writes no T/t records: beside the normal one, the bound of what cheaper records can
+# gain. With ALLOC_TIMING_KEEP=DIR the builds go to DIR and stay
 # (DIR/lib.I/build/lib/libmemguard.so), e.g. for bench/allocator_mode.py --lib ... --lib-b ....
 set -euo pipefail
 cd "$(dirname "$0")/../.."
