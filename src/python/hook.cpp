@@ -48,9 +48,9 @@ Objects g_obj;
 // (gc.freeze(), O(1)); its collection at the safe point then scans only what was made since, and
 // unfreezes right after. Objects older than the compile that became garbage meanwhile are left to
 // the next ordinary collection. Never done when the program froze objects itself: the freeze count
-// is then neither 0 nor what it was when the hook started (CPython 3.12 starts with a few hundred
-// of its own tuples frozen; the first window's gc.unfreeze() returns them to the oldest
-// generation, where collections scan them as any other object).
+// is then neither 0 nor what it was when the hook started (CPython 3.12 starts with 375 immortal
+// tuples frozen; a window's gc.unfreeze() returns them to the oldest generation, and the next full
+// collection moves them back, as 3.12's collector does with every immortal object it meets).
 struct Freeze {
     bool active = false;
     int64_t since = 0;
@@ -303,21 +303,23 @@ FrameRole frame_role(PyFrameObject* f) {
     return std::strstr(s, "_functorch/_aot_autograd/") ? FrameRole::AotRuntime : FrameRole::Other;
 }
 
-// How a frame left, on CPython 3.12 and later: legacy profile events come from sys.monitoring,
-// which reported a frame that an exception leaves (PY_UNWIND) as a return with a value instead of
-// NULL (None, seen with 3.12.1 here, or the exception: CPython gh-110892), so the value cannot
-// tell an exception's way out from a return. The instruction the frame stopped at does: a return
-// or a yield, or the one that raised. Opcodes from the interpreter's own `opcode.opmap`; unknown
-// before 3.12, where the NULL is reliable.
+// How a frame left, on CPython 3.12: its legacy profile events come from sys.monitoring, which
+// reports a frame that an exception leaves (PY_UNWIND) as a return with a value instead of NULL
+// (None in 3.12.1, or the exception: CPython gh-110892, fixed in 3.13), so the value cannot tell
+// an exception's way out from a return. The instruction the frame stopped at does: a return, or
+// the one that raised. A yield does not count: an exception thrown into a generator paused there
+// (gen.throw, a contextmanager whose body raised) leaves it at the same instruction; a generator's
+// frame waits for a return instead. Opcodes from the interpreter's own `opcode.opmap`; unknown
+// (not needed) on other versions, where the NULL is reliable.
 struct ExitOpcodes {
-    long return_value = -1, return_const = -1, yield_value = -1;
+    long return_value = -1, return_const = -1;
     bool known() const { return return_value >= 0; }
 };
 ExitOpcodes g_exit_ops;
 
 void learn_exit_opcodes() {
     const CApi* a = capi();
-    if (a->minor < 12 || !a->PyFrame_GetLasti || !a->PyCode_GetCode || !a->PyBytes_AsString || !a->PyBytes_Size)
+    if (a->minor != 12 || !a->PyFrame_GetLasti || !a->PyCode_GetCode || !a->PyBytes_AsString || !a->PyBytes_Size)
         return;
     Ref opcode(a->PyImport_ImportModule("opcode"));
     Ref opmap(opcode ? a->PyObject_GetAttrString(opcode.get(), "opmap") : nullptr);
@@ -327,12 +329,11 @@ void learn_exit_opcodes() {
     };
     g_exit_ops.return_value = op("RETURN_VALUE");
     g_exit_ops.return_const = op("RETURN_CONST");
-    g_exit_ops.yield_value = op("YIELD_VALUE");
     a->PyErr_Clear();
 }
 
-/// Whether a frame whose exit was reported with a value returned (or yielded) rather than let an
-/// exception through. Only where g_exit_ops are known (3.12 and later).
+/// Whether a frame whose exit was reported with a value returned rather than let an exception
+/// through. Only where g_exit_ops are known (3.12).
 bool left_normally(PyFrameObject* frame) {
     const CApi* a = capi();
     const int lasti = a->PyFrame_GetLasti(frame);  // bytes into co_code
@@ -345,7 +346,7 @@ bool left_normally(PyFrameObject* frame) {
         return false;  // unknown: the mark waits for a return that says what it is
     }
     const long op = static_cast<unsigned char>(p[lasti]);
-    return op == g_exit_ops.return_value || op == g_exit_ops.return_const || op == g_exit_ops.yield_value;
+    return op == g_exit_ops.return_value || op == g_exit_ops.return_const;
 }
 
 /// Profile function, installed on a thread only while it has a pending mark.
@@ -369,7 +370,7 @@ int profile_fn(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
     if (arg == nullptr) return 0;  // an exception is propagating: the mark waits for a normal return
     if (Recorder::instance().captures().active() > 0) return 0;  // collect once no stream captures
     ErrorGuard keep_error;
-    if (g_exit_ops.known() && !left_normally(frame)) return 0;  // (3.12+: the same, told by the frame)
+    if (g_exit_ops.known() && !left_normally(frame)) return 0;  // (3.12: the same, told by the frame)
     if (returns_set(g_obj.compile_context_try_get)) return 0;  // dynamo is compiling on this thread
     if (returns_set(g_obj.get_eval_frame_callback)) return 0;  // still inside a torch.compile region
     collect_now();
