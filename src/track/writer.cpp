@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <new>
-#include <type_traits>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -58,7 +57,18 @@ constexpr size_t kPackedHeader = 2 + sizeof(ReportWriter::PackedFormat);
 
 }  // namespace
 
-void ReportWriter::append(std::string_view records) noexcept { append_bytes(records, false); }
+void ReportWriter::append(std::string_view records) noexcept {
+    // A text record must end its line: a packed record is recognized only at a line's start.
+    const bool newline = !records.empty() && records.back() != '\n';
+    const auto lines = [&] {
+        const auto n = static_cast<uint64_t>(std::count(records.begin(), records.end(), '\n'));
+        return n == 0 ? uint64_t{1} : n;
+    };
+    append_locked(records.size() + (newline ? 1 : 0), false, lines, [&](char* at) {
+        if (!records.empty()) std::memcpy(at, records.data(), records.size());
+        if (newline) at[records.size()] = '\n';
+    });
+}
 
 namespace {
 
@@ -97,24 +107,11 @@ void ReportWriter::append_lost_locked() noexcept {
 
 void ReportWriter::append_packed(PackedFormat format, const void* payload, uint32_t bytes) noexcept {
     if (bytes > kMaxPackedBytes) bytes = kMaxPackedBytes;
-    append_locked(kPackedHeader + bytes, true, 1, [&](char* at) {
+    append_locked(kPackedHeader + bytes, true, [] { return uint64_t{1}; }, [&](char* at) {
         at[0] = kPackedMarker;
         at[1] = static_cast<char>(bytes);
         std::memcpy(at + 2, &format, sizeof format);
         std::memcpy(at + kPackedHeader, payload, bytes);
-    });
-}
-
-void ReportWriter::append_bytes(std::string_view bytes, bool packed) noexcept {
-    // A text record must end its line: a packed record is recognized only at a line's start.
-    const bool newline = !packed && !bytes.empty() && bytes.back() != '\n';
-    const auto lines = [&] {
-        const auto n = static_cast<uint64_t>(std::count(bytes.begin(), bytes.end(), '\n'));
-        return packed || n == 0 ? uint64_t{1} : n;
-    };
-    append_locked(bytes.size() + (newline ? 1 : 0), packed, lines, [&](char* at) {
-        if (!bytes.empty()) std::memcpy(at, bytes.data(), bytes.size());
-        if (newline) at[bytes.size()] = '\n';
     });
 }
 
@@ -134,13 +131,7 @@ void ReportWriter::append_locked(size_t n, bool packed, Lines lines, Fill fill) 
             // and PyTorch's noexcept deleters, where an exception would end the program: the
             // records are dropped instead and counted (a U record), and the log says once (not
             // under this lock, which a freeing thread may wait for) that the report is incomplete.
-            uint64_t dropped = 1;
-            if constexpr (std::is_invocable_v<Lines>) {
-                dropped = lines();
-            } else {
-                dropped = lines;
-            }
-            first_drop = note_dropped_locked(dropped);
+            first_drop = note_dropped_locked(lines());
         }
     }
     if (first_drop) log_dropped();

@@ -78,9 +78,8 @@ private:
     /// outside the lock. io_mu_ keeps file writes in order.
     void write_pending(bool heartbeat = true);
     bool write_all(const char* data, size_t n);
-    void append_bytes(std::string_view bytes, bool packed) noexcept;
     /// Appends `n` bytes that `fill(at)` writes, under mu_; when the memory cannot be had, counts
-    /// `lines` (a number, or a function giving it) records as lost instead.
+    /// `lines()` records as lost instead.
     template <typename Lines, typename Fill>
     void append_locked(size_t n, bool packed, Lines lines, Fill fill) noexcept;
     /// With mu_ held: `records` were dropped. True the first time: the caller logs it once it
