@@ -55,10 +55,6 @@ public:
         if (!bytes.empty()) std::memcpy(at, bytes.data(), bytes.size());
         return true;
     }
-    /// Drops the bytes after the first `n`.
-    void truncate(size_t n) noexcept {
-        if (n < size_) size_ = n;
-    }
     void clear() noexcept { size_ = 0; }
     /// Empties the buffer and returns its memory.
     void release() noexcept {
