@@ -14,6 +14,7 @@
 # build that writes no T/t records: beside the normal one, the bound of what cheaper records can
 # gain. With ALLOC_TIMING_KEEP=DIR the builds go to DIR and stay
 # (DIR/lib.I/build/lib/libmemguard.so), e.g. for bench/allocator_mode.py --lib ... --lib-b ....
+# ALLOC_TIMING_NO_TIMING=1 leaves out the timing builds and their arms.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 reps=${1:-3}
@@ -31,7 +32,9 @@ build() {  # source-dir extra-cxx-flags
 }
 pids=()
 for i in "${!refs[@]}"; do
-    for kind in lib timing; do
+    kinds=(lib)
+    [ -n "${ALLOC_TIMING_NO_TIMING:-}" ] || kinds+=(timing)
+    for kind in "${kinds[@]}"; do
         mkdir -p "$scratch/$kind.$i"
         if [ -d "${refs[$i]}" ]; then
             cp -a "${refs[$i]}/." "$scratch/$kind.$i/"
@@ -40,8 +43,9 @@ for i in "${!refs[@]}"; do
         fi
     done
     echo "ref $i: ${refs[$i]}$([ -d "${refs[$i]}" ] || echo " = $(git rev-parse --short "${refs[$i]}")")"
-    (cd "$scratch/timing.$i" && patch -p1 -s < "$OLDPWD/bench/alloc_timing/timing.patch")
     build "$scratch/lib.$i" "" & pids+=($!)
+    [ -z "${ALLOC_TIMING_NO_TIMING:-}" ] || continue
+    (cd "$scratch/timing.$i" && patch -p1 -s < "$OLDPWD/bench/alloc_timing/timing.patch")
     build "$scratch/timing.$i" -DMEMGUARD_PROBE_TIMING & pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
@@ -53,7 +57,8 @@ for ((r = 0; r < reps; ++r)); do
     FLOOR_LIB="$scratch/floor.so" python3 "$lat" floor
     for i in "${!refs[@]}"; do
         env "${nostack[@]}" LD_PRELOAD="$scratch/lib.$i/build/lib/libmemguard.so" python3 "$lat" "mg_nostack.$i"
-        env "${nostack[@]}" LD_PRELOAD="$scratch/timing.$i/build/lib/libmemguard.so" python3 "$lat" "mg_timing.$i"
+        [ -n "${ALLOC_TIMING_NO_TIMING:-}" ] ||
+            env "${nostack[@]}" LD_PRELOAD="$scratch/timing.$i/build/lib/libmemguard.so" python3 "$lat" "mg_timing.$i"
     done
     rm -f "$scratch"/r.*.mgr
 done

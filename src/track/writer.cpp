@@ -91,7 +91,7 @@ bool ReportWriter::note_dropped_locked(uint64_t records) noexcept {
 void ReportWriter::add_lost(uint64_t records) noexcept {
     bool first = false;
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<SpinLock> lock(mu_);
         first = note_dropped_locked(records);
     }
     if (first) log_dropped();
@@ -120,7 +120,7 @@ void ReportWriter::append_locked(size_t n, bool packed, Lines lines, Fill fill) 
     bool wake = false;
     bool first_drop = false;
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<SpinLock> lock(mu_);
         const size_t before = buffer_.size();
         if (char* at = buffer_.extend(n)) {
             fill(at);
@@ -198,7 +198,7 @@ bool ReportWriter::write_formatted(std::string_view raw) {
     if (lost > 0) {
         bool first = false;
         {
-            std::lock_guard<std::mutex> lock(mu_);
+            std::lock_guard<SpinLock> lock(mu_);
             first = note_dropped_locked(lost);
         }
         if (first) log_dropped();
@@ -213,7 +213,7 @@ void* ReportWriter::thread_main(void* self) {
 }
 
 void ReportWriter::run() {
-    std::unique_lock<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(wake_mu_);
     while (!stop_) {
         cv_.wait_for(lock, std::chrono::milliseconds(kFlushIntervalMs));
         if (stop_) break;
@@ -244,7 +244,7 @@ void ReportWriter::write_pending(bool heartbeat) {
     out.clear();
     bool packed = false;
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<SpinLock> lock(mu_);
         if (buffer_.empty() && lost_ == 0) {
             spare_ = std::move(out);
             return;
@@ -275,7 +275,7 @@ void ReportWriter::flush() { write_pending(); }
 
 void ReportWriter::finish() {
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<std::mutex> lock(wake_mu_);
         stop_ = true;
     }
     cv_.notify_one();
@@ -284,7 +284,7 @@ void ReportWriter::finish() {
         thread_running_ = false;
     }
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<SpinLock> lock(mu_);
         append_lost_locked();  // before the end record, which is the file's last line
     }
     Line z('Z');
@@ -295,11 +295,13 @@ void ReportWriter::finish() {
 
 void ReportWriter::lock_for_fork() {
     io_mu_.lock();
+    wake_mu_.lock();
     mu_.lock();
 }
 
 void ReportWriter::unlock_after_fork() {
     mu_.unlock();
+    wake_mu_.unlock();
     io_mu_.unlock();
 }
 

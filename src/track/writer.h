@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "track/byte_buffer.h"
+#include "track/spin_lock.h"
 
 namespace memguard::track {
 
@@ -47,7 +48,7 @@ public:
     /// append(), never blocks on I/O and never throws.
     void append_packed(PackedFormat format, const void* payload, uint32_t bytes) noexcept;
     bool dropped() const {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<SpinLock> lock(mu_);
         return dropped_;
     }
     /// Counts `records` lost before they reached the writer (made before the report existed);
@@ -91,7 +92,9 @@ private:
     bool write_formatted(std::string_view raw);
 
     Clock clock_;
-    mutable std::mutex mu_;  // guards buffer_, stop_, dropped_, lost_, lost_since_, has_packed_
+    // Guards buffer_, dropped_, lost_, lost_since_, has_packed_. Every hook's record takes it.
+    mutable SpinLock mu_;
+    std::mutex wake_mu_;  // guards stop_; the writer thread waits on cv_ with it
     std::condition_variable cv_;
     ByteBuffer buffer_;
     bool stop_ = false;

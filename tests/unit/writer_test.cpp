@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -256,3 +259,62 @@ TEST_F(ReportWriterFile, LostRecordsAddedByTheCallerComeBeforeTheEnd) {
 }
 
 }  // namespace
+
+// A packed record of a thread's number and its sequence number.
+void format_thread_seq(const unsigned char* payload, uint32_t bytes, std::string& out) {
+    uint32_t f[2] = {0, 0};
+    std::memcpy(f, payload, bytes < sizeof f ? bytes : sizeof f);
+    out += "P " + std::to_string(f[0]) + ' ' + std::to_string(f[1]) + '\n';
+}
+
+// Threads appending at once, packed and text records, while another flushes: every record
+// reaches the file once and whole, each thread's in the order it appended them.
+TEST_F(ReportWriterFile, ConcurrentAppendsAndFlushesKeepEachThreadsRecordsInOrder) {
+    constexpr uint32_t kThreads = 6, kRecords = 30000;
+    {
+        auto writer = started_writer(path);
+        ASSERT_TRUE(writer);
+        memguard::track::ReportWriter& w = *writer;
+        std::atomic<bool> done{false};
+        std::thread flusher([&] {
+            while (!done.load()) {
+                w.flush();
+                std::this_thread::yield();
+            }
+        });
+        std::vector<std::thread> threads;
+        for (uint32_t t = 0; t < kThreads; ++t) {
+            threads.emplace_back([&w, t] {
+                for (uint32_t i = 0; i < kRecords; ++i) {
+                    if (i % 7 == 0) {
+                        w.append("X " + std::to_string(t) + ' ' + std::to_string(i) + '\n');
+                    } else {
+                        const uint32_t f[2] = {t, i};
+                        w.append_packed(&format_thread_seq, f, sizeof f);
+                    }
+                }
+            });
+        }
+        for (std::thread& th : threads) th.join();
+        done = true;
+        flusher.join();
+        w.finish();
+    }
+    std::ifstream in(path);
+    std::vector<int64_t> last(kThreads, -1);
+    uint64_t records = 0;
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("H ", 0) == 0 || line == "Z 0") continue;
+        char kind = 0;
+        unsigned t = 0, i = 0;
+        ASSERT_EQ(std::sscanf(line.c_str(), "%c %u %u", &kind, &t, &i), 3) << line;
+        ASSERT_TRUE(kind == 'P' || kind == 'X') << line;
+        ASSERT_LT(t, kThreads) << line;
+        ASSERT_EQ(kind == 'X', i % 7 == 0) << line;
+        ASSERT_EQ(static_cast<int64_t>(i), last[t] + 1) << "thread " << t << " out of order or lost: " << line;
+        last[t] = i;
+        ++records;
+    }
+    EXPECT_EQ(records, uint64_t{kThreads} * kRecords);
+}
