@@ -2,12 +2,13 @@
 // bytes. Taking it is one atomic exchange and releasing it a plain store, where a std::mutex
 // costs a call into glibc and a second atomic instruction (which, like the first, waits for the
 // thread's earlier stores to reach the cache: on the allocation path of PyTorch's process those
-// are often misses). A thread that finds it taken spins briefly, then yields the CPU until it is
-// free: its holder may have been preempted, or be growing the buffer.
+// are often misses). A thread that finds it taken spins briefly, then yields the CPU, then sleeps
+// 50 us at a time until it is free: its holder may have been preempted, or be growing the buffer.
 #pragma once
 
 #include <atomic>
 #include <sched.h>
+#include <time.h>
 
 namespace memguard::track {
 
@@ -29,20 +30,27 @@ private:
 #endif
     }
     __attribute__((noinline)) void lock_contended() noexcept {
-        for (unsigned spins = 0;; ++spins) {
+        for (unsigned waits = 0;;) {
             // Wait until it looks free before trying again: an exchange on a held lock would take
             // the cache line away from the holder for nothing.
             while (held_.load(std::memory_order_relaxed)) {
-                if (spins < 64) {
+                if (waits < kSpins) {
                     relax();
-                    ++spins;
-                } else {
+                } else if (waits < kSpins + kYields) {
                     sched_yield();
+                } else {
+                    // A real-time thread's sched_yield never lets a holder of lower priority
+                    // run: sleeping does.
+                    const timespec pause{0, 50'000};
+                    nanosleep(&pause, nullptr);
                 }
+                ++waits;
             }
             if (!held_.exchange(true, std::memory_order_acquire)) return;
         }
     }
+    static constexpr unsigned kSpins = 64;
+    static constexpr unsigned kYields = 64;
 
     std::atomic<bool> held_{false};
 };
