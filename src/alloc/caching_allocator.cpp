@@ -231,9 +231,13 @@ private:
         else delete b;
     }
 
-    void stat_update(StatArray& a, const BlockPool* pool, int64_t delta) {
-        a[kStatAll].update(delta);
-        a[pool->small ? kStatSmallPool : kStatLargePool].update(delta);
+    void stat_add(StatArray& a, const BlockPool* pool, uint64_t n) {
+        a[kStatAll].add(n);
+        a[pool->small ? kStatSmallPool : kStatLargePool].add(n);
+    }
+    void stat_sub(StatArray& a, const BlockPool* pool, uint64_t n) {
+        a[kStatAll].sub(n);
+        a[pool->small ? kStatSmallPool : kStatLargePool].sub(n);
     }
 
     static constexpr size_t kMaxSpareBlocks = 4096;
@@ -318,8 +322,8 @@ Block* DeviceCachingAllocator::take_free_block(BlockPool& pool, Stream stream, s
     if (size >= config_.max_split_size && b->size >= size + config_.max_non_split_rounding_size) return nullptr;
     pool.blocks.erase(it);
     if (b->is_split()) {
-        stat_update(stats_.inactive_split, &pool, -1);
-        stat_update(stats_.inactive_split_bytes, &pool, -static_cast<int64_t>(b->size));
+        stat_sub(stats_.inactive_split, &pool, 1);
+        stat_sub(stats_.inactive_split_bytes, &pool, b->size);
     }
     return b;
 }
@@ -349,9 +353,9 @@ Block* DeviceCachingAllocator::alloc_segment(BlockPool& pool, Stream stream, siz
     b->pool = &pool;
     segments_[b->ptr] = Segment{b, size, &pool};
     if (pool.owner) pool.owner->segments++;
-    stat_update(stats_.segment, &pool, 1);
-    stat_update(stats_.reserved_bytes, &pool, static_cast<int64_t>(size));
-    if (size >= config_.max_split_size) stats_.oversize_segments.update(1);
+    stat_add(stats_.segment, &pool, 1);
+    stat_add(stats_.reserved_bytes, &pool, size);
+    if (size >= config_.max_split_size) stats_.oversize_segments.add(1);
     stats_.num_device_alloc++;
     return b;
 }
@@ -393,18 +397,18 @@ void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, S
         b->next = rest;
         b->size = size;
         pool->blocks.insert(rest);
-        stat_update(stats_.inactive_split, pool, 1);
-        stat_update(stats_.inactive_split_bytes, pool, static_cast<int64_t>(rest->size));
+        stat_add(stats_.inactive_split, pool, 1);
+        stat_add(stats_.inactive_split_bytes, pool, rest->size);
     }
     b->allocated = true;
     b->requested = requested;
     b->site = site;
-    stat_update(stats_.allocation, pool, 1);
-    stat_update(stats_.allocated_bytes, pool, static_cast<int64_t>(b->size));
-    stat_update(stats_.requested_bytes, pool, static_cast<int64_t>(requested));
-    stat_update(stats_.active, pool, 1);
-    stat_update(stats_.active_bytes, pool, static_cast<int64_t>(b->size));
-    if (b->size >= config_.max_split_size) stats_.oversize_allocations.update(1);
+    stat_add(stats_.allocation, pool, 1);
+    stat_add(stats_.allocated_bytes, pool, b->size);
+    stat_add(stats_.requested_bytes, pool, requested);
+    stat_add(stats_.active, pool, 1);
+    stat_add(stats_.active_bytes, pool, b->size);
+    if (b->size >= config_.max_split_size) stats_.oversize_allocations.add(1);
 }
 
 void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId site,
@@ -477,10 +481,10 @@ bool DeviceCachingAllocator::free(uintptr_t ptr, void (*before_reuse)(void*), vo
 void DeviceCachingAllocator::free_locked(Block* b) {
     b->allocated = false;
     BlockPool* pool = b->pool;
-    stat_update(stats_.allocation, pool, -1);
-    stat_update(stats_.allocated_bytes, pool, -static_cast<int64_t>(b->size));
-    stat_update(stats_.requested_bytes, pool, -static_cast<int64_t>(b->requested));
-    if (b->size >= config_.max_split_size) stats_.oversize_allocations.update(-1);
+    stat_sub(stats_.allocation, pool, 1);
+    stat_sub(stats_.allocated_bytes, pool, b->size);
+    stat_sub(stats_.requested_bytes, pool, b->requested);
+    if (b->size >= config_.max_split_size) stats_.oversize_allocations.sub(1);
     b->requested = 0;
     if (b->stream_uses.empty()) {
         free_block(b);
@@ -601,13 +605,13 @@ void DeviceCachingAllocator::synchronize_and_free_events() {
 
 void DeviceCachingAllocator::free_block(Block* b) {
     BlockPool* pool = b->pool;
-    stat_update(stats_.active, pool, -1);
-    stat_update(stats_.active_bytes, pool, -static_cast<int64_t>(b->size));
+    stat_sub(stats_.active, pool, 1);
+    stat_sub(stats_.active_bytes, pool, b->size);
     try_merge(b, b->prev);
     try_merge(b, b->next);
     if (b->is_split()) {
-        stat_update(stats_.inactive_split, pool, 1);
-        stat_update(stats_.inactive_split_bytes, pool, static_cast<int64_t>(b->size));
+        stat_add(stats_.inactive_split, pool, 1);
+        stat_add(stats_.inactive_split_bytes, pool, b->size);
     }
     pool->blocks.insert(b);
 }
@@ -616,8 +620,8 @@ bool DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
     if (!src || !src->is_cached()) return false;
     BlockPool* pool = dst->pool;
     pool->blocks.erase(src);
-    stat_update(stats_.inactive_split, pool, -1);
-    stat_update(stats_.inactive_split_bytes, pool, -static_cast<int64_t>(src->size));
+    stat_sub(stats_.inactive_split, pool, 1);
+    stat_sub(stats_.inactive_split_bytes, pool, src->size);
     if (src == dst->prev) {
         dst->ptr = src->ptr;
         dst->prev = src->prev;
@@ -641,9 +645,9 @@ bool DeviceCachingAllocator::release_segment(Block* b) {
     pool->blocks.erase(b);
     if (pool->owner) pool->owner->segments--;
     segments_.erase(b->ptr);
-    stat_update(stats_.segment, pool, -1);
-    stat_update(stats_.reserved_bytes, pool, -static_cast<int64_t>(b->size));
-    if (b->size >= config_.max_split_size) stats_.oversize_segments.update(-1);
+    stat_sub(stats_.segment, pool, 1);
+    stat_sub(stats_.reserved_bytes, pool, b->size);
+    if (b->size >= config_.max_split_size) stats_.oversize_segments.sub(1);
     stats_.num_device_free++;
     recycle(b);
     return true;
