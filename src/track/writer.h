@@ -16,8 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/spin_lock.h"
 #include "track/byte_buffer.h"
-#include "track/spin_lock.h"
 
 namespace memguard::track {
 

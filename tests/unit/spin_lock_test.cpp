@@ -1,4 +1,4 @@
-// The report buffer's lock (src/track/spin_lock.h).
+// The allocation path's lock (src/common/spin_lock.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -6,9 +6,9 @@
 #include <thread>
 #include <vector>
 
-#include "track/spin_lock.h"
+#include "common/spin_lock.h"
 
-using memguard::track::SpinLock;
+using memguard::SpinLock;
 
 // More threads than this machine has cores increment a plain counter under the lock; a lost
 // increment means two held it at once. Some hold it across a sleep, so that waiters get past

@@ -1,16 +1,18 @@
-// The report buffer's lock: taken for every record appended, held for a copy of a few dozen
-// bytes. Taking it is one atomic exchange and releasing it a plain store, where a std::mutex
-// costs a call into glibc and a second atomic instruction (which, like the first, waits for the
-// thread's earlier stores to reach the cache: on the allocation path of PyTorch's process those
-// are often misses). A thread that finds it taken spins briefly, then yields the CPU, then sleeps
-// 50 us at a time until it is free: its holder may have been preempted, or be growing the buffer.
+// The locks of the allocation path: the report buffer's (taken for every record, held for a copy)
+// and allocator mode's device locks (taken for every allocation and free, held for the pools'
+// bookkeeping, and rarely for long: a device allocation, an event wait, empty_cache). Taking one
+// is one atomic exchange and releasing it a plain store, where a std::mutex costs a call into
+// glibc and a second atomic instruction (which, like the first, waits for the thread's earlier
+// stores to reach the cache: on the allocation path of PyTorch's process those are often
+// misses). A thread that finds it taken spins briefly, then yields the CPU, then sleeps 50 us at a
+// time until it is free: its holder may have been preempted, or be in one of the long holds.
 #pragma once
 
 #include <atomic>
 #include <sched.h>
 #include <time.h>
 
-namespace memguard::track {
+namespace memguard {
 
 class SpinLock {
 public:
@@ -55,4 +57,4 @@ private:
     std::atomic<bool> held_{false};
 };
 
-}  // namespace memguard::track
+}  // namespace memguard
