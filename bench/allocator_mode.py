@@ -449,11 +449,16 @@ def print_tables(results):
             # Whether the runs agree: each run's median per-slice ratio over all sizes.
             print("\n| run | " + " | ".join(f"{a} / {b}" for a, b in cols) + " |")
             print("|---|" + "---|" * len(cols))
+            per_run = []
             for k in range(runs):
                 per_arm = {a: tog[a][k]["slices"] for a in arms}
                 slices = range(min(len(v) for v in per_arm.values()))
-                print(f"| {k + 1} | " + " | ".join(
-                    f"{med([per_arm[a][r][1] / per_arm[b][r][1] for r in slices]):.3f}" for a, b in cols) + " |")
+                per_run.append([med([per_arm[a][r][1] / per_arm[b][r][1] for r in slices]) for a, b in cols])
+                print(f"| {k + 1} | " + " | ".join(f"{v:.3f}" for v in per_run[-1]) + " |")
+            if runs > 1:
+                # Whole runs are the samples of an A/B (a process keeps its speed for its life).
+                print("| median run | " + " | ".join(f"{med([r[i] for r in per_run]):.3f}" for i in range(len(cols)))
+                      + " |")
     st = results.get("small_together")
     if st and all(st.get(a) for a in STEP_ARMS):
         runs = min(len(st[a]) for a in STEP_ARMS)
