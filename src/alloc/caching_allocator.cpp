@@ -1,7 +1,7 @@
 #include "alloc/caching_allocator.h"
 
 #include "alloc/ptr_map.h"
-#include "common/spin_lock.h"
+#include "common/futex_lock.h"
 
 #include <algorithm>
 #include <atomic>
@@ -168,15 +168,15 @@ public:
     bool release_pool(MempoolId id);
 
     DeviceStats stats() const {
-        std::lock_guard<SpinLock> lock(mu_);
+        std::lock_guard<FutexLock> lock(mu_);
         return stats_;
     }
     void reset_peak_stats() {
-        std::lock_guard<SpinLock> lock(mu_);
+        std::lock_guard<FutexLock> lock(mu_);
         stats_.reset_peak();
     }
     void reset_accumulated_stats() {
-        std::lock_guard<SpinLock> lock(mu_);
+        std::lock_guard<FutexLock> lock(mu_);
         stats_.reset_accumulated();
     }
     std::vector<BlockInfo> snapshot() const;
@@ -245,7 +245,7 @@ private:
     DeviceBackend& backend_;
     const int device_;
     const AllocatorConfig config_;
-    mutable SpinLock mu_;  // the device lock (common/spin_lock.h)
+    mutable FutexLock mu_;  // the device lock (common/futex_lock.h)
 
     BlockPool small_;
     BlockPool large_;
@@ -415,7 +415,7 @@ void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, S
 void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId site,
                                      const std::shared_ptr<const OomRescue>* rescue_slot, int* error,
                                      OomReport* oom, AllocatedBlock* out) {
-    std::unique_lock<SpinLock> lock(mu_);
+    std::unique_lock<FutexLock> lock(mu_);
     live_.reserve_one();  // the insert below cannot fail once a block is taken
     if (requested > kMaxRequest) {
         // Rounding would wrap around; no device has this much memory anyway.
@@ -471,7 +471,7 @@ void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId sit
 // Free and stream-ordered reuse
 
 bool DeviceCachingAllocator::free(uintptr_t ptr, void (*before_reuse)(void*), void* ctx) {
-    std::lock_guard<SpinLock> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     auto* b = static_cast<Block*>(live_.erase(ptr));
     if (!b) return false;
     before_reuse(ctx);
@@ -503,7 +503,7 @@ void DeviceCachingAllocator::free_locked(Block* b) {
 }
 
 bool DeviceCachingAllocator::block_sizes(uintptr_t ptr, size_t* size, size_t* requested) const {
-    std::lock_guard<SpinLock> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     const auto* b = static_cast<const Block*>(live_.find(ptr));
     if (!b) return false;
     if (size) *size = b->size;
@@ -512,7 +512,7 @@ bool DeviceCachingAllocator::block_sizes(uintptr_t ptr, size_t* size, size_t* re
 }
 
 bool DeviceCachingAllocator::record_stream(uintptr_t ptr, Stream stream) {
-    std::lock_guard<SpinLock> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     auto* b = static_cast<Block*>(live_.find(ptr));
     if (!b) return false;
     if (stream == b->stream) return true;
@@ -709,7 +709,7 @@ bool DeviceCachingAllocator::release_cached_blocks() {
 }
 
 bool DeviceCachingAllocator::empty_cache() {
-    std::lock_guard<SpinLock> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     return release_cached_blocks();
 }
 
@@ -718,7 +718,7 @@ int DeviceCachingAllocator::set_memory_fraction(double fraction) {
     size_t free_b = 0, total = 0;
     const int err = backend_.mem_info(device_, &free_b, &total);
     if (err != kSuccess) return err;
-    std::lock_guard<SpinLock> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     limit_ = static_cast<size_t>(fraction * static_cast<double>(total));
     return kSuccess;
 }
@@ -728,7 +728,7 @@ int DeviceCachingAllocator::set_memory_fraction(double fraction) {
 
 bool DeviceCachingAllocator::begin_allocate_to_pool(MempoolId id, StreamFilter filter) {
     if (id == MempoolId{}) return false;
-    std::lock_guard<SpinLock> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     auto it = pools_.find(id);
     if (it == pools_.end()) {
         pools_.emplace(id, std::make_unique<PrivatePool>(id));
@@ -742,7 +742,7 @@ bool DeviceCachingAllocator::begin_allocate_to_pool(MempoolId id, StreamFilter f
 }
 
 bool DeviceCachingAllocator::end_allocate_to_pool(MempoolId id) {
-    std::lock_guard<SpinLock> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     // Two threads may capture into one shared pool at once, each with its own filter; the id
     // alone cannot say whose capture ends. Captures begin and end on the same thread
     // (torch.cuda.graph), so that thread's entry is ended, else the newest with the id.
@@ -762,7 +762,7 @@ bool DeviceCachingAllocator::end_allocate_to_pool(MempoolId id) {
 }
 
 bool DeviceCachingAllocator::release_pool(MempoolId id) {
-    std::lock_guard<SpinLock> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     auto it = pools_.find(id);
     if (it == pools_.end() || it->second->use_count == 0) return false;
     if (--it->second->use_count == 0) freeable_.insert(id);
@@ -805,7 +805,7 @@ void DeviceCachingAllocator::fill_oom_report(OomReport* r, size_t requested, siz
 }
 
 std::vector<BlockInfo> DeviceCachingAllocator::snapshot() const {
-    std::lock_guard<SpinLock> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     std::vector<BlockInfo> out;
     for (const auto& [base, seg] : segments_) {
         for (const Block* b = seg.head; b; b = b->next) {
@@ -828,7 +828,7 @@ std::vector<BlockInfo> DeviceCachingAllocator::snapshot() const {
 }
 
 std::string DeviceCachingAllocator::check_invariants() const {
-    std::lock_guard<SpinLock> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     DeviceStats expect;
     size_t cached_seen = 0;
     size_t allocated_seen = 0;

@@ -91,7 +91,7 @@ bool ReportWriter::note_dropped_locked(uint64_t records) noexcept {
 void ReportWriter::add_lost(uint64_t records) noexcept {
     bool first = false;
     {
-        std::lock_guard<SpinLock> lock(mu_);
+        std::lock_guard<FutexLock> lock(mu_);
         first = note_dropped_locked(records);
     }
     if (first) log_dropped();
@@ -120,7 +120,7 @@ void ReportWriter::append_locked(size_t n, bool packed, Lines lines, Fill fill) 
     bool wake = false;
     bool first_drop = false;
     {
-        std::lock_guard<SpinLock> lock(mu_);
+        std::lock_guard<FutexLock> lock(mu_);
         const size_t before = buffer_.size();
         if (char* at = buffer_.extend(n)) {
             fill(at);
@@ -198,7 +198,7 @@ bool ReportWriter::write_formatted(std::string_view raw) {
     if (lost > 0) {
         bool first = false;
         {
-            std::lock_guard<SpinLock> lock(mu_);
+            std::lock_guard<FutexLock> lock(mu_);
             first = note_dropped_locked(lost);
         }
         if (first) log_dropped();
@@ -244,7 +244,7 @@ void ReportWriter::write_pending(bool heartbeat) {
     out.clear();
     bool packed = false;
     {
-        std::lock_guard<SpinLock> lock(mu_);
+        std::lock_guard<FutexLock> lock(mu_);
         if (buffer_.empty() && lost_ == 0) {
             spare_ = std::move(out);
             return;
@@ -284,7 +284,7 @@ void ReportWriter::finish() {
         thread_running_ = false;
     }
     {
-        std::lock_guard<SpinLock> lock(mu_);
+        std::lock_guard<FutexLock> lock(mu_);
         append_lost_locked();  // before the end record, which is the file's last line
     }
     Line z('Z');

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/spin_lock.h"
+#include "common/futex_lock.h"
 #include "track/byte_buffer.h"
 
 namespace memguard::track {
@@ -48,7 +48,7 @@ public:
     /// append(), never blocks on I/O and never throws.
     void append_packed(PackedFormat format, const void* payload, uint32_t bytes) noexcept;
     bool dropped() const {
-        std::lock_guard<SpinLock> lock(mu_);
+        std::lock_guard<FutexLock> lock(mu_);
         return dropped_;
     }
     /// Counts `records` lost before they reached the writer (made before the report existed);
@@ -93,7 +93,7 @@ private:
 
     Clock clock_;
     // Guards buffer_, dropped_, lost_, lost_since_, has_packed_. Every hook's record takes it.
-    mutable SpinLock mu_;
+    mutable FutexLock mu_;
     std::mutex wake_mu_;  // guards stop_; the writer thread waits on cv_ with it
     std::condition_variable cv_;
     ByteBuffer buffer_;
