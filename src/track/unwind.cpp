@@ -18,12 +18,16 @@ std::atomic<int> g_unwinding{0};
 std::atomic<bool> g_fork_pending{false};
 
 /// Held while a thread unwinds. Entering waits while a fork is pending (forks are rare and short).
+/// Entering (count up, then look at the flag) and block_unwinding_for_fork (raise the flag, then
+/// look at the count) are each a store followed by a load of the other variable: only sequential
+/// consistency on all four keeps both sides from missing each other (on x86 the increment is a
+/// locked instruction either way, and the loads are plain ones).
 class UnwindGate {
 public:
     UnwindGate() noexcept {
         for (;;) {
-            g_unwinding.fetch_add(1, std::memory_order_acq_rel);
-            if (!g_fork_pending.load(std::memory_order_acquire)) return;
+            g_unwinding.fetch_add(1, std::memory_order_seq_cst);
+            if (!g_fork_pending.load(std::memory_order_seq_cst)) return;
             g_unwinding.fetch_sub(1, std::memory_order_acq_rel);
             while (g_fork_pending.load(std::memory_order_acquire)) sched_yield();
         }
@@ -37,7 +41,7 @@ public:
 
 void block_unwinding_for_fork() noexcept {
     g_fork_pending.store(true, std::memory_order_seq_cst);
-    while (g_unwinding.load(std::memory_order_acquire) != 0) sched_yield();
+    while (g_unwinding.load(std::memory_order_seq_cst) != 0) sched_yield();
 }
 
 void allow_unwinding_after_fork() noexcept {
