@@ -261,7 +261,7 @@ TEST_F(ReportWriterFile, LostRecordsAddedByTheCallerComeBeforeTheEnd) {
 }  // namespace
 
 // A packed record of a thread's number and its sequence number.
-void format_thread_seq(const unsigned char* payload, uint32_t bytes, std::string& out) {
+static void format_thread_seq(const unsigned char* payload, uint32_t bytes, std::string& out) {
     uint32_t f[2] = {0, 0};
     std::memcpy(f, payload, bytes < sizeof f ? bytes : sizeof f);
     out += "P " + std::to_string(f[0]) + ' ' + std::to_string(f[1]) + '\n';
