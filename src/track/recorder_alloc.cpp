@@ -98,7 +98,12 @@ void Recorder::record_block_alloc(const TensorBlock& b) {
     f.unused = 0;
     f.pool_first = b.pool_first;
     f.pool_second = b.pool_second;
-    writer_.append_packed(&format_block_alloc, &f, b.private_pool ? kPrivatePoolBytes : kDefaultPoolBytes);
+    // Two calls, each with its size known here: the copy into the buffer is inlined.
+    if (b.private_pool) {
+        writer_.append_packed(&format_block_alloc, &f, kPrivatePoolBytes);
+    } else {
+        writer_.append_packed(&format_block_alloc, &f, kDefaultPoolBytes);
+    }
 }
 
 void Recorder::record_block_free(uintptr_t addr, bool during_gc) {

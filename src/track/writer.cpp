@@ -48,15 +48,6 @@ bool ReportWriter::start(const std::string& path, std::string* error) {
     return true;
 }
 
-namespace {
-
-// A packed record in the buffer: this byte (never the first byte of a text record, which is its
-// type letter), the field count (one byte), the format function, then the fields.
-constexpr char kPackedMarker = '\x01';
-constexpr size_t kPackedHeader = 2 + sizeof(ReportWriter::PackedFormat);
-
-}  // namespace
-
 void ReportWriter::append(std::string_view records) noexcept {
     // A text record must end its line: a packed record is recognized only at a line's start.
     const bool newline = !records.empty() && records.back() != '\n';
@@ -70,13 +61,9 @@ void ReportWriter::append(std::string_view records) noexcept {
     });
 }
 
-namespace {
-
-void log_dropped() noexcept {
+void ReportWriter::log_dropped() noexcept {
     MG_LOG_WARN("out of host memory: report records dropped; the report is incomplete and says how many");
 }
-
-}  // namespace
 
 bool ReportWriter::note_dropped_locked(uint64_t records) noexcept {
     const bool first = !dropped_;
@@ -103,39 +90,6 @@ void ReportWriter::append_lost_locked() noexcept {
     u.sdec(clock_()).sdec(lost_since_).dec(lost_);
     // Still out of memory: the count waits for the next flush.
     if (buffer_.append(u.finish())) lost_ = 0;
-}
-
-void ReportWriter::append_packed(PackedFormat format, const void* payload, uint32_t bytes) noexcept {
-    if (bytes > kMaxPackedBytes) bytes = kMaxPackedBytes;
-    append_locked(kPackedHeader + bytes, true, [] { return uint64_t{1}; }, [&](char* at) {
-        at[0] = kPackedMarker;
-        at[1] = static_cast<char>(bytes);
-        std::memcpy(at + 2, &format, sizeof format);
-        std::memcpy(at + kPackedHeader, payload, bytes);
-    });
-}
-
-template <typename Lines, typename Fill>
-void ReportWriter::append_locked(size_t n, bool packed, Lines lines, Fill fill) noexcept {
-    bool wake = false;
-    bool first_drop = false;
-    {
-        std::lock_guard<FutexLock> lock(mu_);
-        const size_t before = buffer_.size();
-        if (char* at = buffer_.extend(n)) {
-            fill(at);
-            has_packed_ = has_packed_ || packed;
-            wake = before < kWakeThreshold && buffer_.size() >= kWakeThreshold;
-        } else {
-            // Host memory is exhausted. The hooks calling this run inside the host's CUDA calls
-            // and PyTorch's noexcept deleters, where an exception would end the program: the
-            // records are dropped instead and counted (a U record), and the log says once (not
-            // under this lock, which a freeing thread may wait for) that the report is incomplete.
-            first_drop = note_dropped_locked(lines());
-        }
-    }
-    if (first_drop) log_dropped();
-    if (wake) cv_.notify_one();
 }
 
 bool ReportWriter::write_formatted(std::string_view raw) {

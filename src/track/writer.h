@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <pthread.h>
 #include <string>
@@ -69,6 +70,10 @@ public:
     void reset_in_child();
 
     static constexpr int64_t kFlushIntervalMs = 250;
+    // A packed record in the buffer: this byte (never the first byte of a text record, which is
+    // its type letter), the field count (one byte), the format function, then the fields.
+    static constexpr char kPackedMarker = '\x01';
+    static constexpr size_t kPackedHeader = 2 + sizeof(PackedFormat);
     static constexpr size_t kWakeThreshold = 1 << 20;
     static constexpr size_t kMaxSpare = 16 << 20;  // a larger written buffer is freed, not kept
 
@@ -80,9 +85,11 @@ private:
     void write_pending(bool heartbeat = true);
     bool write_all(const char* data, size_t n);
     /// Appends `n` bytes that `fill(at)` writes, under mu_; when the memory cannot be had, counts
-    /// `lines()` records as lost instead.
+    /// `lines()` records as lost instead. Inline, with append_packed: a packed record of a size
+    /// known where it is appended is copied without a call.
     template <typename Lines, typename Fill>
     void append_locked(size_t n, bool packed, Lines lines, Fill fill) noexcept;
+    static void log_dropped() noexcept;
     /// With mu_ held: `records` were dropped. True the first time: the caller logs it once it
     /// has released mu_.
     bool note_dropped_locked(uint64_t records) noexcept;
@@ -112,5 +119,39 @@ private:
     pthread_t thread_{};
     bool thread_running_ = false;
 };
+
+__attribute__((always_inline)) inline void ReportWriter::append_packed(PackedFormat format, const void* payload,
+                                                                   uint32_t bytes) noexcept {
+    if (bytes > kMaxPackedBytes) bytes = kMaxPackedBytes;
+    append_locked(kPackedHeader + bytes, true, [] { return uint64_t{1}; }, [&](char* at) {
+        at[0] = kPackedMarker;
+        at[1] = static_cast<char>(bytes);
+        std::memcpy(at + 2, &format, sizeof format);
+        std::memcpy(at + kPackedHeader, payload, bytes);
+    });
+}
+
+template <typename Lines, typename Fill>
+inline void ReportWriter::append_locked(size_t n, bool packed, Lines lines, Fill fill) noexcept {
+    bool wake = false;
+    bool first_drop = false;
+    {
+        std::lock_guard<FutexLock> lock(mu_);
+        const size_t before = buffer_.size();
+        if (char* at = buffer_.extend(n)) {
+            fill(at);
+            has_packed_ = has_packed_ || packed;
+            wake = before < kWakeThreshold && buffer_.size() >= kWakeThreshold;
+        } else {
+            // Host memory is exhausted. The hooks calling this run inside the host's CUDA calls
+            // and PyTorch's noexcept deleters, where an exception would end the program: the
+            // records are dropped instead and counted (a U record), and the log says once (not
+            // under this lock, which a freeing thread may wait for) that the report is incomplete.
+            first_drop = note_dropped_locked(lines());
+        }
+    }
+    if (first_drop) log_dropped();
+    if (wake) cv_.notify_one();
+}
 
 }  // namespace memguard::track
