@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Issue 7's benchmarks on the GPU machine, in parts that each fit one device call (10 minutes):
 #   tools/gpu/bench7.sh latency    `together` eight times, one round per pair of cores each (~4 min);
-#                                  LIB_B=path adds a second build as mgb_nostack (an A/B in one run)
+#                                  LIB_B=path adds a second build as mgb_nostack (an A/B in one run);
+#                                  REF_TREE=dir builds that source tree (`git archive REF | tar -x -C
+#                                  dir`, carried: the GPU machine's .git may lack new commits) and
+#                                  uses its library as LIB_B
 #   tools/gpu/bench7.sh eager      eager_small and eager, 3 processes per arm, pinned (~7 min)
 #   tools/gpu/bench7.sh compiled   compiled, 3 processes per arm, pinned (~5 min)
 #   tools/gpu/bench7.sh small      small_together three times: the CPU-bound step, arms at once (~5 min)
@@ -15,6 +18,15 @@ out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 lib=build-gpu/lib/libmemguard.so
 tools/gpu/build-lib.sh "$out/cmake-bench.log" || exit 1
+if [ -n "${REF_TREE:-}" ]; then
+    [ -f "$REF_TREE/CMakeLists.txt" ] || { echo "bench7.sh: REF_TREE=$REF_TREE holds no source tree" >&2; exit 2; }
+    { cmake -S "$REF_TREE" -B "$REF_TREE/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMGUARD_BUILD_TESTS=OFF \
+          -DMEMGUARD_LIBUNWIND_PREFIX="$PWD/.deps/libunwind" &&
+      cmake --build "$REF_TREE/build" -j"$(nproc)" --target memguard; } >"$out/cmake-ref.log" 2>&1 ||
+        { tail -30 "$out/cmake-ref.log"; exit 1; }
+    LIB_B=$(cd "$REF_TREE/build/lib" && pwd)/libmemguard.so
+    echo "mgb_nostack: the library of $REF_TREE"
+fi
 pin=4,5,6,7,8,9,10,11
 case $part in
     # Many short runs: processes of one build differ by several percent for their whole life.
