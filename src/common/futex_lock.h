@@ -26,10 +26,7 @@ namespace memguard {
 class FutexLock {
 public:
     void lock() noexcept {
-        uint32_t expected = kFree;
-        if (state_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire, std::memory_order_relaxed))
-            return;
-        lock_contended();
+        if (!try_lock()) lock_contended();
     }
     bool try_lock() noexcept {
         uint32_t expected = kFree;
@@ -55,10 +52,7 @@ private:
         // while spinning, so that the holder keeps its cache line.
         for (int i = 0; i < kSpins; ++i) {
             relax();
-            uint32_t expected = kFree;
-            if (state_.load(std::memory_order_relaxed) == kFree &&
-                state_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire, std::memory_order_relaxed))
-                return;
+            if (state_.load(std::memory_order_relaxed) == kFree && try_lock()) return;
         }
         // Mark the lock as having sleepers before sleeping, so that its release wakes one. Taking it
         // here leaves the mark on: one release too many wakes nobody, one too few would lose a

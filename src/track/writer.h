@@ -70,14 +70,15 @@ public:
     void reset_in_child();
 
     static constexpr int64_t kFlushIntervalMs = 250;
-    // A packed record in the buffer: this byte (never the first byte of a text record, which is
-    // its type letter), the field count (one byte), the format function, then the fields.
-    static constexpr char kPackedMarker = '\x01';
-    static constexpr size_t kPackedHeader = 2 + sizeof(PackedFormat);
     static constexpr size_t kWakeThreshold = 1 << 20;
     static constexpr size_t kMaxSpare = 16 << 20;  // a larger written buffer is freed, not kept
 
 private:
+    // A packed record in the buffer: this byte (never the first byte of a text record, which is
+    // its type letter), the field count (one byte), the format function, then the fields.
+    static constexpr char kPackedMarker = '\x01';
+    static constexpr size_t kPackedHeader = 2 + sizeof(PackedFormat);
+
     static void* thread_main(void* self);
     void run();
     /// Takes the buffer (adding a heartbeat when it holds records) under the lock, writes it
