@@ -185,7 +185,8 @@ void check_positional(const std::string& command, const std::vector<std::string>
     if (command == "export" && args.format == Args::NoFormat) {
         throw UsageError("'export' needs a format: --memory-viz or --perfetto", command);
     }
-    if (command == "plot" && !(ends_with(args.output, ".svg") || ends_with(args.output, ".html"))) {
+    if (command == "plot" && args.output != "-" &&  // "-": SVG on standard output
+        !(ends_with(args.output, ".svg") || ends_with(args.output, ".html"))) {
         throw UsageError("bad output name '" + args.output + "' for plot: it must end in .svg or .html", command);
     }
 }

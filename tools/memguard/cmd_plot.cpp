@@ -501,9 +501,9 @@ int run_plot(const Args& args) {
     Plot p(r);
     prepare(p, args.frames);
     std::string svg = render_svg(p);
-    write_output_file(args.output, ends_with(args.output, ".html") ? render_html(r, svg) : svg);
     std::cout.flush();
-    std::printf("wrote %s\n", args.output.c_str());
+    bool to_stdout = write_output_file(args.output, ends_with(args.output, ".html") ? render_html(r, svg) : svg);
+    std::fprintf(to_stdout ? stderr : stdout, "wrote %s\n", output_name(args.output).c_str());
     return kExitOk;
 }
 

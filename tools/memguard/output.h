@@ -5,8 +5,23 @@
 
 namespace memguard::cli {
 
-/// Writes `content` to `path` (replacing it), through a temporary file in the same directory renamed
-/// into place, so a failed write never leaves half a file. Throws report::ReportError naming the file.
-void write_output_file(const std::string& path, const std::string& content);
+/// Writes `content` to `path`:
+/// - "-": to standard output;
+/// - the file standard output or standard error is open on (as /dev/stdout names it): to that
+///   descriptor;
+/// - an existing character device or FIFO of this user or root (/dev/null, a named pipe): written
+///   in place, never replaced;
+/// - otherwise a regular file (replacing one, or a symbolic link to one, at `path`), through a
+///   temporary file with a random name created exclusively next to it (never through a symbolic
+///   link, mode 0640 less the umask) and renamed into place, so a failed write never leaves half
+///   a file.
+/// Refused: a directory, socket or block device, another user's device or FIFO, and a symbolic
+/// link to anything else (nothing, a device, a FIFO). Throws report::ReportError naming the file.
+/// Returns whether the content went to this process's standard output (then a status line of the
+/// command belongs on stderr).
+[[nodiscard]] bool write_output_file(const std::string& path, const std::string& content);
+
+/// How a command's status line names the output: "standard output" for "-", else the path.
+std::string output_name(const std::string& path);
 
 }  // namespace memguard::cli

@@ -1,0 +1,178 @@
+#include "output.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "report/report.h"
+
+namespace memguard::cli {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& path, int err) {
+    throw report::ReportError(output_name(path) + ": cannot write: " + std::strerror(err));
+}
+
+/// Writes all of `content` to `fd`; false with errno set when a write fails.
+bool write_all(int fd, const std::string& content) {
+    size_t done = 0;
+    while (done < content.size()) {
+        ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return false;
+        if (n == 0) {
+            errno = EIO;
+            return false;
+        }
+        done += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+/// The standard stream (1 or 2) that is open on the file `st` describes, or -1.
+int standard_stream_of(const struct stat& st) {
+    for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+        struct stat s;
+        if (::fstat(fd, &s) == 0 && same_file(s, st)) return fd;
+    }
+    return -1;
+}
+
+/// Writes to an open standard stream, after what stdio holds for it.
+void write_standard_stream(const std::string& path, int fd, const std::string& content) {
+    std::fflush(fd == STDOUT_FILENO ? stdout : stderr);
+    if (!write_all(fd, content)) fail(path, errno);
+}
+
+const char* kind_of(mode_t mode) {
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+[[noreturn]] void refuse(const std::string& path, const std::string& what) {
+    throw report::ReportError(output_name(path) + ": cannot write: it is " + what +
+                              " (give a file name, a character device, a FIFO or '-' for standard output)");
+}
+
+/// A device or FIFO of this user or of root. Another user's FIFO (or tty) at the name would
+/// receive what the report holds: whoever can write to a shared directory could place one there.
+void check_owner(const std::string& path, const struct stat& st) {
+    if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+        refuse(path, std::string(kind_of(st.st_mode)) + " of another user (uid " + std::to_string(st.st_uid) + ")");
+    }
+}
+
+/// Writes a character device or FIFO in place. Opened without O_CREAT or O_TRUNC, and checked
+/// again once open: should `path` have been swapped for something else since it was looked at
+/// (a link to a regular file), that is left as it was.
+void write_in_place(const std::string& path, const std::string& content) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) fail(path, errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !(S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+        ::close(fd);
+        throw report::ReportError(path + ": cannot write: it was replaced while memguard opened it");
+    }
+    try {
+        check_owner(path, st);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    bool ok = write_all(fd, content);
+    int err = errno;
+    if (::close(fd) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok) fail(path, err);
+}
+
+/// Creates a temporary file next to `path` with a random name, exclusively: a file or symbolic
+/// link that anyone placed at any name is never opened. Returns its descriptor; fills `tmp`.
+int create_temporary(const std::string& path, std::string& tmp) {
+    static constexpr char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    std::random_device random;
+    std::uniform_int_distribution<size_t> pick(0, sizeof alphabet - 2);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        tmp = path + ".tmp.";
+        for (int i = 0; i < 12; ++i) tmp.push_back(alphabet[pick(random)]);
+        // 0640 as the reports (less the umask): what a run recorded is not for every user of the machine.
+        int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+        if (fd >= 0) return fd;
+        if (errno != EEXIST) fail(path, errno);
+    }
+    fail(path, EEXIST);
+}
+
+void write_replacing(const std::string& path, const std::string& content) {
+    std::string tmp;
+    int fd = create_temporary(path, tmp);
+    bool ok = write_all(fd, content);
+    int err = errno;
+    if (::close(fd) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok) {
+        ::unlink(tmp.c_str());
+        fail(path, err);
+    }
+}
+
+}  // namespace
+
+std::string output_name(const std::string& path) { return path == "-" ? "standard output" : path; }
+
+bool write_output_file(const std::string& path, const std::string& content) {
+    if (path == "-") {
+        write_standard_stream(path, STDOUT_FILENO, content);
+        return true;
+    }
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) {
+        if (errno != ENOENT) fail(path, errno);
+        write_replacing(path, content);
+        return false;
+    }
+    // A symbolic link is looked through only to find a standard stream (/dev/stdout is one) and
+    // to see whether a regular file is there; it is never opened. A link to a device or FIFO is
+    // refused: one placed in a shared directory could send the output to anything (/dev/port, a
+    // FIFO another user reads). A dangling one too (/dev/stdout with standard output closed).
+    const bool link = S_ISLNK(st.st_mode);
+    if (link && ::stat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT) refuse(path, "a symbolic link to nothing");
+        fail(path, errno);
+    }
+    int fd = standard_stream_of(st);
+    if (fd >= 0) {
+        write_standard_stream(path, fd, content);
+        return fd == STDOUT_FILENO;
+    }
+    if (S_ISREG(st.st_mode)) {
+        write_replacing(path, content);  // a link to a regular file: the link is replaced
+        return false;
+    }
+    if (link) refuse(path, std::string("a symbolic link to ") + kind_of(st.st_mode));
+    if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)) refuse(path, kind_of(st.st_mode));
+    check_owner(path, st);  // before the open: opening a FIFO waits for its reader
+    write_in_place(path, content);
+    return false;
+}
+
+}  // namespace memguard::cli
