@@ -3,39 +3,27 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "common/text.h"
+
 namespace memguard::report {
-
-namespace {
-
-/// Length of the valid UTF-8 sequence at s[i], or 0 when the bytes there are not valid UTF-8.
-size_t utf8_sequence(std::string_view s, size_t i) {
-    auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-    unsigned char c = byte(i);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (len == 0 || i + len > s.size()) return 0;
-    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
-    for (size_t k = 1; k < len; ++k) {
-        if ((byte(i + k) & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (byte(i + k) & 0x3f);
-    }
-    static const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return len;
-}
-
-}  // namespace
 
 void JsonWriter::escape(std::string_view s, std::string& out) {
     out.push_back('"');
     for (size_t i = 0; i < s.size();) {
         unsigned char c = static_cast<unsigned char>(s[i]);
-        size_t len = utf8_sequence(s, i);
+        uint32_t cp = 0;
+        size_t len = text::utf8_sequence(s, i, &cp);
         if (len == 0) {
             out += "\xef\xbf\xbd";  // U+FFFD for a byte that is not valid UTF-8
             ++i;
             continue;
         }
-        if (len > 1) {
+        if (len > 1 && text::is_control(cp)) {
+            // C1: valid JSON raw, but `--json` output read on a terminal must not carry it.
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+            out += buf;
+        } else if (len > 1) {
             out.append(s.substr(i, len));
         } else if (c == '"' || c == '\\') {
             out.push_back('\\');

@@ -1,5 +1,7 @@
-// A small streaming JSON writer: objects, arrays, strings (escaped, invalid UTF-8 replaced by U+FFFD),
-// integers, exact decimal numbers, booleans and null. Pretty-printed with two-space indentation.
+// A small streaming JSON writer: objects, arrays, strings (escaped, control characters C1 included
+// as \u00XX, invalid UTF-8 replaced by U+FFFD, so the output is always valid UTF-8 and safe on a
+// terminal), integers, exact decimal numbers, booleans and null. Pretty-printed with two-space
+// indentation.
 #pragma once
 
 #include <cstdint>

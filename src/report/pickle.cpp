@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/text.h"
+
 namespace memguard::report {
 
 namespace {
@@ -14,21 +16,6 @@ constexpr char kProto = '\x80', kStop = '.', kMark = '(', kEmptyDict = '}', kSet
 
 void put_le32(std::string& out, uint32_t v) {
     for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-/// The length of a valid UTF-8 sequence at s[i], or 0 when it is not one.
-size_t utf8_length(std::string_view s, size_t i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return 0;
-    for (size_t k = 1; k < n; ++k) {
-        if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
-    }
-    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
-    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
-    static const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;  // overlong, surrogates
-    return n;
 }
 
 }  // namespace
@@ -69,7 +56,7 @@ PickleWriter& PickleWriter::str(std::string_view s) {
     std::string utf8;
     utf8.reserve(s.size());
     for (size_t i = 0; i < s.size();) {
-        size_t n = utf8_length(s, i);
+        size_t n = text::utf8_sequence(s, i);
         if (n == 0) {
             utf8 += "\xef\xbf\xbd";
             ++i;

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "cli.h"
+#include "output.h"
 #include "report/collections.h"
 #include "report/json.h"
 #include "report/units.h"
@@ -39,32 +40,33 @@ void print_table(const report::Report& r, bool all) {
             continue;
         }
         if (!header) {
-            std::printf("\n  %9s  %8s  %-9s  %3s  %13s  %9s  %10s  %-20s  %s\n", "time (s)", "thread", "trigger", "gen",
-                        "duration (ms)", "collected", "CUDA freed", "compiles", "mark age (s)");
+            print("\n  %9s  %8s  %-9s  %3s  %13s  %9s  %10s  %-20s  %s\n", "time (s)", "thread", "trigger", "gen",
+                  "duration (ms)", "collected", "CUDA freed", "compiles", "mark age (s)");
             header = true;
         }
-        std::printf("  %9s  %8llu  %-9s  %3d  %13s  %9lld  %10s  %-20s  %12s\n", seconds_fixed3(c.t).c_str(),
-                    static_cast<unsigned long long>(c.tid), report::trigger_name(c.trigger), c.generation,
-                    report::milliseconds_fixed3(c.duration_ns).c_str(), static_cast<long long>(c.collected),
-                    freed_text(c.cuda_bytes_freed).c_str(), join(c.compile_ids).c_str(),
-                    c.mark_age_ns ? seconds_fixed3(*c.mark_age_ns).c_str() : "-");
+        print("  %9s  %8llu  %-9s  %3d  %13s  %9lld  %10s  %-20s  %12s\n", seconds_fixed3(c.t).c_str(),
+              static_cast<unsigned long long>(c.tid), report::trigger_name(c.trigger), c.generation,
+              report::milliseconds_fixed3(c.duration_ns).c_str(), static_cast<long long>(c.collected),
+              freed_text(c.cuda_bytes_freed).c_str(), join(c.compile_ids).c_str(),
+              c.mark_age_ns ? seconds_fixed3(*c.mark_age_ns).c_str() : "-");
     }
     if (hidden != 0) {
-        std::printf("%s(%s that freed no CUDA memory %s not listed; --all lists %s)\n", header ? "" : "\n",
-                    plural(hidden, "automatic collection", "automatic collections").c_str(),
-                    hidden == 1 ? "is" : "are", hidden == 1 ? "it" : "them");
+        if (!header) print("\n");
+        print("(%s that freed no CUDA memory %s not listed; --all lists %s)\n",
+              plural(hidden, "automatic collection", "automatic collections").c_str(), hidden == 1 ? "is" : "are",
+              hidden == 1 ? "it" : "them");
     }
 }
 
 void print_totals(const std::array<report::TriggerTotals, report::kTriggerCount>& totals) {
-    std::printf("\n%-18s  %5s  %13s  %9s  %13s  %10s\n", "Totals per trigger", "count", "duration (ms)", "collected",
-                "uncollectable", "CUDA freed");
+    print("\n%-18s  %5s  %13s  %9s  %13s  %10s\n", "Totals per trigger", "count", "duration (ms)", "collected",
+          "uncollectable", "CUDA freed");
     for (GcTrigger t : kTriggers) {
         const report::TriggerTotals& x = totals[report::trigger_index(t)];
         std::string freed = x.with_cuda == 0 && x.count != 0 ? "-" : report::human_bytes_signed(x.cuda_bytes_freed);
-        std::printf("  %-16s  %5llu  %13s  %9lld  %13lld  %10s\n", report::trigger_name(t),
-                    static_cast<unsigned long long>(x.count), report::milliseconds_fixed3(x.duration_ns).c_str(),
-                    static_cast<long long>(x.collected), static_cast<long long>(x.uncollectable), freed.c_str());
+        print("  %-16s  %5llu  %13s  %9lld  %13lld  %10s\n", report::trigger_name(t),
+              static_cast<unsigned long long>(x.count), report::milliseconds_fixed3(x.duration_ns).c_str(),
+              static_cast<long long>(x.collected), static_cast<long long>(x.uncollectable), freed.c_str());
     }
 }
 
@@ -117,27 +119,27 @@ void print_gc_frees(const report::Report& r, const std::vector<GcFrees>& frees, 
         blocks += f.blocks;
         collections += f.blocks != 0 ? 1 : 0;
     }
-    std::printf("\nTensor blocks freed during collections (allocator mode): %s in %s, in %s\n",
-                report::human_bytes(bytes).c_str(), plural(blocks, "block", "blocks").c_str(),
-                plural(collections, "collection", "collections").c_str());
+    print("\nTensor blocks freed during collections (allocator mode): %s in %s, in %s\n",
+          report::human_bytes(bytes).c_str(), plural(blocks, "block", "blocks").c_str(),
+          plural(collections, "collection", "collections").c_str());
     for (size_t c = 0; c < frees.size(); ++c) {
         const GcFrees& f = frees[c];
         if (f.blocks == 0) continue;
         const report::Collection& y = r.collections[c];
-        std::printf("\n  t=%s s, thread %llu, %s (gen %d): %s in %s\n", seconds_fixed3(y.t).c_str(),
-                    static_cast<unsigned long long>(y.tid), report::trigger_name(y.trigger), y.generation,
-                    report::human_bytes(f.bytes).c_str(), plural(f.blocks, "block", "blocks").c_str());
+        print("\n  t=%s s, thread %llu, %s (gen %d): %s in %s\n", seconds_fixed3(y.t).c_str(),
+              static_cast<unsigned long long>(y.tid), report::trigger_name(y.trigger), y.generation,
+              report::human_bytes(f.bytes).c_str(), plural(f.blocks, "block", "blocks").c_str());
         for (size_t i = 0; i < f.sites.size(); ++i) {
             const report::Site& site = f.sites[i];
-            std::printf("    #%-3zu %10s  %s, requested %s  %s\n", i + 1, report::human_bytes(site.bytes).c_str(),
-                        plural(site.blocks, "block", "blocks").c_str(), report::human_bytes(site.requested).c_str(),
-                        site_ids_text(site.stack_id, site.python_stack_id).c_str());
+            print("    #%-3zu %10s  %s, requested %s  %s\n", i + 1, report::human_bytes(site.bytes).c_str(),
+                  plural(site.blocks, "block", "blocks").c_str(), report::human_bytes(site.requested).c_str(),
+                  site_ids_text(site.stack_id, site.python_stack_id).c_str());
             print_site_frames(sym.get(f.frames[i]), r);
         }
     }
     if (uint64_t n = unattributed_gc_frees(r)) {
-        std::printf("\n(%s freed during a collection that has no Y record: the report ended first)\n",
-                    plural(n, "block", "blocks").c_str());
+        print("\n(%s freed during a collection that has no Y record: the report ended first)\n",
+              plural(n, "block", "blocks").c_str());
     }
 }
 
@@ -145,16 +147,16 @@ void print_text(const report::Report& r, const Args& args, const std::vector<GcF
                 const SiteSymbolizer& sym) {
     auto totals = report::collection_totals(r);
     if (r.collections.empty()) {
-        std::printf("no garbage collections%s\n", format_note(r, 2).c_str());
+        print("no garbage collections%s\n", format_note(r, 2).c_str());
     } else {
-        std::printf("Garbage collections: %zu (%llu automatic, %llu explicit, %llu memguard)\n", r.collections.size(),
-                    static_cast<unsigned long long>(totals[0].count), static_cast<unsigned long long>(totals[1].count),
-                    static_cast<unsigned long long>(totals[2].count));
+        print("Garbage collections: %zu (%llu automatic, %llu explicit, %llu memguard)\n", r.collections.size(),
+              static_cast<unsigned long long>(totals[0].count), static_cast<unsigned long long>(totals[1].count),
+              static_cast<unsigned long long>(totals[2].count));
         print_table(r, args.all);
         print_totals(totals);
     }
     if (!r.tensors.empty()) print_gc_frees(r, frees, sym);
-    std::printf("\nCompiles (torch.compile): %zu\n", r.compiles.size());
+    print("\nCompiles (torch.compile): %zu\n", r.compiles.size());
 }
 
 void json_gc_frees(report::JsonWriter& j, const report::Report& r, const GcFrees& f, const SiteSymbolizer& sym) {

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "cli.h"
+#include "output.h"
 #include "report/collections.h"
 #include "report/json.h"
 #include "report/timeline.h"
@@ -82,8 +83,8 @@ std::string ratio_text(const Row& row, int decimals = 3) {
 }
 
 void print_row(const std::string& first, const Row& row) {
-    std::printf("  %-28s %-20s %11s %11s %12s %7s\n", first.c_str(), row.label.c_str(), value_text(row.a, row.bytes).c_str(),
-                value_text(row.b, row.bytes).c_str(), delta_text(row).c_str(), ratio_text(row).c_str());
+    print("  %-28s %-20s %11s %11s %12s %7s\n", first.c_str(), row.label.c_str(), value_text(row.a, row.bytes).c_str(),
+          value_text(row.b, row.bytes).c_str(), delta_text(row).c_str(), ratio_text(row).c_str());
 }
 
 int64_t freed_by(const report::Summary& s, report::GcTrigger t) {
@@ -201,24 +202,24 @@ std::pair<std::vector<SiteDelta>, std::vector<SiteDelta>> site_changes(const Sid
 }
 
 void print_sites(const char* title, const std::vector<SiteDelta>& sites, size_t n, bool tensors) {
-    std::printf("\n%s that %s: %zu\n", tensors ? "Tensor sites at the tensor peak" : "Sites at the peak", title,
-                sites.size());
+    print("\n%s that %s: %zu\n", tensors ? "Tensor sites at the tensor peak" : "Sites at the peak", title,
+          sites.size());
     for (size_t i = 0; i < sites.size() && i < n; ++i) {
         const SiteDelta& d = sites[i];
         Row row{"", static_cast<int64_t>(d.a), static_cast<int64_t>(d.b)};
-        std::printf("  %12s  %11s -> %11s  %s\n", delta_text(row).c_str(), human_bytes(d.a).c_str(),
-                    human_bytes(d.b).c_str(), d.label.c_str());
+        print("  %12s  %11s -> %11s  %s\n", delta_text(row).c_str(), human_bytes(d.a).c_str(),
+              human_bytes(d.b).c_str(), d.label.c_str());
     }
 }
 
 void print_text(const Side& a, const Side& b, const Args& args, bool tensors) {
-    std::printf("A: %s\nB: %s\n\n", a.r.path.c_str(), b.r.path.c_str());
+    print("A: %s\nB: %s\n\n", a.r.path.c_str(), b.r.path.c_str());
     if (a.r.tensors.empty() != b.r.tensors.empty()) {
-        std::printf("Only %s used memguard's allocator: the sites compared are GPU blocks (%s's are its "
-                    "allocator's segments).\n\n",
-                    a.r.tensors.empty() ? "B" : "A", a.r.tensors.empty() ? "B" : "A");
+        print("Only %s used memguard's allocator: the sites compared are GPU blocks (%s's are its "
+              "allocator's segments).\n\n",
+              a.r.tensors.empty() ? "B" : "A", a.r.tensors.empty() ? "B" : "A");
     }
-    std::printf("  %-49s %11s %11s %12s %7s\n", "", "A", "B", "delta", "B/A");
+    print("  %-49s %11s %11s %12s %7s\n", "", "A", "B", "delta", "B/A");
     for (Row row : total_rows(a, b)) {
         std::string label = row.label;
         row.label.clear();
@@ -226,7 +227,7 @@ void print_text(const Side& a, const Side& b, const Args& args, bool tensors) {
     }
     std::vector<PhasePair> phases = match_phases(a, b);
     if (!phases.empty()) {
-        std::printf("\nPhases (matched by name and occurrence%s):\n", tensors ? "; tensor bytes" : "");
+        print("\nPhases (matched by name and occurrence%s):\n", tensors ? "; tensor bytes" : "");
         for (const PhasePair& p : phases) {
             bool first = true;
             for (const Row& row : phase_rows(p)) {

@@ -25,8 +25,8 @@ int run_export(const Args& args) {
     }
     std::cout.flush();
     bool to_stdout = write_output_file(args.output, content);
-    std::fprintf(to_stdout ? stderr : stdout, "wrote %s: %s, %s\n", output_name(args.output).c_str(), what,
-                 report::human_bytes(content.size()).c_str());
+    print_to(to_stdout ? stderr : stdout, "wrote %s: %s, %s\n", output_name(args.output).c_str(), what,
+             report::human_bytes(content.size()).c_str());
     return kExitOk;
 }
 

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "output.h"
 #include "report/captures.h"
 #include "report/json.h"
 #include "report/units.h"
@@ -36,32 +37,32 @@ OtherExecs other_execs(const report::Report& r) {
 void print_details(const report::Report& r, const report::CaptureStats& s) {
     const report::Capture& c = *s.capture;
     const char* indent = "         ";
-    if (!c.t_end) std::printf("%sstill capturing at exit\n", indent);
+    if (!c.t_end) print("%sstill capturing at exit\n", indent);
     if (s.owned_handles != 0) {
-        std::printf("%sphysical memory (cuMemCreate): %s, %llu alive at exit (in owned and live at exit)\n", indent,
-                    plural(s.owned_handles, "handle", "handles").c_str(),
-                    static_cast<unsigned long long>(s.live_owned_handles_at_exit));
+        print("%sphysical memory (cuMemCreate): %s, %llu alive at exit (in owned and live at exit)\n", indent,
+              plural(s.owned_handles, "handle", "handles").c_str(),
+              static_cast<unsigned long long>(s.live_owned_handles_at_exit));
     }
     if (s.owned_tensor_blocks != 0) {
-        std::printf("%stensor blocks from its private pool (memguard's allocator): %s, %s; live at exit: %s, %s\n",
-                    indent, plural(s.owned_tensor_blocks, "block", "blocks").c_str(),
-                    human_bytes(s.owned_tensor_bytes).c_str(),
-                    plural(s.live_owned_tensor_blocks_at_exit, "block", "blocks").c_str(),
-                    human_bytes(s.live_owned_tensor_bytes_at_exit).c_str());
+        print("%stensor blocks from its private pool (memguard's allocator): %s, %s; live at exit: %s, %s\n",
+              indent, plural(s.owned_tensor_blocks, "block", "blocks").c_str(),
+              human_bytes(s.owned_tensor_bytes).c_str(),
+              plural(s.live_owned_tensor_blocks_at_exit, "block", "blocks").c_str(),
+              human_bytes(s.live_owned_tensor_bytes_at_exit).c_str());
     }
-    if (c.target_graph) std::printf("%scaptured into graph %s\n", indent, hex(*c.target_graph).c_str());
+    if (c.target_graph) print("%scaptured into graph %s\n", indent, hex(*c.target_graph).c_str());
     if (c.graph) {
         std::string fate = c.t_graph_destroy ? "destroyed at " + seconds_fixed3(*c.t_graph_destroy) + " s"
                                              : std::string("alive at exit");
-        std::printf("%sgraph %s: %s\n", indent, hex(*c.graph).c_str(), fate.c_str());
+        print("%sgraph %s: %s\n", indent, hex(*c.graph).c_str(), fate.c_str());
     }
     for (size_t i : s.execs) {
         const report::GraphExec& e = r.execs[i];
         std::string fate = e.t_destroy ? "destroyed at " + seconds_fixed3(*e.t_destroy) + " s"
                                        : std::string("alive at exit");
-        std::printf("%sexec %s: instantiated at %s s, %s, %s\n", indent, hex(e.exec).c_str(),
-                    seconds_fixed3(e.t_instantiate).c_str(), plural(e.launches, "launch", "launches").c_str(),
-                    fate.c_str());
+        print("%sexec %s: instantiated at %s s, %s, %s\n", indent, hex(e.exec).c_str(),
+              seconds_fixed3(e.t_instantiate).c_str(), plural(e.launches, "launch", "launches").c_str(),
+              fate.c_str());
     }
 }
 
@@ -69,32 +70,32 @@ void print_text(const report::Report& r, const std::vector<report::CaptureStats>
     report::Summary sum = report::summarize(r);
     OtherExecs other = other_execs(r);
     if (stats.empty()) {
-        std::printf("no stream captures%s\n", format_note(r, 1).c_str());
+        print("no stream captures%s\n", format_note(r, 1).c_str());
     } else {
-        std::printf("%s; %s, %s; alive at exit: %s, %s\n\n", plural(sum.captures, "stream capture", "stream captures").c_str(),
-                    plural(sum.execs, "graph exec", "graph execs").c_str(),
-                    plural(sum.launches, "launch", "launches").c_str(),
-                    plural(sum.graphs_alive_at_exit, "graph", "graphs").c_str(),
-                    plural(sum.execs_alive_at_exit, "exec", "execs").c_str());
-        std::printf("%7s  %-14s  %-12s  %8s  %9s  %9s  %5s  %-14s  %5s  %8s  %10s  %6s  %12s  %s\n", "capture",
-                    "stream", "mode", "thread", "begin (s)", "end (s)", "error", "graph", "execs", "launches", "owned",
-                    "blocks", "live at exit", "destroyed");
+        print("%s; %s, %s; alive at exit: %s, %s\n\n", plural(sum.captures, "stream capture", "stream captures").c_str(),
+              plural(sum.execs, "graph exec", "graph execs").c_str(),
+              plural(sum.launches, "launch", "launches").c_str(),
+              plural(sum.graphs_alive_at_exit, "graph", "graphs").c_str(),
+              plural(sum.execs_alive_at_exit, "exec", "execs").c_str());
+        print("%7s  %-14s  %-12s  %8s  %9s  %9s  %5s  %-14s  %5s  %8s  %10s  %6s  %12s  %s\n", "capture",
+              "stream", "mode", "thread", "begin (s)", "end (s)", "error", "graph", "execs", "launches", "owned",
+              "blocks", "live at exit", "destroyed");
     }
     for (const report::CaptureStats& s : stats) {
         const report::Capture& c = *s.capture;
-        std::printf("%7u  %-14s  %-12s  %8llu  %9s  %9s  %5s  %-14s  %5zu  %8llu  %10s  %6llu  %12s  %s\n", c.id,
-                    hex(c.stream).c_str(), report::capture_mode_name(c.mode), static_cast<unsigned long long>(c.tid),
-                    seconds_fixed3(c.t_begin).c_str(), c.t_end ? seconds_fixed3(*c.t_end).c_str() : "-",
-                    c.t_end ? std::to_string(c.end_error).c_str() : "-", opt_hex(c.graph).c_str(), s.execs.size(),
-                    static_cast<unsigned long long>(s.launches), human_bytes(s.owned_bytes).c_str(),
-                    static_cast<unsigned long long>(s.owned_blocks), human_bytes(s.live_owned_bytes_at_exit).c_str(),
-                    s.destroyed ? "yes" : "no");
+        print("%7u  %-14s  %-12s  %8llu  %9s  %9s  %5s  %-14s  %5zu  %8llu  %10s  %6llu  %12s  %s\n", c.id,
+              hex(c.stream).c_str(), report::capture_mode_name(c.mode), static_cast<unsigned long long>(c.tid),
+              seconds_fixed3(c.t_begin).c_str(), c.t_end ? seconds_fixed3(*c.t_end).c_str() : "-",
+              c.t_end ? std::to_string(c.end_error).c_str() : "-", opt_hex(c.graph).c_str(), s.execs.size(),
+              static_cast<unsigned long long>(s.launches), human_bytes(s.owned_bytes).c_str(),
+              static_cast<unsigned long long>(s.owned_blocks), human_bytes(s.live_owned_bytes_at_exit).c_str(),
+              s.destroyed ? "yes" : "no");
         print_details(r, s);
     }
     if (other.count != 0) {
-        std::printf("\nGraph execs of graphs from no capture memguard saw: %llu (%s, %llu alive at exit)\n",
-                    static_cast<unsigned long long>(other.count), plural(other.launches, "launch", "launches").c_str(),
-                    static_cast<unsigned long long>(other.alive));
+        print("\nGraph execs of graphs from no capture memguard saw: %llu (%s, %llu alive at exit)\n",
+              static_cast<unsigned long long>(other.count), plural(other.launches, "launch", "launches").c_str(),
+              static_cast<unsigned long long>(other.alive));
     }
 }
 

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "output.h"
 #include "report/captures.h"
 #include "report/json.h"
 #include "report/units.h"
@@ -40,58 +41,58 @@ HazardView build_view(const report::Report& r, SiteSymbolizer& sym) {
 
 void print_unsafe(const report::Report& r) {
     const auto& calls = r.hazards.unsafe_calls;
-    std::printf("Unsafe calls during stream capture: %s\n", calls.empty() ? "none" : std::to_string(calls.size()).c_str());
+    print("Unsafe calls during stream capture: %s\n", calls.empty() ? "none" : std::to_string(calls.size()).c_str());
     if (calls.empty()) return;
-    std::printf("  %9s  %8s  %-24s  %7s  %-12s  %s\n", "time (s)", "thread", "api", "capture", "capture mode",
-                "thread mode");
+    print("  %9s  %8s  %-24s  %7s  %-12s  %s\n", "time (s)", "thread", "api", "capture", "capture mode",
+          "thread mode");
     for (const report::UnsafeCall& u : calls) {
-        std::printf("  %9s  %8llu  %-24s  %7u  %-12s  %s\n", seconds_fixed3(u.t).c_str(),
-                    static_cast<unsigned long long>(u.tid), u.api.c_str(), u.capture_id,
-                    report::capture_mode_name(u.capture_mode), report::capture_mode_name(u.thread_mode));
+        print("  %9s  %8llu  %-24s  %7u  %-12s  %s\n", seconds_fixed3(u.t).c_str(),
+              static_cast<unsigned long long>(u.tid), u.api.c_str(), u.capture_id,
+              report::capture_mode_name(u.capture_mode), report::capture_mode_name(u.thread_mode));
     }
 }
 
 void print_frees(const report::Report& r, const HazardView& v, const SiteSymbolizer& sym) {
     const auto& frees = r.hazards.frees_while_graph_alive;
-    std::printf("\nFrees of capture-owned memory while a graph exec of the capture is alive: %s\n",
-                frees.empty() ? "none" : std::to_string(frees.size()).c_str());
+    print("\nFrees of capture-owned memory while a graph exec of the capture is alive: %s\n",
+          frees.empty() ? "none" : std::to_string(frees.size()).c_str());
     for (size_t i = 0; i < frees.size(); ++i) {
         const report::FreeWhileGraphAlive& h = frees[i];
         if (i == 0) {
-            std::printf("  %9s  %8s  %-16s  %10s  %7s  %s\n", "time (s)", "thread", "address", "size", "capture", "exec");
+            print("  %9s  %8s  %-16s  %10s  %7s  %s\n", "time (s)", "thread", "address", "size", "capture", "exec");
         } else {
-            std::printf("\n");
+            print("\n");
         }
-        std::printf("  %9s  %8llu  %-16s  %10s  %7u  %s\n", seconds_fixed3(h.t).c_str(),
-                    static_cast<unsigned long long>(h.tid), hex(h.addr).c_str(), human_bytes(h.size).c_str(),
-                    h.capture_id, hex(h.exec).c_str());
+        print("  %9s  %8llu  %-16s  %10s  %7u  %s\n", seconds_fixed3(h.t).c_str(),
+              static_cast<unsigned long long>(h.tid), hex(h.addr).c_str(), human_bytes(h.size).c_str(),
+              h.capture_id, hex(h.exec).c_str());
         if (!h.block) {
-            std::printf("      allocation site unknown (no such block in the report)\n");
+            print("      allocation site unknown (no such block in the report)\n");
             continue;
         }
         const report::Block& b = r.blocks[*h.block];
-        std::printf("      allocated at t=%s s by thread %llu %s:\n", seconds_fixed3(b.t_alloc).c_str(),
-                    static_cast<unsigned long long>(b.tid), site_ids_text(b.stack_id, b.python_stack_id).c_str());
+        print("      allocated at t=%s s by thread %llu %s:\n", seconds_fixed3(b.t_alloc).c_str(),
+              static_cast<unsigned long long>(b.tid), site_ids_text(b.stack_id, b.python_stack_id).c_str());
         print_site_frames(sym.get(v.free_sites[i]), r);
     }
 }
 
 void print_retention(const report::Report& r, const HazardView& v, const SiteSymbolizer& sym) {
-    std::printf("\nWarm-up retention at capture boundaries: %s\n",
-                v.boundaries.empty() ? "none" : (std::to_string(v.boundaries.size()) + ", biggest first").c_str());
+    print("\nWarm-up retention at capture boundaries: %s\n",
+          v.boundaries.empty() ? "none" : (std::to_string(v.boundaries.size()) + ", biggest first").c_str());
     if (v.boundaries.empty()) return;
-    std::printf("(memory allocated since the end of the previous capture, owned by no capture, still live)\n");
+    print("(memory allocated since the end of the previous capture, owned by no capture, still live)\n");
     for (size_t i = 0; i < v.boundaries.size(); ++i) {
         const report::RetentionBoundary& b = v.boundaries[i];
-        std::printf("\ncapture %u %s at t=%s s: %s in %s allocated since t=%s s, from %s\n", b.capture_id,
-                    report::capture_phase_name(b.phase), seconds_fixed3(b.t).c_str(), human_bytes(b.bytes).c_str(),
-                    plural(b.blocks, "block", "blocks").c_str(), seconds_fixed3(b.since).c_str(),
-                    plural(b.sites.size(), "site", "sites").c_str());
+        print("\ncapture %u %s at t=%s s: %s in %s allocated since t=%s s, from %s\n", b.capture_id,
+              report::capture_phase_name(b.phase), seconds_fixed3(b.t).c_str(), human_bytes(b.bytes).c_str(),
+              plural(b.blocks, "block", "blocks").c_str(), seconds_fixed3(b.since).c_str(),
+              plural(b.sites.size(), "site", "sites").c_str());
         for (size_t s = 0; s < b.sites.size(); ++s) {
             const report::RetentionSite& site = b.sites[s];
-            std::printf("\n  #%-3zu %10s %7s  %s  %s\n", s + 1, human_bytes(site.bytes).c_str(),
-                        report::percent(site.bytes, b.bytes).c_str(), plural(site.blocks, "block", "blocks").c_str(),
-                        site_ids_text(site.stack_id, 0).c_str());
+            print("\n  #%-3zu %10s %7s  %s  %s\n", s + 1, human_bytes(site.bytes).c_str(),
+                  report::percent(site.bytes, b.bytes).c_str(), plural(site.blocks, "block", "blocks").c_str(),
+                  site_ids_text(site.stack_id, 0).c_str());
             print_site_frames(sym.get(v.boundary_sites[i][s]), r);
         }
     }
@@ -99,7 +100,7 @@ void print_retention(const report::Report& r, const HazardView& v, const SiteSym
 
 void print_text(const report::Report& r, const HazardView& v, const SiteSymbolizer& sym) {
     if (r.hazards.unsafe_calls.empty() && r.hazards.frees_while_graph_alive.empty() && v.boundaries.empty()) {
-        std::printf("no hazards%s\n", format_note(r, 1).c_str());
+        print("no hazards%s\n", format_note(r, 1).c_str());
         return;
     }
     print_unsafe(r);

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "output.h"
 #include "report/json.h"
 #include "report/timeline.h"
 #include "report/units.h"
@@ -127,26 +128,26 @@ void print_text(const std::vector<RankRow>& rows, const RankRow& max, const Rank
         std::snprintf(cell, sizeof cell, " %11s", r.tensors ? human_bytes(r.tensor_peak).c_str() : "-");
         return std::string(cell);
     };
-    std::printf("%zu reports\n\n", rows.size());
-    std::printf("%-6s %10s %9s%s %12s %4s %12s  %-20s %s\n", "rank", "peak", "peak s", tensors ? " tensor peak" : "",
-                "live at exit", "OOM", "freed by gc", "file", tensors ? "top site at peak*" : "top site at peak");
+    print("%zu reports\n\n", rows.size());
+    print("%-6s %10s %9s%s %12s %4s %12s  %-20s %s\n", "rank", "peak", "peak s", tensors ? " tensor peak" : "",
+          "live at exit", "OOM", "freed by gc", "file", tensors ? "top site at peak*" : "top site at peak");
     for (const RankRow& r : rows) {
         std::string site = r.top_site.empty() ? "-" : human_bytes(r.top_site_bytes) + " " + r.top_site;
         std::string file = r.file + (r.complete ? "" : " (incomplete)");
-        std::printf("%-6s %10s %9s%s %12s %4llu %12s  %-20s %s\n", r.rank.c_str(), human_bytes(r.peak).c_str(),
-                    r.has_peak ? report::seconds_fixed3(r.peak_t).c_str() : "-", tensor_peak(r).c_str(),
-                    human_bytes(r.live_at_exit).c_str(),
-                    static_cast<unsigned long long>(r.oom_events + r.allocator_oom_events),
-                    report::human_bytes_signed(r.gc_freed).c_str(),
-                    file.c_str(), site.c_str());
+        print("%-6s %10s %9s%s %12s %4llu %12s  %-20s %s\n", r.rank.c_str(), human_bytes(r.peak).c_str(),
+              r.has_peak ? report::seconds_fixed3(r.peak_t).c_str() : "-", tensor_peak(r).c_str(),
+              human_bytes(r.live_at_exit).c_str(),
+              static_cast<unsigned long long>(r.oom_events + r.allocator_oom_events),
+              report::human_bytes_signed(r.gc_freed).c_str(),
+              file.c_str(), site.c_str());
     }
     for (const RankRow* r : {&max, &sum}) {
-        std::printf("%-6s %10s %9s%s %12s %4llu %12s\n", r->rank.c_str(), human_bytes(r->peak).c_str(), "",
-                    tensor_peak(*r).c_str(), human_bytes(r->live_at_exit).c_str(),
-                    static_cast<unsigned long long>(r->oom_events + r->allocator_oom_events),
-                    report::human_bytes_signed(r->gc_freed).c_str());
+        print("%-6s %10s %9s%s %12s %4llu %12s\n", r->rank.c_str(), human_bytes(r->peak).c_str(), "",
+              tensor_peak(*r).c_str(), human_bytes(r->live_at_exit).c_str(),
+              static_cast<unsigned long long>(r->oom_events + r->allocator_oom_events),
+              report::human_bytes_signed(r->gc_freed).c_str());
     }
-    if (tensors) std::printf("\n* allocator mode: the largest site of the tensor blocks at the tensor peak\n");
+    if (tensors) print("\n* allocator mode: the largest site of the tensor blocks at the tensor peak\n");
 }
 
 void json_figures(report::JsonWriter& j, const RankRow& r) {

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "output.h"
 #include "report/json.h"
 #include "report/timeline.h"
 #include "report/units.h"
@@ -19,46 +20,47 @@ std::string phase_name(const report::Phase& p, int depth) {
     return std::string(static_cast<size_t>(depth) * 2, ' ') + p.name;
 }
 
-/// What the byte figures are of, in allocator mode (empty otherwise).
-std::string bytes_note(const report::Report& r, report::Series series) {
-    if (r.tensors.empty()) return "";
-    return series == report::Series::Tensors
-               ? "Bytes: tensor blocks of memguard's allocator (torch.cuda.memory_allocated(); "
-                 "--segments: its segments)\n"
-               : "Bytes: the segments of memguard's allocator (torch.cuda.memory_reserved())\n";
+/// In allocator mode, a line saying what the byte figures are of.
+void print_bytes_note(const report::Report& r, report::Series series) {
+    if (r.tensors.empty()) return;
+    print("%s\n", series == report::Series::Tensors
+                      ? "Bytes: tensor blocks of memguard's allocator (torch.cuda.memory_allocated(); "
+                        "--segments: its segments)"
+                      : "Bytes: the segments of memguard's allocator (torch.cuda.memory_reserved())");
 }
 
 void print_phases(const report::Report& r, report::Series series, const std::vector<report::PhaseStats>& stats) {
     size_t unended = 0;
     for (const report::Phase& p : r.phases) unended += p.t_end ? 0 : 1;
-    std::printf("Phases in %s: %s", r.path.c_str(), plural(r.phases.size(), "phase", "phases").c_str());
-    if (unended != 0) std::printf(" (%zu never ended)", unended);
-    std::printf(", %s%s\n%s", plural(r.marks.size(), "mark", "marks").c_str(), format_note(r, 4).c_str(),
-                bytes_note(r, series).c_str());
+    print("Phases in %s: %s", r.path.c_str(), plural(r.phases.size(), "phase", "phases").c_str());
+    if (unended != 0) print(" (%zu never ended)", unended);
+    print(", %s%s\n", plural(r.marks.size(), "mark", "marks").c_str(), format_note(r, 4).c_str());
+    print_bytes_note(r, series);
     if (stats.empty()) return;
-    std::printf("\n%5s %9s %10s %10s %10s %11s %10s  %-10s %8s  %s\n", "id", "begin s", "duration s", "entry",
-                "peak", "incr. peak", "exit", "source", "thread", "name");
+    print("\n%5s %9s %10s %10s %10s %11s %10s  %-10s %8s  %s\n", "id", "begin s", "duration s", "entry",
+          "peak", "incr. peak", "exit", "source", "thread", "name");
     for (const report::PhaseStats& s : stats) {
         const report::Phase& p = r.phases[s.index];
         std::string duration = report::seconds_fixed3(s.t_end - p.t_begin) + (p.t_end ? "" : "+");
-        std::printf("%5u %9s %10s %10s %10s %11s %10s  %-10s %8llu  %s\n", p.id,
-                    report::seconds_fixed3(p.t_begin).c_str(), duration.c_str(), human_bytes(s.entry_bytes).c_str(),
-                    human_bytes(s.peak_bytes).c_str(), human_bytes(s.incremental_peak()).c_str(),
-                    human_bytes(s.exit_bytes).c_str(), report::phase_source_name(p.source),
-                    static_cast<unsigned long long>(p.tid), phase_name(p, s.depth).c_str());
+        print("%5u %9s %10s %10s %10s %11s %10s  %-10s %8llu  %s\n", p.id,
+              report::seconds_fixed3(p.t_begin).c_str(), duration.c_str(), human_bytes(s.entry_bytes).c_str(),
+              human_bytes(s.peak_bytes).c_str(), human_bytes(s.incremental_peak()).c_str(),
+              human_bytes(s.exit_bytes).c_str(), report::phase_source_name(p.source),
+              static_cast<unsigned long long>(p.tid), phase_name(p, s.depth).c_str());
     }
-    if (unended != 0) std::printf("\n+: never ended; measured to the end of the report\n");
+    if (unended != 0) print("\n+: never ended; measured to the end of the report\n");
 }
 
 void print_marks(const report::Report& r, const report::Timeline& tl, report::Series series) {
-    std::printf("Marks in %s: %s%s\n%s", r.path.c_str(), plural(r.marks.size(), "mark", "marks").c_str(),
-                format_note(r, 4).c_str(), bytes_note(r, series).c_str());
+    print("Marks in %s: %s%s\n", r.path.c_str(), plural(r.marks.size(), "mark", "marks").c_str(),
+          format_note(r, 4).c_str());
+    print_bytes_note(r, series);
     if (r.marks.empty()) return;
-    std::printf("\n%9s %10s  %-10s %8s  %s\n", "time s", "live", "source", "thread", "name");
+    print("\n%9s %10s  %-10s %8s  %s\n", "time s", "live", "source", "thread", "name");
     for (const report::Mark& m : r.marks) {
-        std::printf("%9s %10s  %-10s %8llu  %s\n", report::seconds_fixed3(m.t).c_str(),
-                    human_bytes(report::live_at_mark(m, tl, series)).c_str(), report::phase_source_name(m.source),
-                    static_cast<unsigned long long>(m.tid), m.name.c_str());
+        print("%9s %10s  %-10s %8llu  %s\n", report::seconds_fixed3(m.t).c_str(),
+              human_bytes(report::live_at_mark(m, tl, series)).c_str(), report::phase_source_name(m.source),
+              static_cast<unsigned long long>(m.tid), m.name.c_str());
     }
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "common/text.h"
 #include "output.h"
 #include "report/collections.h"
 #include "report/timeline.h"
@@ -30,19 +31,46 @@ using report::human_bytes;
 constexpr double kWidth = 1400, kLeft = 90, kRight = 30, kLaneHeight = 20, kChartHeight = 380;
 constexpr int kMaxPhaseLanes = 4;
 
+/// Text for SVG and HTML, well-formed XML whatever a report holds: the markup characters are
+/// escaped, and bytes that are not UTF-8 and the characters XML 1.0 forbids (C0 controls but TAB,
+/// LF and CR; U+FFFE, U+FFFF) become U+FFFD, so that a parser neither stops at them nor reads markup.
 std::string xml(const std::string& s) {
     std::string out;
-    for (char c : s) {
-        switch (c) {
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+        uint32_t cp = 0;
+        size_t len = text::utf8_sequence(s, i, &cp);
+        bool allowed =
+            len != 0 && (cp >= 0x20 || cp == '\t' || cp == '\n' || cp == '\r') && cp != 0xfffe && cp != 0xffff;
+        if (!allowed) {
+            out += "\xef\xbf\xbd";
+            i += len == 0 ? 1 : len;
+            continue;
+        }
+        switch (cp) {
         case '&': out += "&amp;"; break;
         case '<': out += "&lt;"; break;
         case '>': out += "&gt;"; break;
         case '"': out += "&quot;"; break;
-        default:
-            if (static_cast<unsigned char>(c) >= 0x20 || c == '\n' || c == '\t') out.push_back(c);
+        case '\'': out += "&#39;"; break;
+        case '\r': out += "&#13;"; break;  // kept: a parser would read a raw one as a line feed
+        default: out.append(s, i, len);
         }
+        i += len;
     }
     return out;
+}
+
+/// `s` cut to at most `fit` characters, the last of them an ellipsis when it was cut; a character
+/// is never split, so a cut name stays UTF-8.
+std::string shorten(const std::string& s, size_t fit) {
+    size_t chars = 0, cut = 0;
+    for (size_t i = 0; i < s.size(); ++chars) {
+        if (chars + 1 == fit) cut = i;
+        size_t len = text::utf8_sequence(s, i);
+        i += len == 0 ? 1 : len;
+    }
+    return chars <= fit ? s : s.substr(0, cut) + "…";
 }
 
 std::string num(double v) {
@@ -257,7 +285,7 @@ void lanes(Plot& p) {
         // The name when it fits (about 6.5 px per character at 11 px).
         size_t fit = static_cast<size_t>(std::max(0.0, (x1 - x0 - 6) / 6.5));
         if (fit >= 3) {
-            std::string name = ph.name.size() <= fit ? ph.name : ph.name.substr(0, fit - 1) + "…";
+            std::string name = shorten(ph.name, fit);
             s << "<text x=\"" << num(x0 + 3) << "\" y=\"" << num(yy + 13) << "\" class=\"label\">" << xml(name)
               << "</text>";
         }
@@ -503,7 +531,7 @@ int run_plot(const Args& args) {
     std::string svg = render_svg(p);
     std::cout.flush();
     bool to_stdout = write_output_file(args.output, ends_with(args.output, ".html") ? render_html(r, svg) : svg);
-    std::fprintf(to_stdout ? stderr : stdout, "wrote %s\n", output_name(args.output).c_str());
+    print_to(to_stdout ? stderr : stdout, "wrote %s\n", output_name(args.output).c_str());
     return kExitOk;
 }
 

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "common/text.h"
+#include "output.h"
 #include "report/json.h"
 #include "report/units.h"
 #include "sites.h"
@@ -38,7 +39,7 @@ std::string peak_text(uint64_t bytes, const std::optional<int64_t>& t) {
     return t ? human_bytes(bytes) + " at t=" + seconds_fixed3(*t) + " s" : std::string("0 B");
 }
 
-void line(const char* label, const std::string& value) { std::printf("%-14s%s\n", label, value.c_str()); }
+void line(const char* label, const std::string& value) { print("%-14s%s\n", label, value.c_str()); }
 
 std::string process_text(const report::Report& r) {
     std::string out = info(r, "exe").value_or("(unknown executable)");
@@ -51,20 +52,20 @@ std::string process_text(const report::Report& r) {
 }
 
 void print_kinds(const report::Summary& s) {
-    std::printf("\nBy kind    %11s %12s %12s  %s\n", "allocations", "allocated", "peak", "live at exit");
+    print("\nBy kind    %11s %12s %12s  %s\n", "allocations", "allocated", "peak", "live at exit");
     for (size_t k = 0; k < report::kKindCount; ++k) {
         const report::KindStats& ks = s.by_kind[k];
         if (ks.allocations == 0) continue;
         std::string live = live_text(ks.live_bytes_at_exit, ks.live_blocks_at_exit);
-        std::printf("  %-8s %11llu %12s %12s  %s\n", report::kind_name(static_cast<report::Kind>(k)),
-                    static_cast<unsigned long long>(ks.allocations), human_bytes(ks.bytes_allocated).c_str(),
-                    human_bytes(ks.peak_bytes).c_str(), live.c_str());
+        print("  %-8s %11llu %12s %12s  %s\n", report::kind_name(static_cast<report::Kind>(k)),
+              static_cast<unsigned long long>(ks.allocations), human_bytes(ks.bytes_allocated).c_str(),
+              human_bytes(ks.peak_bytes).c_str(), live.c_str());
     }
 }
 
 void print_devices(const report::Summary& s) {
     if (s.by_device.empty()) return;
-    std::printf("\nBy device (GPU kinds)\n");
+    print("\nBy device (GPU kinds)\n");
     for (const auto& [dev, d] : s.by_device) {
         std::string text = plural(d.allocations, "allocation", "allocations") + ", peak " +
                            peak_text(d.peak_bytes, d.peak_t) + ", live at exit " +
@@ -76,7 +77,7 @@ void print_devices(const report::Summary& s) {
             text += ", " + plural(d.failed_allocations, "failed allocation", "failed allocations") + " (" +
                     std::to_string(d.oom_events) + " OOM)";
         }
-        std::printf("  cuda:%-4d %s\n", dev, text.c_str());
+        print("  cuda:%-4d %s\n", dev, text.c_str());
     }
 }
 
@@ -84,21 +85,21 @@ void print_devices(const report::Summary& s) {
 void print_virtual(const report::Summary& s) {
     const report::VirtualStats& v = s.virt;
     if (!v.any) return;
-    std::printf("\nVirtual memory (driver)  %12s %12s\n", "at end", "peak");
-    std::printf("  %-22s %12s %12s  %s\n", "address space reserved", human_bytes(v.reserved_bytes).c_str(),
-                human_bytes(v.peak_reserved_bytes).c_str(),
-                (plural(v.reserves, "reserve", "reserves") + ", " + std::to_string(v.address_frees) + " freed")
-                    .c_str());
-    std::printf("  %-22s %12s %12s  %s\n", "mapped", human_bytes(v.mapped_bytes).c_str(),
-                human_bytes(v.peak_mapped_bytes).c_str(),
-                (plural(v.maps, "map", "maps") + ", " + plural(v.unmaps, "unmap", "unmaps")).c_str());
+    print("\nVirtual memory (driver)  %12s %12s\n", "at end", "peak");
+    print("  %-22s %12s %12s  %s\n", "address space reserved", human_bytes(v.reserved_bytes).c_str(),
+          human_bytes(v.peak_reserved_bytes).c_str(),
+          (plural(v.reserves, "reserve", "reserves") + ", " + std::to_string(v.address_frees) + " freed")
+              .c_str());
+    print("  %-22s %12s %12s  %s\n", "mapped", human_bytes(v.mapped_bytes).c_str(),
+          human_bytes(v.peak_mapped_bytes).c_str(),
+          (plural(v.maps, "map", "maps") + ", " + plural(v.unmaps, "unmap", "unmaps")).c_str());
     std::string handles = plural(v.creates, "handle", "handles") + " created, " + std::to_string(v.releases) +
                           " released, " + std::to_string(v.physical_handles) + " with memory at end";
-    std::printf("  %-22s %12s %12s  %s\n", "physical", human_bytes(v.physical_bytes).c_str(),
-                human_bytes(v.peak_physical_bytes).c_str(), handles.c_str());
+    print("  %-22s %12s %12s  %s\n", "physical", human_bytes(v.physical_bytes).c_str(),
+          human_bytes(v.peak_physical_bytes).c_str(), handles.c_str());
     if (v.physical_bytes != v.physical_device_bytes) {
-        std::printf("  %-22s %12s\n", "physical, not on a GPU",
-                    human_bytes(v.physical_bytes - v.physical_device_bytes).c_str());
+        print("  %-22s %12s\n", "physical, not on a GPU",
+              human_bytes(v.physical_bytes - v.physical_device_bytes).c_str());
     }
 }
 
@@ -171,35 +172,35 @@ std::vector<std::vector<std::string>> oom_site_labels(const report::Report& r) {
 
 void print_tensors(const report::Report& r, const report::Summary& s) {
     if (!allocator_mode(r)) return;
-    std::printf("\nAllocator mode (memguard)\n");
-    std::printf("  %-22s %s (%s freed, %s during collections)\n", "tensor blocks",
-                std::to_string(s.tensor_allocations).c_str(), std::to_string(s.tensor_frees).c_str(),
-                std::to_string(s.tensor_gc_frees).c_str());
-    std::printf("  %-22s %s\n", "peak tensor memory",
-                s.tensor_peak_t ? (bytes_exact(s.tensor_peak_bytes) + " at t=" + seconds_fixed3(*s.tensor_peak_t) +
-                                   " s (requested " + human_bytes(s.tensor_peak_requested) + ")")
-                                      .c_str()
-                                : "0 B");
-    std::printf("  %-22s %s\n", "tensor memory at exit",
-                live_text(s.tensor_live_bytes_at_exit, s.tensor_live_blocks_at_exit).c_str());
-    std::printf("  %-22s %zu\n", "allocator OOM events", r.tensor_ooms.size());
+    print("\nAllocator mode (memguard)\n");
+    print("  %-22s %s (%s freed, %s during collections)\n", "tensor blocks",
+          std::to_string(s.tensor_allocations).c_str(), std::to_string(s.tensor_frees).c_str(),
+          std::to_string(s.tensor_gc_frees).c_str());
+    print("  %-22s %s\n", "peak tensor memory",
+          s.tensor_peak_t ? (bytes_exact(s.tensor_peak_bytes) + " at t=" + seconds_fixed3(*s.tensor_peak_t) +
+                             " s (requested " + human_bytes(s.tensor_peak_requested) + ")")
+                                .c_str()
+                          : "0 B");
+    print("  %-22s %s\n", "tensor memory at exit",
+          live_text(s.tensor_live_bytes_at_exit, s.tensor_live_blocks_at_exit).c_str());
+    print("  %-22s %zu\n", "allocator OOM events", r.tensor_ooms.size());
     auto labels = oom_site_labels(r);
     for (size_t k = 0; k < r.tensor_ooms.size(); ++k) {
         const report::TensorOom& o = r.tensor_ooms[k];
-        std::printf("    t=%s s, thread %llu, device %d: requested %s (%s rounded); allocated %s, reserved %s, "
-                    "limit %s; tried: %s\n",
-                    seconds_fixed3(o.t).c_str(), static_cast<unsigned long long>(o.tid), o.device,
-                    human_bytes(o.requested).c_str(), human_bytes(o.rounded).c_str(),
-                    human_bytes(o.allocated).c_str(), human_bytes(o.reserved).c_str(),
-                    o.limit == 0 ? "none" : human_bytes(o.limit).c_str(), o.rescued.c_str());
+        print("    t=%s s, thread %llu, device %d: requested %s (%s rounded); allocated %s, reserved %s, "
+              "limit %s; tried: %s\n",
+              seconds_fixed3(o.t).c_str(), static_cast<unsigned long long>(o.tid), o.device,
+              human_bytes(o.requested).c_str(), human_bytes(o.rounded).c_str(),
+              human_bytes(o.allocated).c_str(), human_bytes(o.reserved).c_str(),
+              o.limit == 0 ? "none" : human_bytes(o.limit).c_str(), o.rescued.c_str());
         for (size_t i = 0; i < labels[k].size(); ++i) {
             const report::OomSite& site = o.sites[i];
-            std::printf("      #%zu %10s in %-10s %s  %s\n", i + 1, human_bytes(site.bytes).c_str(),
-                        plural(site.blocks, "block", "blocks").c_str(), labels[k][i].c_str(),
-                        site_ids_text(site.stack_id, site.python_stack_id).c_str());
+            print("      #%zu %10s in %-10s %s  %s\n", i + 1, human_bytes(site.bytes).c_str(),
+                  plural(site.blocks, "block", "blocks").c_str(), labels[k][i].c_str(),
+                  site_ids_text(site.stack_id, site.python_stack_id).c_str());
         }
         if (o.sites.size() > labels[k].size()) {
-            std::printf("      (%s more)\n", plural(o.sites.size() - labels[k].size(), "site", "sites").c_str());
+            print("      (%s more)\n", plural(o.sites.size() - labels[k].size(), "site", "sites").c_str());
         }
     }
 }

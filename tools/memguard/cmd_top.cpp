@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "output.h"
 #include "report/json.h"
 #include "report/timeline.h"
 #include "report/units.h"
@@ -105,8 +106,8 @@ void print_rest(const Shown& s) {
     }
     size_t rest = s.table->sites.size() - s.sites.size();
     if (rest == 0) return;
-    std::printf("\n%s: %s (%s) in %s\n", plural(rest, "more site", "more sites").c_str(), human_bytes(bytes).c_str(),
-                report::percent(bytes, s.table->total_bytes).c_str(), count_text(blocks, handles).c_str());
+    print("\n%s: %s (%s) in %s\n", plural(rest, "more site", "more sites").c_str(), human_bytes(bytes).c_str(),
+          report::percent(bytes, s.table->total_bytes).c_str(), count_text(blocks, handles).c_str());
 }
 
 void print_sites(const report::Report& r, const Shown& s, const SiteSymbolizer& sym, bool tensors) {
@@ -115,9 +116,9 @@ void print_sites(const report::Report& r, const Shown& s, const SiteSymbolizer& 
         std::string count = site.physical ? "physical, " + plural(site.blocks, "handle", "handles")
                                           : plural(site.blocks, "block", "blocks");
         if (tensors) count += ", requested " + human_bytes(site.requested);
-        std::printf("\n#%-3zu %10s %7s  %s  %s\n", i + 1, human_bytes(site.bytes).c_str(),
-                    report::percent(site.bytes, s.table->total_bytes).c_str(), count.c_str(),
-                    site_ids_text(site.stack_id, site.python_stack_id).c_str());
+        print("\n#%-3zu %10s %7s  %s  %s\n", i + 1, human_bytes(site.bytes).c_str(),
+              report::percent(site.bytes, s.table->total_bytes).c_str(), count.c_str(),
+              site_ids_text(site.stack_id, site.python_stack_id).c_str());
         print_site_frames(sym.get(s.frames[i]), r);
     }
     print_rest(s);
@@ -135,30 +136,30 @@ std::string pool_title(const report::Report& r, uint32_t capture_id) {
 void print_pools(const report::Report& r, const TopView& v, const SiteSymbolizer& sym) {
     for (size_t p = 0; p < v.pools.size(); ++p) {
         const report::SiteTable& t = v.pools[p].table;
-        std::printf("\n== %s: %s (%s) in %s from %s\n", pool_title(r, v.pools[p].capture_id).c_str(),
-                    human_bytes(t.total_bytes).c_str(), report::percent(t.total_bytes, v.table.total_bytes).c_str(),
-                    count_text(t.total_blocks, t.total_handles).c_str(),
-                    plural(t.sites.size(), "site", "sites").c_str());
+        print("\n== %s: %s (%s) in %s from %s\n", pool_title(r, v.pools[p].capture_id).c_str(),
+              human_bytes(t.total_bytes).c_str(), report::percent(t.total_bytes, v.table.total_bytes).c_str(),
+              count_text(t.total_blocks, t.total_handles).c_str(),
+              plural(t.sites.size(), "site", "sites").c_str());
         print_sites(r, v.pool_shown[p], sym, v.tensors);
     }
 }
 
 void print_text(const report::Report& r, const Args& args, const TopView& v, const SiteSymbolizer& sym) {
-    std::printf("%s %s: ", what_text(r, args.kind, v.tensors).c_str(), when_text(args, v).c_str());
+    print("%s %s: ", what_text(r, args.kind, v.tensors).c_str(), when_text(args, v).c_str());
     if (v.table.total_blocks + v.table.total_handles == 0) {
-        std::printf("nothing live\n");
+        print("nothing live\n");
         return;
     }
-    std::printf("%s%s in %s from %s", human_bytes(v.table.total_bytes).c_str(),
-                v.tensors ? (" (requested " + human_bytes(v.table.total_requested) + ")").c_str() : "",
-                count_text(v.table.total_blocks, v.table.total_handles).c_str(),
-                plural(v.table.sites.size(), "site", "sites").c_str());
+    print("%s%s in %s from %s", human_bytes(v.table.total_bytes).c_str(),
+          v.tensors ? (" (requested " + human_bytes(v.table.total_requested) + ")").c_str() : "",
+          count_text(v.table.total_blocks, v.table.total_handles).c_str(),
+          plural(v.table.sites.size(), "site", "sites").c_str());
     if (!args.pool) {
-        std::printf("\n");
+        print("\n");
         print_sites(r, v.all, sym, v.tensors);
         return;
     }
-    std::printf(", in %s\n", plural(v.pools.size(), "pool", "pools").c_str());
+    print(", in %s\n", plural(v.pools.size(), "pool", "pools").c_str());
     print_pools(r, v, sym);
 }
 

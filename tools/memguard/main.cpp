@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "common/text.h"
 #include "report/report.h"
 
 #ifndef MEMGUARD_VERSION
@@ -12,8 +13,10 @@
 
 namespace memguard::cli {
 
+// Warnings and errors quote what a report holds (a record, a module path, a name): one line each,
+// whatever it holds.
 void print_warnings(const std::vector<std::string>& warnings) {
-    for (const std::string& w : warnings) std::cerr << "memguard: warning: " << w << "\n";
+    for (const std::string& w : warnings) std::cerr << "memguard: warning: " << text::printable(w) << "\n";
 }
 
 namespace {
@@ -54,13 +57,13 @@ int main_impl(int argc, char** argv) {
     try {
         return finish_output(dispatch(parse_args(args)));
     } catch (const UsageError& e) {
-        std::cerr << "memguard: error: " << e.what() << "\nusage: " << synopsis(e.command) << "\n";
+        std::cerr << "memguard: error: " << text::printable(e.what()) << "\nusage: " << synopsis(e.command) << "\n";
         return kExitUsage;
     } catch (const report::ReportError& e) {
-        std::cerr << "memguard: error: " << e.what() << "\n";
+        std::cerr << "memguard: error: " << text::printable(e.what()) << "\n";
         return kExitUsage;
     } catch (const std::exception& e) {
-        std::cerr << "memguard: internal error: " << e.what() << "\n";
+        std::cerr << "memguard: internal error: " << text::printable(e.what()) << "\n";
         return kExitInternal;
     }
 }

@@ -4,15 +4,156 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 
+#include "common/text.h"
 #include "report/report.h"
 
 namespace memguard::cli {
 
 namespace {
+
+/// Appends one conversion, formatted alone: `spec` is its part of the format ("%-10s"), `stars` the
+/// values its '*' width or precision took.
+template <class T>
+void append_conversion(std::string& out, const std::string& spec, const int* stars, size_t n_stars, T v) {
+    auto render = [&](char* buf, size_t size) {
+        switch (n_stars) {
+        case 0: return std::snprintf(buf, size, spec.c_str(), v);
+        case 1: return std::snprintf(buf, size, spec.c_str(), stars[0], v);
+        default: return std::snprintf(buf, size, spec.c_str(), stars[0], stars[1], v);
+        }
+    };
+    char small[128];
+    int n = render(small, sizeof small);
+    if (n < 0) throw std::logic_error("print: bad conversion '" + spec + "'");
+    if (static_cast<size_t>(n) < sizeof small) {
+        out.append(small, static_cast<size_t>(n));
+        return;
+    }
+    std::string big(static_cast<size_t>(n) + 1, '\0');
+    render(big.data(), big.size());
+    out.append(big.data(), static_cast<size_t>(n));
+}
+
+/// vsnprintf with every string argument made printable. The compiler checks the format against
+/// the arguments (print's format attribute); what this reads is what the C standard defines, and
+/// anything else is a bug of ours (std::logic_error).
+std::string format_printable(const char* format, va_list ap) {
+    std::string out;
+    const char* p = format;
+    while (*p != '\0') {
+        if (*p != '%') {
+            out.push_back(*p++);
+            continue;
+        }
+        const char* start = p++;
+        if (*p == '%') {
+            out.push_back('%');
+            ++p;
+            continue;
+        }
+        int stars[2] = {0, 0};
+        size_t n_stars = 0;
+        while (*p != '\0' && std::strchr("-+ #0'", *p) != nullptr) ++p;
+        if (*p == '*') {
+            stars[n_stars++] = va_arg(ap, int);
+            ++p;
+        }
+        while (std::isdigit(static_cast<unsigned char>(*p))) ++p;
+        if (*p == '.') {
+            ++p;
+            if (*p == '*') {
+                stars[n_stars++] = va_arg(ap, int);
+                ++p;
+            }
+            while (std::isdigit(static_cast<unsigned char>(*p))) ++p;
+        }
+        std::string length;
+        while (*p != '\0' && std::strchr("hljztL", *p) != nullptr) length.push_back(*p++);
+        const char conv = *p;
+        if (conv == '\0') throw std::logic_error(std::string("print: format ends inside a conversion: ") + format);
+        ++p;
+        const std::string spec(start, p);
+        switch (conv) {
+        case 'd':
+        case 'i':
+            if (length == "l") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, long));
+            } else if (length == "ll") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, long long));
+            } else if (length == "j") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, intmax_t));
+            } else if (length == "z" || length == "t") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, ptrdiff_t));
+            } else if (length.empty() || length == "h" || length == "hh") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, int));
+            } else {
+                throw std::logic_error("print: bad conversion '" + spec + "'");
+            }
+            break;
+        case 'u':
+        case 'o':
+        case 'x':
+        case 'X':
+            if (length == "l") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, unsigned long));
+            } else if (length == "ll") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, unsigned long long));
+            } else if (length == "j") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, uintmax_t));
+            } else if (length == "z" || length == "t") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, size_t));
+            } else if (length.empty() || length == "h" || length == "hh") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, unsigned));
+            } else {
+                throw std::logic_error("print: bad conversion '" + spec + "'");
+            }
+            break;
+        case 'f':
+        case 'F':
+        case 'e':
+        case 'E':
+        case 'g':
+        case 'G':
+        case 'a':
+        case 'A':
+            if (length == "L") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, long double));
+            } else if (length.empty() || length == "l") {
+                append_conversion(out, spec, stars, n_stars, va_arg(ap, double));
+            } else {
+                throw std::logic_error("print: bad conversion '" + spec + "'");
+            }
+            break;
+        case 'c':
+            if (!length.empty()) throw std::logic_error("print: bad conversion '" + spec + "'");
+            append_conversion(out, spec, stars, n_stars, va_arg(ap, int));
+            break;
+        case 's': {
+            if (!length.empty()) throw std::logic_error("print: bad conversion '" + spec + "'");
+            const char* s = va_arg(ap, const char*);
+            append_conversion(out, spec, stars, n_stars, text::printable(s != nullptr ? s : "(null)").c_str());
+            break;
+        }
+        case 'p': append_conversion(out, spec, stars, n_stars, va_arg(ap, void*)); break;
+        default: throw std::logic_error("print: unsupported conversion '" + spec + "'");
+        }
+    }
+    return out;
+}
+
+void vprint_to(std::FILE* to, const char* format, va_list ap) {
+    std::string text = format_printable(format, ap);
+    std::fwrite(text.data(), 1, text.size(), to);  // a failure sets the stream's error, which main checks
+}
 
 [[noreturn]] void fail(const std::string& path, int err) {
     throw report::ReportError(output_name(path) + ": cannot write: " + std::strerror(err));
@@ -136,6 +277,30 @@ void write_replacing(const std::string& path, const std::string& content) {
 }
 
 }  // namespace
+
+void print(const char* format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    try {
+        vprint_to(stdout, format, ap);
+    } catch (...) {
+        va_end(ap);
+        throw;
+    }
+    va_end(ap);
+}
+
+void print_to(std::FILE* to, const char* format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    try {
+        vprint_to(to, format, ap);
+    } catch (...) {
+        va_end(ap);
+        throw;
+    }
+    va_end(ap);
+}
 
 std::string output_name(const std::string& path) { return path == "-" ? "standard output" : path; }
 

@@ -1,9 +1,17 @@
-// Writing a command's output file (plot, export).
+// What the commands write: their text on stdout (print), and the output file of plot and export.
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 namespace memguard::cli {
+
+/// printf for the text of the commands: each %s argument is shown as text::printable makes it
+/// (control characters and invalid UTF-8 escaped), because most of them carry what the traced
+/// program chose (phase and mark names, symbols, file and module paths) or what a report's author
+/// wrote. So only the format string, which is ours, starts lines. print() writes to stdout.
+void print(const char* format, ...) __attribute__((format(printf, 1, 2)));
+void print_to(std::FILE* to, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
 /// Writes `content` to `path`:
 /// - "-": to standard output;

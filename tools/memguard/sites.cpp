@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "cli.h"
+#include "output.h"
 #include "report/analysis.h"
 
 namespace memguard::cli {
@@ -158,26 +159,26 @@ std::string site_ids_text(uint32_t stack_id, uint32_t python_stack_id) {
 
 void print_site_frames(const SiteFrames& s, const report::Report& r) {
     if (s.python_stack_id != 0 && s.python_stack == nullptr) {
-        std::printf("      (Python stack %u is not in the report)\n", s.python_stack_id);
+        print("      (Python stack %u is not in the report)\n", s.python_stack_id);
     }
     for (size_t i = 0; i < s.python.size(); ++i) {
-        std::printf("      py#%-2zu %s\n", i, python_frame_text(r, s.python[i]).c_str());
+        print("      py#%-2zu %s\n", i, python_frame_text(r, s.python[i]).c_str());
     }
     if (s.python_stack != nullptr && s.python_stack->frames.size() > s.python.size()) {
-        std::printf("      ... %s\n", plural(s.python_stack->frames.size() - s.python.size(), "more Python frame",
-                                            "more Python frames").c_str());
+        print("      ... %s\n", plural(s.python_stack->frames.size() - s.python.size(), "more Python frame",
+                                      "more Python frames").c_str());
     }
-    if (s.stack_id == 0) std::printf("      (no stack recorded)\n");
-    if (s.stack_id != 0 && s.stack == nullptr) std::printf("      (stack %u is not in the report)\n", s.stack_id);
-    if (s.stack != nullptr && s.stack->ips.empty()) std::printf("      (empty stack)\n");
+    if (s.stack_id == 0) print("      (no stack recorded)\n");
+    if (s.stack_id != 0 && s.stack == nullptr) print("      (stack %u is not in the report)\n", s.stack_id);
+    if (s.stack != nullptr && s.stack->ips.empty()) print("      (empty stack)\n");
     for (size_t i = 0; i < s.native.size(); ++i) {
-        std::printf("      #%-2zu %s\n", i, frame_text(s.native[i]).c_str());
+        print("      #%-2zu %s\n", i, frame_text(s.native[i]).c_str());
         for (const report::SourceLocation& loc : s.native[i].inlined_by) {
-            std::printf("          inlined into %s\n", location(loc.function, loc.file, loc.line).c_str());
+            print("          inlined into %s\n", location(loc.function, loc.file, loc.line).c_str());
         }
     }
     if (s.stack != nullptr && s.stack->ips.size() > s.native.size()) {
-        std::printf("      ... %s\n", plural(s.stack->ips.size() - s.native.size(), "more frame", "more frames").c_str());
+        print("      ... %s\n", plural(s.stack->ips.size() - s.native.size(), "more frame", "more frames").c_str());
     }
 }
 
