@@ -18,7 +18,36 @@ constexpr LevelName kLevels[] = {
     {"critical", LogLevel::Critical}, {"off", LogLevel::Off},
 };
 
-std::string quoted(const char* v) { return std::string("'") + v + "'"; }
+std::string quoted(const char* v) { return "'" + echo_value(v) + "'"; }
+
+/// Length of the UTF-8 sequence at s[i], 0 when it is not one (overlong forms, surrogates and
+/// code points past U+10FFFF included) or when it is a C1 control (U+0080..U+009F), which some
+/// terminals obey like ESC.
+size_t utf8_length(std::string_view s, size_t i) {
+    const auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+    const unsigned char c = at(i);
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        if (c == 0xc2) lo = 0xa0;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0) lo = 0xa0;
+        if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;
+    } else {
+        return 0;
+    }
+    if (i + n > s.size() || at(i + 1) < lo || at(i + 1) > hi) return 0;
+    for (size_t k = 2; k < n; ++k) {
+        if (at(i + k) < 0x80 || at(i + k) > 0xbf) return 0;
+    }
+    return n;
+}
 
 void parse_switch(const char* name, const char* v, bool& value, std::vector<std::string>& problems) {
     if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) {
@@ -87,6 +116,46 @@ void parse_allocator(const char* v, Config& c, std::vector<std::string>& problem
 }
 
 }  // namespace
+
+std::string echo_value(std::string_view value) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    size_t i = 0;
+    while (i < value.size() && out.size() < kEchoLimit) {
+        const auto c = static_cast<unsigned char>(value[i]);
+        if (c >= 0x20 && c < 0x7f) {
+            if (c == '\\') out.push_back('\\');
+            out.push_back(static_cast<char>(c));
+            ++i;
+            continue;
+        }
+        if (size_t n = c >= 0x80 ? utf8_length(value, i) : 0) {
+            out.append(value.substr(i, n));
+            i += n;
+            continue;
+        }
+        switch (c) {
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+            out += "\\x";
+            out.push_back(kHex[c >> 4]);
+            out.push_back(kHex[c & 0xf]);
+        }
+        ++i;
+    }
+    if (i < value.size()) out += "... (" + std::to_string(value.size()) + " bytes)";
+    return out;
+}
+
+ConfigResult startup_config(unsigned long at_secure, const EnvLookup& getenv_fn) {
+    if (at_secure == 0) return parse_config(getenv_fn);
+    ConfigResult r;
+    r.config.enabled = false;
+    r.config.nvtx = false;
+    return r;
+}
 
 ConfigResult parse_config(const EnvLookup& getenv_fn) {
     ConfigResult r;

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace memguard {
@@ -37,6 +38,22 @@ struct ConfigResult {
 using EnvLookup = std::function<const char*(const char*)>;
 
 ConfigResult parse_config(const EnvLookup& getenv_fn);
+
+/// The configuration the library starts with: parse_config's, except in a secure-execution process
+/// (`at_secure`: the auxiliary vector's AT_SECURE, set for setuid, setgid and file-capability
+/// programs). There the environment belongs to a less privileged user, who must not choose where
+/// the privileged process creates a file, so nothing is read from it (getenv_fn is never called)
+/// and memguard is off as with MEMGUARD_ENABLE=0, NVTX injection included.
+ConfigResult startup_config(unsigned long at_secure, const EnvLookup& getenv_fn);
+
+/// At most this many bytes of a value that memguard did not write go into one log line.
+constexpr size_t kEchoLimit = 200;
+
+/// `value` (an environment value, a path made from one) as a log line may show it: control
+/// characters, backslashes and bytes that are not UTF-8 become escapes (`\n`, `\x1b`, `\\`),
+/// so that the line stays one line and cannot move the terminal's cursor, and past kEchoLimit
+/// bytes it is cut, saying how long it was.
+std::string echo_value(std::string_view value);
 
 const char* log_level_name(LogLevel level);
 

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "common/config.h"
+
 namespace memguard {
 namespace {
 
@@ -46,7 +48,8 @@ TorchAllocConf parse_torch_alloc_conf(const char* value) {
         std::string key = trim(item.substr(0, colon));
         std::string val = colon == std::string::npos ? std::string() : trim(item.substr(colon + 1));
         unsigned long long n = 0;
-        const std::string where = "PYTORCH_CUDA_ALLOC_CONF " + key + ":" + val;
+        // The notes become log lines: the item is shown escaped (config.h), on one line.
+        const std::string where = "PYTORCH_CUDA_ALLOC_CONF " + echo_value(key + ":" + val);
         if (key == "max_split_size_mb") {
             // PyTorch refuses 20 MB or less (its large-segment size).
             if (to_size(val, &n) && n > 20 && n < (1ull << 40)) {

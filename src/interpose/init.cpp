@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 #include <pthread.h>
+#include <sys/auxv.h>
 
 #include "common/config.h"
 #include "common/log.h"
@@ -26,7 +27,12 @@ void after_fork_child() { track::Recorder::instance().after_fork_child(); }
 void initialize_once() noexcept {
     static std::once_flag once;
     std::call_once(once, [] {
-        ConfigResult parsed = parse_config([](const char* name) { return std::getenv(name); });
+        // Decided here, before anything reads the environment: in a setuid, setgid or capability
+        // program (AT_SECURE) the environment is a less privileged user's, and memguard stays off
+        // without reading it (startup_config). secure_getenv keeps that true of this lookup even
+        // if the two ever disagreed.
+        ConfigResult parsed =
+            startup_config(getauxval(AT_SECURE), [](const char* name) { return secure_getenv(name); });
         set_log_level(parsed.config.log_level);
         for (const std::string& problem : parsed.problems) MG_LOG_WARN("{}", problem);
         track::Recorder::instance().init(parsed.config);

@@ -258,7 +258,8 @@ void register_nvtx_injection(bool enabled) {
     g_preloaded.store(named_in_ld_preload(self), std::memory_order_release);
     const char* current = std::getenv("NVTX_INJECTION64_PATH");
     if (current && *current && !same_file(current, self)) {
-        MG_LOG_INFO("NVTX_INJECTION64_PATH names another tool ({}); NVTX ranges are not recorded as phases", current);
+        MG_LOG_INFO("NVTX_INJECTION64_PATH names another tool ({}); NVTX ranges are not recorded as phases",
+                    echo_value(current));
         return;
     }
     g_nvtx_on.store(true, std::memory_order_release);

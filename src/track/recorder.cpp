@@ -167,15 +167,14 @@ bool Recorder::start_recording() {
     ctx.rank = rank_from_env(std::getenv("RANK"), std::getenv("LOCAL_RANK"));
     std::string exe = exe_path();
     ctx.exe_name = exe.substr(exe.find_last_of('/') + 1);
-    std::string path = config_.output_template.empty() ? default_report_name(ctx)
-                                                       : expand_template(config_.output_template, ctx);
+    std::string name = default_report_name(ctx);
+    std::string path = config_.output_template.empty() ? name : expand_template(config_.output_template, ctx);
     std::string error;
-    if (!writer_.start(path, &error)) {
+    if (!writer_.start(path, name, header(), &error)) {
         MG_LOG_WARN("MEMGUARD_OUTPUT: {}; the program runs on without a report", error);
         state_.store(State::Failed, std::memory_order_release);
         return false;
     }
-    write_header();
     modules_.refresh(writer_);
     if (!deferred_.empty()) {
         writer_.append(deferred_);
@@ -187,18 +186,17 @@ bool Recorder::start_recording() {
                     deferred_dropped_);
         writer_.add_lost(deferred_dropped_);  // the report says so too (a U record)
     }
-    MG_LOG_INFO("writing report {}", writer_.path());
+    MG_LOG_INFO("writing report '{}'", echo_value(writer_.path()));
     state_.store(State::Recording, std::memory_order_release);
     return true;
 }
 
-void Recorder::write_header() {
+std::string Recorder::header() const {
     std::string header = "MEMGUARD-REPORT 1\n";
-    writer_.append(header);
-    auto info = [this](const char* key, std::string_view value) {
+    auto info = [&header](const char* key, std::string_view value) {
         Line line('I');
         line.word(key).str(value);
-        writer_.append(line.finish());
+        header += line.finish();
     };
     // docs/report-format.md: minor 3 driver memory, 4 phases, 5 allocator mode, 6 lost records
     info("format_minor", "6");
@@ -213,6 +211,7 @@ void Recorder::write_header() {
     info("stack_depth", std::to_string(config_.stack_depth));
     info("unwinder", unwinder_name());
     if (allocator_mode_.load(std::memory_order_acquire)) info("allocator", "memguard");
+    return header;
 }
 
 void Recorder::on_new_stack(void* self, uint32_t id, const uintptr_t* ips, int n) {

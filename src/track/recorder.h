@@ -212,7 +212,9 @@ private:
     bool start_recording();
     /// capture_stack with a depth above 0.
     int unwind_stack(uintptr_t* ips) const noexcept;
-    void write_header();
+    /// What the report says first (its version and the I records known at creation); the writer
+    /// writes it when it creates the file.
+    std::string header() const;
     uint32_t intern(const uintptr_t* ips, int n);
     /// Warm-up retention: blocks allocated since the last capture ended that are still live and
     /// not owned by a capture, one W record per allocation site.

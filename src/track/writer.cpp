@@ -10,29 +10,76 @@
 #include <new>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "track/line.h"
 #include "track/stamp_clock.h"
 
 namespace memguard::track {
 
-bool ReportWriter::start(const std::string& path, std::string* error) {
-    std::string candidate = path;
-    int fd = -1;
+namespace {
+
+std::string shown(const std::string& path) { return "'" + echo_value(path) + "'"; }
+
+const char* type_name(mode_t mode) {
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+}  // namespace
+
+bool ReportWriter::start(const std::string& path, const std::string& name_in_directory, std::string_view header,
+                         std::string* error) {
+    // What has the name the user gave decides; the names memguard makes (the numbered ones, the
+    // one inside a directory) only need to be free.
+    std::string base = path;
+    bool user_name = true;
+    if (!base.empty() && base.back() == '/') {
+        base += name_in_directory;
+        user_name = false;
+    }
+    std::string candidate = base;
+    int fd = -1, open_errno = 0;
     for (int attempt = 0; attempt < 100; ++attempt) {
-        if (attempt > 0) candidate = path + "." + std::to_string(attempt);
+        if (attempt > 0) candidate = base + "." + std::to_string(attempt);
         fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
-        if (fd >= 0 || errno != EEXIST) break;
+        open_errno = errno;
+        if (fd >= 0 || open_errno != EEXIST) break;
+        struct stat st;
+        if (lstat(candidate.c_str(), &st) != 0 || S_ISREG(st.st_mode)) continue;
         // A symbolic link where the report should go is what an attack in a shared directory
         // looks like: refuse, and say so, rather than quietly writing next to it.
-        struct stat st;
-        if (lstat(candidate.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-            *error = "refusing to create report file '" + candidate + "': a symbolic link is in the way";
+        if (S_ISLNK(st.st_mode)) {
+            *error = "refusing to create report file " + shown(candidate) + ": a symbolic link is in the way";
             return false;
         }
+        if (attempt > 0 || !user_name) continue;
+        if (S_ISDIR(st.st_mode)) {
+            user_name = false;
+            base = candidate + "/" + name_in_directory;
+            candidate = base;
+            attempt = -1;  // the numbering starts again inside the directory
+            continue;
+        }
+        // Nothing next to a device (MEMGUARD_OUTPUT=/dev/null made /dev/null.1, as root a regular
+        // file among the device nodes), a FIFO or a socket: that name was meant for something else.
+        *error = shown(candidate) + " is " + type_name(st.st_mode) +
+                 ", not a regular file or a directory (MEMGUARD_ENABLE=0 turns memguard off)";
+        return false;
     }
     if (fd < 0) {
-        *error = "cannot create report file '" + candidate + "': " + std::strerror(errno);
+        *error = "cannot create report file " + shown(candidate) + ": " + std::strerror(open_errno);
+        return false;
+    }
+    // A file that exists is never empty: the header goes out now, not at the first flush.
+    if (!write_fully(fd, header.data(), header.size())) {
+        const int write_errno = errno;
+        *error = "cannot write report file " + shown(candidate) + ": " + std::strerror(write_errno);
+        ::close(fd);
+        ::unlink(candidate.c_str());
         return false;
     }
     fd_ = fd;
@@ -177,9 +224,9 @@ void ReportWriter::run() {
     }
 }
 
-bool ReportWriter::write_all(const char* data, size_t n) {
+bool ReportWriter::write_fully(int fd, const char* data, size_t n) {
     while (n > 0) {
-        ssize_t w = ::write(fd_, data, n);
+        ssize_t w = ::write(fd, data, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             return false;
@@ -216,8 +263,9 @@ void ReportWriter::write_pending(bool heartbeat) {
     }
     if (fd_ >= 0 && !io_failed_ && !(packed ? write_formatted(out.view()) : write_all(out.data(), out.size()))) {
         io_failed_ = true;
-        MG_LOG_WARN("writing the report '{}' failed ({}); recording continues but is no longer saved", path_,
-                    std::strerror(errno));
+        const int write_errno = errno;
+        MG_LOG_WARN("writing the report {} failed ({}); recording continues but is no longer saved", shown(path_),
+                    std::strerror(write_errno));
     }
     if (out.capacity() <= kMaxSpare) {
         out.clear();

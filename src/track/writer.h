@@ -28,9 +28,15 @@ public:
 
     explicit ReportWriter(Clock clock) : clock_(clock) {}
 
-    /// Creates the file exclusively (O_EXCL|O_NOFOLLOW, mode 0640; when `path` exists, tries
-    /// path.1 ... path.99) and starts the writer thread. On failure returns false and sets *error.
-    bool start(const std::string& path, std::string* error);
+    /// Creates the report file, writes `header` to it before returning (so that a process that
+    /// ends before the first flush, by _exit or a signal, still leaves a file a reader takes) and
+    /// starts the writer thread. The file is created exclusively (O_EXCL|O_NOFOLLOW, mode 0640),
+    /// never in place of what has the name: a regular file there, path.1 ... path.99 are tried; a
+    /// directory there (or `path` ending in '/'), the file is `name_in_directory` inside it; a
+    /// symbolic link, device, FIFO or socket there, no file is created. On failure returns false
+    /// and sets *error (one line).
+    bool start(const std::string& path, const std::string& name_in_directory, std::string_view header,
+               std::string* error);
 
     bool started() const { return fd_ >= 0; }
     const std::string& path() const { return path_; }
@@ -84,7 +90,8 @@ private:
     /// Takes the buffer (adding a heartbeat when it holds records) under the lock, writes it
     /// outside the lock. io_mu_ keeps file writes in order.
     void write_pending(bool heartbeat = true);
-    bool write_all(const char* data, size_t n);
+    bool write_all(const char* data, size_t n) { return write_fully(fd_, data, n); }
+    static bool write_fully(int fd, const char* data, size_t n);
     /// Appends `n` bytes that `fill(at)` writes, under mu_; when the memory cannot be had, counts
     /// `lines()` records as lost instead. Inline, with append_packed: a packed record of a size
     /// known where it is appended is copied without a call.

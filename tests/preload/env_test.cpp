@@ -1,9 +1,13 @@
 // The environment: bad values warn once and change nothing else, unusable output paths leave the
-// program running without a report, and the output name template.
+// program running without a report, the output name template, and a setuid program, where the
+// environment is not read at all.
 #include "preload_fixture.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
+
+#include <fstream>
 
 namespace preload_test {
 namespace {
@@ -62,6 +66,42 @@ INSTANTIATE_TEST_SUITE_P(Variables, BadValues,
                              return std::string(info.param.variable);
                          });
 
+/// Whether `text` is exactly one line: one '\n', at its end, and no other control character.
+bool is_one_clean_line(const std::string& text) {
+    if (text.empty() || text.back() != '\n') return false;
+    for (size_t i = 0; i + 1 < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c < 0x20 || c == 0x7f) return false;
+    }
+    return true;
+}
+
+// A value that holds a newline (or a terminal's escape sequences) is shown escaped, so that its
+// warning stays one line and cannot pass for a line of the program's own (or clear the terminal);
+// a huge value is cut. MEMGUARD_OUTPUT's reaches the warning through the path made from it.
+TEST_F(Environment, ControlCharactersInAValueAreEscapedInItsOneWarningLine) {
+    const struct {
+        const char* variable;
+        std::string value;
+        std::string shown;  // in the warning
+    } cases[] = {
+        {"MEMGUARD_LOG_LEVEL", "loud\nmemguard: error: a forged line", "'loud\\nmemguard: error: a forged line'"},
+        {"MEMGUARD_STACK_DEPTH", "\x1b[2J\x1b[H\r7\a", "'\\x1b[2J\\x1b[H\\r7\\x07'"},
+        {"MEMGUARD_OUTPUT", reports_ + "/missing\n/%p.mgr", "/missing\\n/"},
+        {"MEMGUARD_ENABLE", std::string(100000, 'y'), "... (100000 bytes)"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.variable);
+        Env env = preload_env();
+        env[c.variable] = c.value;
+        ChildResult result = expect_one_warning(env, c.variable);
+        EXPECT_TRUE(is_one_clean_line(result.err)) << "stderr is not one line:\n" << result.err;
+        EXPECT_NE(result.err.find(c.shown), std::string::npos) << result.err;
+        EXPECT_LT(result.err.size(), 600u) << "the warning echoes the whole value";
+        for (const std::string& report : find_reports(dir_->path())) unlink(report.c_str());
+    }
+}
+
 TEST_F(Environment, OutputInAMissingDirectoryRunsOnWithoutReport) {
     std::string missing = *dir_ / "missing";
     Env env = plain_env();
@@ -85,6 +125,35 @@ TEST_F(Environment, OutputInAnUnwritableDirectoryRunsOnWithoutReport) {
     ChildResult result = expect_one_warning(env, "MEMGUARD_OUTPUT");
     EXPECT_FALSE(exists(unwritable + "/memguard-test-" + std::to_string(result.pid) + ".mgr"));
     EXPECT_TRUE(find_reports(dir_->path()).empty());
+}
+
+/// Names in /dev that start with "null." (an older memguard left /dev/null.1, .2, ...).
+std::vector<std::string> numbered_dev_null() {
+    std::vector<std::string> names;
+    for (const std::string& name : list_dir("/dev")) {
+        if (name.rfind("null.", 0) == 0) names.push_back(name);
+    }
+    return names;
+}
+
+// A name that a device, FIFO or socket has was meant for something else: no report, and no
+// numbered file beside it (MEMGUARD_OUTPUT=/dev/null wrote /dev/null.1; as root, among the
+// device nodes). The FIFO is never opened, so nothing blocks.
+TEST_F(Environment, OutputNamingADeviceOrAFifoRunsOnWithoutReport) {
+    const std::vector<std::string> before = numbered_dev_null();
+    const std::string fifo = reports_ + "/fifo.mgr";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    for (const std::string& output : {std::string("/dev/null"), fifo}) {
+        SCOPED_TRACE(output);
+        Env env = preload_env();
+        env["MEMGUARD_OUTPUT"] = output;
+        ChildResult result = expect_one_warning(env, "MEMGUARD_OUTPUT");
+        EXPECT_NE(result.err.find(output == fifo ? "is a FIFO" : "is a character device"), std::string::npos)
+            << result.err;
+    }
+    EXPECT_EQ(numbered_dev_null(), before) << "memguard created a file beside /dev/null";
+    EXPECT_EQ(list_dir(reports_), std::vector<std::string>{"fifo.mgr"});
+    EXPECT_TRUE(list_dir(work_).empty());
 }
 
 /// Links planted at the output path: one to a file someone cares about, one dangling, to where
@@ -199,6 +268,53 @@ TEST_F(OutputName, TemplateExpandsPidHostRankAndPercent) {
     }
 }
 
+// An existing directory, or a name ending in '/', gets the default name inside. `.` used to
+// become the file `..1` in the working directory.
+TEST_F(OutputName, ADirectoryGetsTheDefaultNameInside) {
+    const std::string exe = base_name(Paths::app("exit_code"));
+    const auto default_name = [&](const ChildResult& r) { return "memguard." + exe + "." + std::to_string(r.pid) + ".mgr"; };
+    struct Case {
+        std::string output;
+        std::string dir;  // where the report must be
+    };
+    make_dir(reports_ + "/new");
+    const Case cases[] = {{reports_, reports_}, {reports_ + "/new/", reports_ + "/new"}, {".", work_}, {"./", work_}};
+    for (const Case& c : cases) {
+        SCOPED_TRACE("MEMGUARD_OUTPUT=" + c.output);
+        Env env = preload_env();
+        env["MEMGUARD_OUTPUT"] = c.output;
+        ChildResult result = run_ok(env);
+        EXPECT_TRUE(result.err.empty()) << result.err;
+        const std::string name = default_name(result);
+        EXPECT_TRUE(exists(c.dir + "/" + name)) << "files: " << ::testing::PrintToString(list_dir(c.dir));
+        if (exists(c.dir + "/" + name)) {
+            auto r = load(c.dir + "/" + name);
+            ASSERT_TRUE(r);
+            EXPECT_TRUE(r->complete);
+            unlink((c.dir + "/" + name).c_str());
+        }
+        EXPECT_TRUE(list_dir(work_).empty()) << ::testing::PrintToString(list_dir(work_));
+        EXPECT_EQ(list_dir(reports_), std::vector<std::string>{"new"});
+        EXPECT_TRUE(list_dir(reports_ + "/new").empty());
+        EXPECT_EQ(list_dir(dir_->path()), (std::vector<std::string>{"reports", "work"}));
+    }
+}
+
+// A symbolic link to a directory is refused like any link at the output path; `link/` names the
+// directory itself (as a directory earlier in the path, the link is followed).
+TEST_F(OutputName, ALinkToADirectoryIsRefusedUnlessTheNameEndsInASlash) {
+    make_dir(reports_ + "/dir");
+    ASSERT_EQ(symlink((reports_ + "/dir").c_str(), (reports_ + "/link").c_str()), 0);
+    ChildResult linked = run_ok(preload_env("link"));
+    EXPECT_EQ(lines_containing(linked.err, "a symbolic link is in the way").size(), 1u) << linked.err;
+    EXPECT_TRUE(list_dir(reports_ + "/dir").empty());
+    ChildResult through = run_ok(preload_env("link/"));
+    const std::string name =
+        "memguard." + base_name(Paths::app("exit_code")) + "." + std::to_string(through.pid) + ".mgr";
+    EXPECT_EQ(list_dir(reports_ + "/dir"), std::vector<std::string>{name});
+    EXPECT_EQ(list_dir(reports_), (std::vector<std::string>{"dir", "link"}));
+}
+
 TEST_F(OutputName, ExistingNameGetsANumberedSuffix) {
     std::string taken = reports_ + "/run.mgr";
     write_file(taken, "someone else's file\n");
@@ -213,6 +329,86 @@ TEST_F(OutputName, ExistingNameGetsANumberedSuffix) {
         ASSERT_TRUE(r);
         EXPECT_TRUE(r->complete);
     }
+}
+
+// ---- secure execution ---------------------------------------------------------------------------
+
+/// A setuid-root program run by an unprivileged user is a secure-execution process (AT_SECURE):
+/// its environment is the user's, and memguard must not let it choose where root creates a file,
+/// nor read it at all. secure_alloc, copied and made setuid root, runs as nobody through as_user;
+/// it loads libmemguard.so itself (the loader ignores LD_PRELOAD paths there) and allocates through
+/// memguard's cudaMalloc.
+class SecureExecution : public PreloadTest {
+protected:
+    static constexpr uid_t kNobody = 65534;
+
+    void SetUp() override {
+        PreloadTest::SetUp();
+        if (HasFatalFailure()) return;
+        if (geteuid() != 0) GTEST_SKIP() << "needs root: the test makes a setuid-root program";
+        struct statvfs fs;
+        ASSERT_EQ(statvfs(dir_->path().c_str(), &fs), 0);
+        if (fs.f_flag & ST_NOSUID) GTEST_SKIP() << dir_->path() << " is on a file system mounted nosuid";
+        // nobody must reach the program and the working directory (root-owned, 0755).
+        ASSERT_EQ(chmod(dir_->path().c_str(), 0755), 0);
+        for (std::string d = dir_->path(); !d.empty(); d = d.substr(0, d.rfind('/'))) {
+            struct stat st;
+            ASSERT_EQ(stat(d.c_str(), &st), 0) << d;
+            if (!(st.st_mode & S_IXOTH)) GTEST_SKIP() << d << " is not searchable by other users (set TMPDIR)";
+        }
+        program_ = *dir_ / "secure_alloc";
+        std::ifstream in(APP_SECURE_ALLOC, std::ios::binary);
+        std::ofstream out(program_, std::ios::binary);
+        out << in.rdbuf();
+        out.close();
+        ASSERT_TRUE(in && out) << "cannot copy " << APP_SECURE_ALLOC;
+        ASSERT_EQ(chown(program_.c_str(), 0, 0), 0);
+        ASSERT_EQ(chmod(program_.c_str(), 04755), 0);
+    }
+
+    /// Runs the setuid copy as nobody, loading `library` ("-": none).
+    ChildResult run_as_nobody(const std::string& library, const Env& env) {
+        ChildOptions o;
+        o.argv = {APP_AS_USER, std::to_string(kNobody), std::to_string(kNobody), program_, library};
+        o.env = env;
+        o.cwd = work_;
+        return run_child(o);
+    }
+
+    std::string program_;
+};
+
+TEST_F(SecureExecution, MemguardReadsNothingAndCreatesNoFile) {
+    Env env = plain_env();
+    env["MEMGUARD_OUTPUT"] = reports_ + "/%p.mgr";  // where the user would have root write
+    env["MEMGUARD_LOG_LEVEL"] = "info";              // an active memguard would say where it writes
+    env["MEMGUARD_STACK_DEPTH"] = "bad\nvalue";      // and warn
+    ChildResult without = run_as_nobody("-", env);
+    ChildResult with = run_as_nobody(Paths::memguard_lib(), env);
+    ASSERT_EQ(without.exit_code, 0) << describe(without);
+    if (lines_starting_with(without.out, "info at_secure 1").empty() ||
+        lines_starting_with(without.out, "info euid 0").empty()) {
+        GTEST_SKIP() << "the setuid bit did not take effect (no_new_privs?):\n" << without.out;
+    }
+    EXPECT_EQ(with.exit_code, without.exit_code) << describe(with);
+    EXPECT_EQ(normalize_addresses(with.out), normalize_addresses(without.out));
+    EXPECT_EQ(with.err, without.err);
+    EXPECT_EQ(lines_starting_with(with.out, "info nvtx_env unset").size(), 1u) << with.out;
+    EXPECT_TRUE(list_dir(reports_).empty()) << ::testing::PrintToString(list_dir(reports_));
+    EXPECT_TRUE(list_dir(work_).empty()) << ::testing::PrintToString(list_dir(work_));
+    EXPECT_TRUE(find_reports(dir_->path()).empty());
+
+    // Without the setuid bit, the same run as nobody is recorded: the test can tell.
+    ASSERT_EQ(chmod(program_.c_str(), 0755), 0);
+    const std::string own = *dir_ / "nobody";
+    make_dir(own);
+    ASSERT_EQ(chown(own.c_str(), kNobody, kNobody), 0);
+    env["MEMGUARD_OUTPUT"] = own + "/%p.mgr";
+    ChildResult plain = run_as_nobody(Paths::memguard_lib(), env);
+    EXPECT_EQ(plain.exit_code, 0) << describe(plain);
+    EXPECT_EQ(lines_starting_with(plain.out, "info at_secure 0").size(), 1u) << plain.out;
+    EXPECT_EQ(list_dir(own), std::vector<std::string>{std::to_string(plain.pid) + ".mgr"})
+        << "an unprivileged run wrote no report:\n" << describe(plain);
 }
 
 }  // namespace

@@ -214,5 +214,29 @@ TEST_F(ExitCode, IsKeptWhicheverWayTheProgramEnds) {
     }
 }
 
+// A process that ends with _exit before the writer's first flush used to leave an empty file,
+// which the reader refuses. The header is written when the file is created, so the report reads
+// (without its end record, as after SIGKILL) and the CLI takes it.
+TEST_F(ExitCode, UnderscoreExitBeforeTheFirstFlushLeavesAReadableReport) {
+    ChildResult result = run("exit_code", {"_exit"}, preload_env());
+    ASSERT_EQ(result.exit_code, k_exit_code) << describe(result);
+    const std::string path = report_for(result.pid);
+    ASSERT_TRUE(exists(path)) << ::testing::PrintToString(list_dir(reports_));
+    EXPECT_FALSE(read_file(path).empty()) << "the report is empty";
+    auto r = load(path);
+    ASSERT_TRUE(r);
+    EXPECT_FALSE(r->complete);
+    EXPECT_EQ(r->info["pid"], std::to_string(result.pid));
+    EXPECT_EQ(base_name(r->info["exe"]), base_name(Paths::app("exit_code")));
+
+    ChildOptions cli;
+    cli.argv = {Paths::memguard_cli(), "summary", path};
+    cli.env = plain_env();
+    cli.cwd = work_;
+    ChildResult summary = run_child(cli);
+    EXPECT_EQ(summary.exit_code, 0) << describe(summary);
+    EXPECT_NE((summary.out + summary.err).find("no end record"), std::string::npos) << summary.out << summary.err;
+}
+
 }  // namespace
 }  // namespace preload_test

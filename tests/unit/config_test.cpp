@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/config.h"
 
@@ -125,4 +126,76 @@ TEST(Config, AllocatorModeDefaultsToNativeAndRejectsUnknownValues) {
     EXPECT_NE(bad.problems[0].find("MEMGUARD_ALLOCATOR='cudaMallocAsync'"), std::string::npos);
     EXPECT_NE(bad.problems[0].find("keeping native"), std::string::npos);
     EXPECT_EQ(bad.config.allocator, AllocatorMode::Native);
+}
+
+// In a secure-execution process (AT_SECURE: setuid, setgid, capabilities) the environment is a
+// less privileged user's: nothing is read from it, and memguard is off, NVTX injection included.
+TEST(Config, SecureExecutionReadsNothingAndTurnsEverythingOff) {
+    const std::map<std::string, std::string> env = {{"MEMGUARD_OUTPUT", "/etc/owned.%p"},
+                                                    {"MEMGUARD_ENABLE", "1"},
+                                                    {"MEMGUARD_LOG_LEVEL", "bogus"}};
+    std::vector<std::string> asked;
+    auto lookup = [&](const char* name) -> const char* {
+        asked.push_back(name);
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+    };
+    ConfigResult secure = memguard::startup_config(1, lookup);
+    EXPECT_TRUE(asked.empty()) << "read " << asked.size() << " variables, the first " << asked.front();
+    EXPECT_TRUE(secure.problems.empty());
+    EXPECT_FALSE(secure.config.enabled);
+    EXPECT_FALSE(secure.config.nvtx);
+    EXPECT_TRUE(secure.config.output_template.empty());
+
+    // Any other process: the environment, as parse_config reads it.
+    ConfigResult normal = memguard::startup_config(0, lookup);
+    EXPECT_FALSE(asked.empty());
+    EXPECT_TRUE(normal.config.enabled);
+    EXPECT_EQ(normal.config.output_template, "/etc/owned.%p");
+    EXPECT_EQ(normal.problems.size(), 1u);
+}
+
+// A value is echoed on one line, with nothing a terminal would act on, and cut when long.
+TEST(Config, EchoedValuesEscapeControlCharactersAndInvalidUtf8) {
+    using memguard::echo_value;
+    EXPECT_EQ(echo_value("plain/path %p.mgr"), "plain/path %p.mgr");
+    EXPECT_EQ(echo_value("a\nb\rc\td"), "a\\nb\\rc\\td");
+    EXPECT_EQ(echo_value("\x1b[2J\a\x7f"), "\\x1b[2J\\x07\\x7f");
+    EXPECT_EQ(echo_value("back\\slash"), "back\\\\slash");
+    EXPECT_EQ(echo_value(std::string("nul\0byte", 8)), "nul\\x00byte");
+    // UTF-8 stays (a path in anyone's language); broken sequences and C1 controls do not.
+    EXPECT_EQ(echo_value("/home/jos\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80"), "/home/jos\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80");
+    EXPECT_EQ(echo_value("\xff\xc3"), "\\xff\\xc3");
+    EXPECT_EQ(echo_value("\xc2\x9b" "2J"), "\\xc2\\x9b2J");                // CSI as a C1 control
+    EXPECT_EQ(echo_value("\xc0\xaf\xed\xa0\x80"), "\\xc0\\xaf\\xed\\xa0\\x80");  // overlong, surrogate
+    EXPECT_EQ(echo_value("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");        // past U+10FFFF
+}
+
+TEST(Config, EchoedValuesAreCutAtTheLimit) {
+    using memguard::echo_value;
+    using memguard::kEchoLimit;
+    EXPECT_EQ(echo_value(std::string(kEchoLimit, 'x')), std::string(kEchoLimit, 'x'));
+    EXPECT_EQ(echo_value(std::string(kEchoLimit + 1, 'x')), std::string(kEchoLimit, 'x') + "... (" + std::to_string(kEchoLimit + 1) + " bytes)");
+    const std::string escapes = echo_value(std::string(100000, '\n'));
+    EXPECT_LE(escapes.size(), kEchoLimit + 30);
+    EXPECT_NE(escapes.find("... (100000 bytes)"), std::string::npos);
+}
+
+// Every problem is one line that shows the value escaped and cut, whichever variable holds it.
+TEST(Config, ProblemsShowTheValueOnOneLine) {
+    const std::string forged = "loud\nmemguard: error: a forged line\x1b[2J";
+    for (const char* var : {"MEMGUARD_LOG_LEVEL", "MEMGUARD_ENABLE", "MEMGUARD_STACK_DEPTH", "MEMGUARD_ALLOCATOR",
+                            "MEMGUARD_PYTHON_STACKS"}) {
+        ConfigResult r = parse({{var, forged}});
+        ASSERT_EQ(r.problems.size(), 1u) << var;
+        EXPECT_NE(r.problems[0].find("'loud\\nmemguard: error: a forged line\\x1b[2J'"), std::string::npos)
+            << r.problems[0];
+        for (char c : r.problems[0]) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << var;
+    }
+    ConfigResult output = parse({{"MEMGUARD_OUTPUT", "/tmp/%q\n"}});
+    ASSERT_EQ(output.problems.size(), 1u);
+    EXPECT_NE(output.problems[0].find("MEMGUARD_OUTPUT='/tmp/%q\\n'"), std::string::npos) << output.problems[0];
+    ConfigResult huge = parse({{"MEMGUARD_LOG_LEVEL", std::string(1 << 20, 'z')}});
+    ASSERT_EQ(huge.problems.size(), 1u);
+    EXPECT_LT(huge.problems[0].size(), 400u);
 }

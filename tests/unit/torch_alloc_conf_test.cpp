@@ -33,3 +33,12 @@ TEST(TorchAllocConf, SaysWhatItDoesNotApply) {
     EXPECT_NE(c.notes[3].find("garbage_collection_threshold:0.6: not used"), std::string::npos) << c.notes[3];
     EXPECT_NE(c.notes[4].find("MEMGUARD_ALLOCATOR=native to use cudaMallocAsync"), std::string::npos) << c.notes[4];
 }
+
+// Each note becomes a log line: a control character in the value is escaped, not echoed.
+TEST(TorchAllocConf, NotesShowTheItemOnOneLine) {
+    auto c = parse_torch_alloc_conf("max_split_size_mb:x\nmemguard: error: forged\x1b[2J");
+    ASSERT_EQ(c.notes.size(), 1u);
+    EXPECT_NE(c.notes[0].find("max_split_size_mb:x\\nmemguard: error: forged\\x1b[2J: expected"), std::string::npos)
+        << c.notes[0];
+    for (char ch : c.notes[0]) EXPECT_GE(static_cast<unsigned char>(ch), 0x20);
+}

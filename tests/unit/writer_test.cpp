@@ -1,12 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -25,7 +27,8 @@ public:
         if (mkdtemp(dir_) == nullptr) dir_[0] = '\0';
     }
     ~ReportDir() {
-        for (const std::string& f : files_) std::remove(f.c_str());
+        // Newest first: a file inside a directory goes before the directory.
+        for (auto f = files_.rbegin(); f != files_.rend(); ++f) std::remove(f->c_str());
         if (dir_[0]) rmdir(dir_);
     }
     bool ok() const { return dir_[0] != '\0'; }
@@ -53,11 +56,12 @@ bool cap_address_space(unsigned long extra, rlimit* before) {
     return setrlimit(RLIMIT_AS, &cap) == 0;
 }
 
-/// A writer of a new report file at `path`; null (and a failure) when it cannot start.
-std::unique_ptr<memguard::track::ReportWriter> started_writer(const std::string& path) {
+/// A writer of a new report file at `path`, with `header`; null (and a failure) when it cannot start.
+std::unique_ptr<memguard::track::ReportWriter> started_writer(const std::string& path,
+                                                              const std::string& header = "") {
     auto w = std::make_unique<memguard::track::ReportWriter>(&zero_clock);
     std::string error;
-    if (!w->start(path, &error)) {
+    if (!w->start(path, "in-directory.mgr", header, &error)) {
         ADD_FAILURE() << error;
         return nullptr;
     }
@@ -179,6 +183,138 @@ TEST_F(ReportWriterFile, LongRunsOfPackedRecordsAndUnterminatedText) {
     EXPECT_TRUE(read_without_heartbeats(path) == expect) << "the file differs from the records appended";
 }
 
+std::string read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+constexpr const char* kHeader = "MEMGUARD-REPORT 1\nI format_minor 6\nI pid 7\n";
+
+// The header is in the file when start returns, before any flush: a process that ends with _exit
+// at once (records still in the buffer) leaves a file that reads, never an empty one.
+TEST_F(ReportWriterFile, TheHeaderIsWrittenWhenTheFileIsCreated) {
+    auto writer = started_writer(path, kHeader);
+    ASSERT_TRUE(writer);
+    EXPECT_EQ(read_all(path), kHeader);
+    writer->append("X one\n");
+    writer->finish();
+    EXPECT_EQ(read_without_heartbeats(path), std::string(kHeader) + "X one\nZ 0\n");
+}
+
+TEST_F(ReportWriterFile, UnderscoreExitRightAfterTheFirstRecordLeavesTheHeader) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        auto* w = new memguard::track::ReportWriter(&zero_clock);
+        std::string error;
+        if (!w->start(path, "in-directory.mgr", kHeader, &error)) _exit(6);
+        w->append("A 1 2 7f00 4096 device cudaMalloc 0 - 0\n");
+        _exit(0);
+    }
+    ASSERT_EQ(wait_child(pid), 0);
+    EXPECT_EQ(read_all(path), kHeader);
+}
+
+// A header that cannot be written leaves no file behind (and the writer does not start).
+TEST_F(ReportWriterFile, AHeaderThatCannotBeWrittenLeavesNoFile) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        rlimit small{1, 1};  // the file may hold one byte: the write fails with EFBIG
+        signal(SIGXFSZ, SIG_IGN);
+        if (setrlimit(RLIMIT_FSIZE, &small) != 0) _exit(4);
+        memguard::track::ReportWriter w(&zero_clock);
+        std::string error;
+        if (w.start(path, "in-directory.mgr", kHeader, &error)) _exit(5);
+        _exit(error.find("cannot write report file") != std::string::npos ? 0 : 7);
+    }
+    ASSERT_EQ(wait_child(pid), 0);
+    struct stat st;
+    EXPECT_NE(lstat(path.c_str(), &st), 0) << "the file was left behind";
+}
+
+/// Starts a writer at `path` (with `in_directory` as the name inside a directory); the file it
+/// created, or "" and *error.
+std::string start_at(const std::string& path, const std::string& in_directory, std::string* error) {
+    memguard::track::ReportWriter w(&zero_clock);
+    if (!w.start(path, in_directory, kHeader, error)) return "";
+    const std::string created = w.path();
+    w.finish();
+    return created;
+}
+
+// What has the name decides: a regular file, the next free numbered name; a directory, the
+// default name inside it (numbered in turn when taken); a device, FIFO or socket, no file at all.
+TEST_F(ReportWriterFile, AnExistingRegularFileGetsTheNextNumber) {
+    std::ofstream(path) << "someone's\n";
+    std::ofstream(dir.file("r.mgr.1")) << "someone's\n";
+    std::string error;
+    EXPECT_EQ(start_at(path, "in.mgr", &error), path + ".2") << error;
+    dir.file("r.mgr.2");
+    EXPECT_EQ(read_all(path), "someone's\n");
+    EXPECT_EQ(read_all(path + ".1"), "someone's\n");
+}
+
+TEST_F(ReportWriterFile, ADirectoryGetsTheNameInside) {
+    const std::string d = dir.file("d");
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
+    std::string error;
+    EXPECT_EQ(start_at(d, "in.mgr", &error), d + "/in.mgr") << error;
+    EXPECT_EQ(read_all(dir.file("d/in.mgr")), std::string(kHeader) + "Z 0\n");
+    EXPECT_EQ(start_at(d + "/", "in.mgr", &error), d + "/in.mgr.1") << error;
+    dir.file("d/in.mgr.1");
+    struct stat st;
+    EXPECT_NE(lstat((d + ".1").c_str(), &st), 0) << "a numbered name beside the directory";
+    // The name inside only needs to be free: a directory there is passed over like a file.
+    ASSERT_EQ(mkdir(dir.file("d/in2.mgr").c_str(), 0755), 0);
+    EXPECT_EQ(start_at(d, "in2.mgr", &error), d + "/in2.mgr.1") << error;
+    dir.file("d/in2.mgr.1");
+    // A directory that does not exist is not created.
+    EXPECT_EQ(start_at(d + "/missing/", "in.mgr", &error), "");
+    EXPECT_NE(error.find("No such file or directory"), std::string::npos) << error;
+}
+
+TEST_F(ReportWriterFile, ADeviceOrAFifoGetsNoFile) {
+    struct stat st;
+    const bool stale = lstat("/dev/null.1", &st) == 0;  // left by an older memguard
+    std::string error;
+    EXPECT_EQ(start_at("/dev/null", "in.mgr", &error), "");
+    EXPECT_NE(error.find("'/dev/null' is a character device, not a regular file or a directory"), std::string::npos)
+        << error;
+    if (!stale) EXPECT_NE(lstat("/dev/null.1", &st), 0) << "/dev/null.1 was created";
+    const std::string fifo = dir.file("fifo");
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    EXPECT_EQ(start_at(fifo, "in.mgr", &error), "");
+    EXPECT_NE(error.find("is a FIFO"), std::string::npos) << error;
+    EXPECT_NE(lstat((fifo + ".1").c_str(), &st), 0);
+}
+
+TEST_F(ReportWriterFile, ASymbolicLinkIsRefusedEvenToADirectory) {
+    const std::string d = dir.file("d");
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
+    const std::string link = dir.file("link");
+    ASSERT_EQ(symlink(d.c_str(), link.c_str()), 0);
+    std::string error;
+    EXPECT_EQ(start_at(link, "in.mgr", &error), "");
+    EXPECT_NE(error.find("a symbolic link is in the way"), std::string::npos) << error;
+    // A numbered name that is a link is refused too.
+    std::ofstream(path) << "x\n";
+    ASSERT_EQ(symlink(d.c_str(), dir.file("r.mgr.1").c_str()), 0);
+    EXPECT_EQ(start_at(path, "in.mgr", &error), "");
+    EXPECT_NE(error.find("'" + path + ".1'"), std::string::npos) << error;
+    // `link/` names the directory itself.
+    EXPECT_EQ(start_at(link + "/", "in.mgr", &error), link + "/in.mgr") << error;
+    dir.file("d/in.mgr");
+}
+
+// Names in errors are escaped: a path made from the environment cannot break the log line.
+TEST_F(ReportWriterFile, ErrorsShowTheNameOnOneLine) {
+    std::string error;
+    EXPECT_EQ(start_at(path + "\n/missing/x\x1b", "in.mgr", &error), "");
+    EXPECT_NE(error.find("r.mgr\\n/missing/x\\x1b'"), std::string::npos) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos);
+}
+
 /// The counts of the file's U records (records lost) and of its lines starting with `prefix`;
 /// also whether a U record comes before the last line, the end record.
 struct LostTally {
@@ -216,7 +352,7 @@ TEST_F(ReportWriterFile, DroppedRecordsAreCountedInTheReport) {
     if (pid == 0) {
         auto* w = new memguard::track::ReportWriter(&zero_clock);
         std::string error;
-        if (!w->start(path, &error)) _exit(6);
+        if (!w->start(path, "in-directory.mgr", "", &error)) _exit(6);
         std::string record(256 << 10, 'x');
         record.back() = '\n';
         rlimit before{};
