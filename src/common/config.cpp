@@ -5,6 +5,8 @@
 #include <cstring>
 #include <strings.h>
 
+#include "common/text.h"
+
 namespace memguard {
 namespace {
 
@@ -19,35 +21,6 @@ constexpr LevelName kLevels[] = {
 };
 
 std::string quoted(const char* v) { return "'" + echo_value(v) + "'"; }
-
-/// Length of the UTF-8 sequence at s[i], 0 when it is not one (overlong forms, surrogates and
-/// code points past U+10FFFF included) or when it is a C1 control (U+0080..U+009F), which some
-/// terminals obey like ESC.
-size_t utf8_length(std::string_view s, size_t i) {
-    const auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-    const unsigned char c = at(i);
-    size_t n = 0;
-    unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-        if (c == 0xc2) lo = 0xa0;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        if (c == 0xe0) lo = 0xa0;
-        if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        if (c == 0xf0) lo = 0x90;
-        if (c == 0xf4) hi = 0x8f;
-    } else {
-        return 0;
-    }
-    if (i + n > s.size() || at(i + 1) < lo || at(i + 1) > hi) return 0;
-    for (size_t k = 2; k < n; ++k) {
-        if (at(i + k) < 0x80 || at(i + k) > 0xbf) return 0;
-    }
-    return n;
-}
 
 void parse_switch(const char* name, const char* v, bool& value, std::vector<std::string>& problems) {
     if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) {
@@ -129,7 +102,10 @@ std::string echo_value(std::string_view value) {
             ++i;
             continue;
         }
-        if (size_t n = c >= 0x80 ? utf8_length(value, i) : 0) {
+        // Valid UTF-8 is kept, except C1 controls (U+0080..U+009F), which some terminals obey
+        // like ESC: their bytes are escaped below with the rest.
+        uint32_t cp = 0;
+        if (size_t n = c >= 0x80 ? text::utf8_sequence(value, i, &cp) : 0; n != 0 && !text::is_control(cp)) {
             out.append(value.substr(i, n));
             i += n;
             continue;

@@ -85,7 +85,7 @@ alloc::CachingAllocator* create_allocator(int device_count) {
     if (n <= 0) return nullptr;
     // The settings of PyTorch's allocator that memguard's has (max_split_size_mb, ...); the others
     // are named once.
-    TorchAllocConf conf = parse_torch_alloc_conf(std::getenv("PYTORCH_CUDA_ALLOC_CONF"));
+    TorchAllocConf conf = parse_torch_alloc_conf(secure_getenv("PYTORCH_CUDA_ALLOC_CONF"));
     for (const std::string& note : conf.notes) MG_LOG_WARN("{}", note);
     alloc::AllocatorConfig config;
     config.max_split_size = conf.max_split_size;
