@@ -5,6 +5,7 @@
 
 #include "report/captures.h"
 #include "report/collections.h"
+#include "report/saturate.h"
 
 namespace memguard::report {
 
@@ -29,13 +30,13 @@ void count_blocks(const Report& r, Summary& s) {
     for (const Block& b : r.blocks) {
         KindStats& k = s.by_kind[kind_index(b.kind)];
         ++k.allocations;
-        k.bytes_allocated += b.size;
+        add_to(k.bytes_allocated, b.size);
         if (b.t_free) ++k.frees;
         if (b.t_free) ++s.frees;
         if (!is_gpu(b.kind)) continue;
         DeviceStats& d = s.by_device[b.device];
         ++d.allocations;
-        d.bytes_allocated += b.size;
+        add_to(d.bytes_allocated, b.size);
     }
     for (const Event& e : r.events) s.failed_frees += e.type == Event::Restore ? 1 : 0;
 }
@@ -259,9 +260,9 @@ SiteTable group_by_site(const Report& r, const LiveSet& live, KindFilter filter)
         auto [it, inserted] = index.emplace(std::make_tuple(physical, stack_id, python_stack_id), table.sites.size());
         if (inserted) table.sites.push_back(Site{stack_id, python_stack_id, physical});
         Site& site = table.sites[it->second];
-        site.bytes += size;
+        add_to(site.bytes, size);
         ++site.blocks;
-        table.total_bytes += size;
+        add_to(table.total_bytes, size);
     };
     for (size_t b : live.blocks) {
         const Block& block = r.blocks[b];
@@ -314,11 +315,11 @@ SiteTable group_tensors_by_site(const Report& r, const LiveSet& live) {
         auto [it, inserted] = index.emplace(std::make_pair(x.stack_id, x.python_stack_id), table.sites.size());
         if (inserted) table.sites.push_back(Site{x.stack_id, x.python_stack_id, false});
         Site& site = table.sites[it->second];
-        site.bytes += x.size;
-        site.requested += x.requested;
+        add_to(site.bytes, x.size);
+        add_to(site.requested, x.requested);
         ++site.blocks;
-        table.total_bytes += x.size;
-        table.total_requested += x.requested;
+        add_to(table.total_bytes, x.size);
+        add_to(table.total_requested, x.requested);
         ++table.total_blocks;
     }
     std::sort(table.sites.begin(), table.sites.end(), [](const Site& a, const Site& b) {

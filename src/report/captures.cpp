@@ -4,6 +4,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "report/saturate.h"
+
 namespace memguard::report {
 
 std::vector<CaptureStats> capture_stats(const Report& r) {
@@ -32,10 +34,10 @@ std::vector<CaptureStats> capture_stats(const Report& r) {
         auto it = index.find(capture_id);
         if (capture_id == 0 || it == index.end()) return;
         CaptureStats& s = out[it->second];
-        s.*bytes += size;
+        add_to(s.*bytes, size);
         ++(s.*count);
         if (live) {
-            s.*live_bytes += size;
+            add_to(s.*live_bytes, size);
             ++(s.*live_count);
         }
     };
@@ -73,13 +75,13 @@ std::vector<RetentionBoundary> retention_boundaries(const Report& r) {
             out.push_back(b);
         }
         RetentionBoundary& b = out[it->second];
-        b.bytes += w.bytes;
-        b.blocks += w.blocks;
+        add_to(b.bytes, w.bytes);
+        add_to(b.blocks, w.blocks);
         auto site = std::find_if(b.sites.begin(), b.sites.end(),
                                  [&](const RetentionSite& s) { return s.stack_id == w.stack_id; });
         if (site == b.sites.end()) site = b.sites.insert(b.sites.end(), RetentionSite{w.stack_id});
-        site->blocks += w.blocks;
-        site->bytes += w.bytes;
+        add_to(site->blocks, w.blocks);
+        add_to(site->bytes, w.bytes);
     }
     for (RetentionBoundary& b : out) {
         std::sort(b.sites.begin(), b.sites.end(), [](const RetentionSite& x, const RetentionSite& y) {

@@ -8,6 +8,7 @@
 
 namespace memguard::report {
 
+/// The sums are exact, clamped to the int64 range when the true sum is beyond it.
 struct TriggerTotals {
     uint64_t count = 0;
     int64_t duration_ns = 0;

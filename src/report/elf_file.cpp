@@ -4,7 +4,11 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#ifdef SYS_openat2
+#include <linux/openat2.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -33,33 +37,120 @@ std::string to_hex(const uint8_t* p, size_t n) {
     return out;
 }
 
+/// `path` with "." and ".." resolved lexically, relative to a root it cannot leave ("/../x" is "x").
+std::string inside_root(const std::string& path) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    while (start <= path.size()) {
+        size_t slash = path.find('/', start);
+        if (slash == std::string::npos) slash = path.size();
+        std::string part = path.substr(start, slash - start);
+        if (part == "..") {
+            if (!parts.empty()) parts.pop_back();
+        } else if (!part.empty() && part != ".") {
+            parts.push_back(part);
+        }
+        start = slash + 1;
+    }
+    std::string out;
+    for (const std::string& part : parts) out += (out.empty() ? "" : "/") + part;
+    return out.empty() ? "." : out;
+}
+
+/// Opens `path` with `flags`: as given, or under the directory `root_fd` (>= 0) as if it were "/".
+int open_path(int root_fd, const std::string& path, int flags) {
+    if (root_fd < 0) return ::open(path.c_str(), flags);
+#ifdef SYS_openat2
+    open_how how{};
+    how.flags = static_cast<uint64_t>(flags);
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    long fd = syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof how);
+    // Kernels before 5.6 (ENOSYS) and seccomp filters that refuse the call: resolved lexically.
+    if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) return static_cast<int>(fd);
+#endif
+    return ::openat(root_fd, inside_root(path).c_str(), flags);
+}
+
 }  // namespace
 
-std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& error) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        error = std::strerror(errno);
-        return nullptr;
+// First with O_PATH, which opens nothing for reading (a FIFO cannot block, a device's open never
+// runs); then, once fstat has seen a regular file, that same inode through /proc/self/fd. Without
+// /proc the path is opened again (non-blocking) and must still be the file fstat saw.
+int ElfFile::open_regular(const std::string& root, const std::string& path, std::string& error, int& err) {
+    auto fail = [&](int fd, int e, const std::string& what) {
+        if (fd >= 0) ::close(fd);
+        err = e;
+        error = what;
+        return -1;
+    };
+    int root_fd = -1;
+    if (!root.empty()) {
+        root_fd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root_fd < 0) return fail(-1, errno, root + ": " + std::strerror(errno));
     }
+    int probe = open_path(root_fd, path, O_PATH | O_CLOEXEC);
+    int probe_errno = errno;
+    auto close_root = [root_fd] {
+        if (root_fd >= 0) ::close(root_fd);
+    };
+    if (probe < 0) {
+        close_root();
+        return fail(-1, probe_errno, std::strerror(probe_errno));
+    }
+    struct stat seen {};
+    if (fstat(probe, &seen) != 0 || !S_ISREG(seen.st_mode)) {
+        close_root();
+        return fail(probe, 0, "not a regular file");
+    }
+    if (static_cast<uint64_t>(seen.st_size) > kMaxSize) {
+        close_root();
+        return fail(probe, 0, "larger than 16 GiB");
+    }
+    const int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+    int fd = ::open(("/proc/self/fd/" + std::to_string(probe)).c_str(), flags);
+    if (fd < 0 && errno == ENOENT) fd = open_path(root_fd, path, flags);
+    int open_errno = errno;
+    close_root();
+    ::close(probe);
+    if (fd < 0) return fail(-1, open_errno, std::strerror(open_errno));
     struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != seen.st_dev || st.st_ino != seen.st_ino) {
+        return fail(fd, 0, "changed while it was opened");
+    }
+    return fd;
+}
+
+std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& error) {
+    int err = 0;
+    int fd = open_regular("", path, error, err);
+    return fd < 0 ? nullptr : map(fd, error);
+}
+
+std::unique_ptr<ElfFile> ElfFile::map(int fd, std::string& error) {
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr)) ||
+        static_cast<uint64_t>(st.st_size) > kMaxSize) {
         ::close(fd);
         error = "not an ELF64 file";
         return nullptr;
     }
     size_t size = static_cast<size_t>(st.st_size);
-    void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED) {
+    void* data = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (data == MAP_FAILED) {
         error = std::strerror(errno);
+        ::close(fd);
         return nullptr;
     }
-    std::unique_ptr<ElfFile> elf(new ElfFile(static_cast<const uint8_t*>(map), size));
+    std::unique_ptr<ElfFile> elf(new ElfFile(static_cast<const uint8_t*>(data), size, fd));
+    elf->file_id_ = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
     if (!elf->parse(error)) return nullptr;
     return elf;
 }
 
-ElfFile::~ElfFile() { munmap(const_cast<uint8_t*>(data_), size_); }
+ElfFile::~ElfFile() {
+    munmap(const_cast<uint8_t*>(data_), size_);
+    ::close(fd_);
+}
 
 bool ElfFile::parse(std::string& error) {
     auto eh = read_struct<Elf64_Ehdr>(data_);

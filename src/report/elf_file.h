@@ -1,6 +1,10 @@
 // A minimal reader of ELF64 files for offline symbolization: the GNU build-id, whether DWARF line
 // information is present, and function names from .symtab / .dynsym. Every read is bounds-checked,
 // so a corrupt or hostile file yields "not found" answers, never a crash.
+//
+// Module paths come from reports, which anyone can write: only a regular file is opened for
+// reading (a FIFO, a device or a directory never is, so opening cannot block or act on a device),
+// and the file stays open, so that addr2line reads the very file checked (fd_path()).
 #pragma once
 
 #include <cstdint>
@@ -14,8 +18,22 @@ namespace memguard::report {
 
 class ElfFile {
 public:
-    /// Maps `path`. Returns nullptr and sets `error` (e.g. "No such file or directory", "not an ELF64
-    /// file") when it cannot be used.
+    /// The largest file mapped: 16 GiB of address space, mapped read-only, of which only the pages
+    /// of the headers, notes and symbol tables are read. Eight times the largest module of a CUDA
+    /// PyTorch install (libtorch_cuda.so with its device code, 1 to 2 GB), far below any machine's
+    /// address space.
+    static constexpr uint64_t kMaxSize = uint64_t{16} << 30;
+
+    /// Opens for reading the file `path` names (resolved under the directory `root` as if it were
+    /// "/", when `root` is not empty: absolute symbolic links and ".." stay inside it where the
+    /// kernel has openat2's RESOLVE_IN_ROOT) when it is a regular file of at most kMaxSize bytes.
+    /// Returns the descriptor (close-on-exec), or -1 with `error` set ("No such file or directory",
+    /// "not a regular file", ...) and `err` the errno of a failed open (0 for a file refused).
+    static int open_regular(const std::string& root, const std::string& path, std::string& error, int& err);
+    /// Maps and reads the file open at `fd`, which it takes over. Returns nullptr and sets `error`
+    /// (e.g. "not an ELF64 file") when it cannot be used.
+    static std::unique_ptr<ElfFile> map(int fd, std::string& error);
+    /// open_regular("", path) and map().
     static std::unique_ptr<ElfFile> open(const std::string& path, std::string& error);
     ~ElfFile();
     ElfFile(const ElfFile&) = delete;
@@ -26,6 +44,11 @@ public:
     /// True when the file has a .debug_line (or .zdebug_line) section.
     bool has_debug_line() const { return has_debug_line_; }
     bool has_symtab() const { return !symtab_.empty(); }
+    /// A path naming the open file itself ("/proc/self/fd/N"), for a child that inherits fd().
+    std::string fd_path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+    int fd() const { return fd_; }
+    /// The file's identity (device, inode): two modules naming one file share one ElfFile.
+    std::pair<uint64_t, uint64_t> file_id() const { return file_id_; }
 
     /// The raw (mangled) name of the function containing the file address `addr`: from .symtab,
     /// else from .dynsym.
@@ -45,7 +68,7 @@ private:
         std::string_view name;  // points into the mapping
     };
 
-    ElfFile(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+    ElfFile(const uint8_t* data, size_t size, int fd) : data_(data), size_(size), fd_(fd) {}
     bool parse(std::string& error);
     bool read_sections(std::string& error);
     void read_build_id();
@@ -57,6 +80,8 @@ private:
 
     const uint8_t* data_;
     size_t size_;
+    int fd_;
+    std::pair<uint64_t, uint64_t> file_id_;
     std::vector<Section> sections_;
     std::string build_id_;
     bool has_debug_line_ = false;

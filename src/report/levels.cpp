@@ -1,10 +1,14 @@
 #include "report/levels.h"
 
+#include "report/saturate.h"
+
 namespace memguard::report {
 
 namespace {
 
+// A report can hold any sizes: a level stops at 0 and at UINT64_MAX rather than wrap.
 void sub(uint64_t& v, uint64_t n) { v -= v < n ? v : n; }
+void add(uint64_t& v, uint64_t n) { add_to(v, n); }
 
 }  // namespace
 
@@ -23,8 +27,8 @@ void LevelWalk::set_tensor(size_t i, bool live) {
     tensor_live_[i] = live ? 1 : 0;
     const Tensor& x = r_.tensors[i];
     if (live) {
-        levels_.tensor_bytes += x.size;
-        levels_.tensor_requested += x.requested;
+        add(levels_.tensor_bytes, x.size);
+        add(levels_.tensor_requested, x.requested);
         ++levels_.tensor_blocks;
     } else {
         sub(levels_.tensor_bytes, x.size);
@@ -40,7 +44,7 @@ void LevelWalk::set_block(size_t b, bool live) {
     const Block& block = r_.blocks[b];
     size_t k = kind_index(block.kind);
     if (live) {
-        levels_.kind_bytes[k] += block.size;
+        add(levels_.kind_bytes[k], block.size);
         ++levels_.kind_blocks[k];
     } else {
         sub(levels_.kind_bytes[k], block.size);
@@ -49,9 +53,9 @@ void LevelWalk::set_block(size_t b, bool live) {
     if (!is_gpu(block.kind)) return;
     uint64_t& dev = levels_.device_bytes[block.device];
     if (live) {
-        levels_.gpu_bytes += block.size;
+        add(levels_.gpu_bytes, block.size);
         ++levels_.gpu_blocks;
-        dev += block.size;
+        add(dev, block.size);
     } else {
         sub(levels_.gpu_bytes, block.size);
         sub(levels_.gpu_blocks, 1);
@@ -88,7 +92,7 @@ bool LevelWalk::step() {
     case Event::Reserve:
         if (reservation_live_[e.block] == 0) {
             reservation_live_[e.block] = 1;
-            levels_.reserved_bytes += r_.reservations[e.block].size;
+            add(levels_.reserved_bytes, r_.reservations[e.block].size);
             ++levels_.reservations;
         }
         break;
@@ -102,13 +106,13 @@ bool LevelWalk::step() {
     case Event::Create: {
         const PhysicalHandle& p = r_.handles[e.block];
         handle_live_[e.block] = 1;
-        levels_.physical_bytes += p.size;
+        add(levels_.physical_bytes, p.size);
         ++levels_.physical_handles;
         if (p.device >= 0) {
             ++levels_.physical_device_handles;
-            levels_.physical_device_bytes += p.size;
-            levels_.gpu_bytes += p.size;
-            levels_.device_bytes[p.device] += p.size;
+            add(levels_.physical_device_bytes, p.size);
+            add(levels_.gpu_bytes, p.size);
+            add(levels_.device_bytes[p.device], p.size);
             last_gpu_device_ = p.device;
         }
         break;
@@ -121,7 +125,7 @@ bool LevelWalk::step() {
     case Event::Map: {
         const Mapping& m = r_.mappings[e.block];
         mapping_live_[e.block] = 1;
-        levels_.mapped_bytes += m.size;
+        add(levels_.mapped_bytes, m.size);
         ++levels_.mappings;
         if (m.handle) ++handle_maps_[*m.handle];
         break;

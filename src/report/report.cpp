@@ -1,14 +1,20 @@
 // The report reader: docs/report-format.md, version 1.
 #include "report/report.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
+#include <unordered_set>
 
 #include "common/text.h"
 #include "report/line_reader.h"
+#include "report/saturate.h"
 #include "report/units.h"
 #include "report/warnings.h"
 
@@ -105,7 +111,9 @@ public:
     explicit Parser(const std::string& name) { report_.path = name; }
 
     void line(std::string_view text, size_t line_no);
-    [[noreturn]] void partial_last_line(std::string_view text, size_t line_no, uint64_t file_size);
+    /// The input ends inside line `line_no` (no '\n'): a cut header refuses the file; a cut record
+    /// is left out with a warning.
+    void partial_last_line(std::string_view text, size_t line_no, uint64_t file_size);
     Report finish();
 
 private:
@@ -165,7 +173,10 @@ private:
     uint64_t dec_field(size_t i, const char* what) const;
     uint32_t id_field(size_t i, const char* what) const;
     int int_field(size_t i, const char* what) const;
+    int device_field(size_t i) const;
     int64_t time_field(size_t i);
+    /// A time or a duration that is not the record's own time (kMaxTimeNs bounds both).
+    int64_t span_field(size_t i, const char* what) const;
     std::optional<uint64_t> stream_field(size_t i) const;
     std::string string_field(size_t i, const char* what) const;
     Kind kind_field(size_t i) const;
@@ -186,6 +197,7 @@ private:
     Warnings warnings_;
     std::vector<std::string_view> f_;
     size_t line_no_ = 0;
+    std::unordered_set<uint32_t> module_ids_;
     std::unordered_map<uint64_t, size_t> live_;   // addr -> block
     std::unordered_map<uint64_t, size_t> freed_;  // addr -> block most recently freed there
     int64_t max_t_ = 0;
@@ -233,8 +245,16 @@ void Parser::line(std::string_view text, size_t line_no) {
 
 void Parser::partial_last_line(std::string_view text, size_t line_no, uint64_t file_size) {
     line_no_ = line_no;
-    if (line_no == 1) header(text);  // a wrong magic or version says more than "truncated"
-    fail("truncated at byte " + std::to_string(file_size) + " (last record incomplete)");
+    if (line_no == 1) {
+        header(text);  // a wrong magic or version says more than "truncated"
+        fail("truncated at byte " + std::to_string(file_size) + " (the header line is incomplete)");
+    }
+    // A full disk cuts the file inside a record. What was written whole still stands, as a killed
+    // run's file does without its end record. The cut line is not read even when it looks whole:
+    // its last field may be cut short.
+    warnings_.add_first(report_.path + ":" + std::to_string(line_no) + ": truncated at byte " +
+                        std::to_string(file_size) + " (last record incomplete: disk full?); read up to line " +
+                        std::to_string(line_no - 1) + ", the last complete record");
 }
 
 void Parser::header(std::string_view text) {
@@ -317,11 +337,27 @@ int Parser::int_field(size_t i, const char* what) const {
     return static_cast<int>(*v);
 }
 
+int Parser::device_field(size_t i) const {
+    int device = int_field(i, "device");
+    if (device < -1 || device > kMaxDevice) {
+        malformed("device " + quoted(f_[i]) + " out of range (-1 to " + std::to_string(kMaxDevice) + ")");
+    }
+    return device;
+}
+
 int64_t Parser::time_field(size_t i) {
-    auto v = text::parse_sdec(f_[i]);
-    if (!v) bad_field(i, "time");
-    if (!any_t_ || *v > max_t_) max_t_ = *v;
+    int64_t v = span_field(i, "time");
+    if (!any_t_ || v > max_t_) max_t_ = v;
     any_t_ = true;
+    return v;
+}
+
+int64_t Parser::span_field(size_t i, const char* what) const {
+    auto v = text::parse_sdec(f_[i]);
+    if (!v) bad_field(i, what);
+    if (*v < -kMaxTimeNs || *v > kMaxTimeNs) {
+        malformed(std::string(what) + " " + quoted(f_[i]) + " out of range (2^62 ns or more either way)");
+    }
     return *v;
 }
 
@@ -405,11 +441,9 @@ void Parser::module() {
     }
     m.path = string_field(6, "path");
     if (m.hi < m.lo) malformed("hi " + quoted(f_[3]) + " is below lo " + quoted(f_[2]));
-    for (const Module& other : report_.modules) {
-        if (other.id == m.id) {
-            warn("dup-module", "module id " + std::to_string(m.id) + " defined twice; the second M record is ignored");
-            return;
-        }
+    if (!module_ids_.insert(m.id).second) {
+        warn("dup-module", "module id " + std::to_string(m.id) + " defined twice; the second M record is ignored");
+        return;
     }
     report_.modules.push_back(std::move(m));
 }
@@ -461,7 +495,7 @@ void Parser::alloc() {
     b.size = dec_field(4, "size");
     b.kind = kind_field(5);
     b.api = string_field(6, "api");
-    b.device = int_field(7, "device");
+    b.device = device_field(7);
     b.stream = stream_field(8);
     b.stack_id = id_field(9, "stack id");
     if (minor_ >= 1) b.capture_id = id_field(10, "capture id");
@@ -533,7 +567,7 @@ void Parser::failure() {
     e.size = dec_field(3, "size");
     e.kind = kind_field(4);
     e.api = string_field(5, "api");
-    e.device = int_field(6, "device");
+    e.device = device_field(6);
     e.stream = stream_field(7);
     e.stack_id = id_field(8, "stack id");
     e.error = int_field(9, "error");
@@ -729,7 +763,7 @@ void Parser::hazard() {
         } else {
             malformed("unknown phase " + quoted(f_[5]));
         }
-        w.since = sdec_field(6, "since");
+        w.since = span_field(6, "since");
         w.stack_id = id_field(7, "stack id");
         w.blocks = dec_field(8, "blocks");
         w.bytes = dec_field(9, "bytes");
@@ -805,7 +839,7 @@ void Parser::collection() {
         malformed("unknown trigger " + quoted(trigger));
     }
     y.generation = int_field(4, "generation");
-    y.duration_ns = sdec_field(5, "duration");
+    y.duration_ns = span_field(5, "duration");
     y.collected = sdec_field(6, "collected");
     y.uncollectable = sdec_field(7, "uncollectable");
     y.cuda_bytes_freed = optional_sdec_field(8, "CUDA bytes freed");
@@ -819,7 +853,7 @@ void Parser::collection() {
             start = comma + 1;
         }
     }
-    y.mark_age_ns = optional_sdec_field(10, "mark age");
+    if (f_[10] != "-") y.mark_age_ns = span_field(10, "mark age");
     // The blocks this thread freed while the collection ran (t records with gc 1) belong to it.
     auto pending = gc_frees_.find(y.tid);
     if (pending != gc_frees_.end()) {
@@ -878,7 +912,7 @@ void Parser::create() {
     h.tid = dec_field(2, "tid");
     h.handle = hex_field(3, "handle");
     h.size = dec_field(4, "size");
-    h.device = int_field(5, "device");
+    h.device = device_field(5);
     h.stack_id = id_field(6, "stack id");
     h.python_stack_id = id_field(7, "Python stack id");
     h.capture_id = id_field(8, "capture id");
@@ -1047,14 +1081,27 @@ void Parser::mark() {
 }
 
 void Parser::warn_frames_outside_modules() {
+    // The modules' ranges merged and sorted, so that each frame costs a binary search, not a pass
+    // over every module.
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    for (const Module& m : report_.modules) {
+        if (m.lo < m.hi) ranges.emplace_back(m.lo, m.hi);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    std::vector<std::pair<uint64_t, uint64_t>> merged;
+    for (const auto& r : ranges) {
+        if (!merged.empty() && r.first <= merged.back().second) {
+            merged.back().second = std::max(merged.back().second, r.second);
+        } else {
+            merged.push_back(r);
+        }
+    }
     size_t outside = 0, total = 0;
     for (const auto& [id, s] : report_.stacks) {
         for (uint64_t ip : s.ips) {
             ++total;
-            bool inside = false;
-            for (size_t m = 0; m < report_.modules.size() && !inside; ++m) {
-                inside = report_.modules[m].lo <= ip && ip < report_.modules[m].hi;
-            }
+            auto after = std::upper_bound(merged.begin(), merged.end(), std::make_pair(ip, UINT64_MAX));
+            bool inside = after != merged.begin() && ip < std::prev(after)->second;
             outside += inside ? 0 : 1;
         }
     }
@@ -1074,7 +1121,7 @@ void Parser::tensor_alloc() {
     x.addr = hex_field(3, "address");
     x.size = dec_field(4, "size");
     x.requested = dec_field(5, "requested size");
-    x.device = int_field(6, "device");
+    x.device = device_field(6);
     x.stream = hex_field(7, "stream");
     x.stack_id = id_field(8, "stack id");
     x.python_stack_id = id_field(9, "Python stack id");
@@ -1128,7 +1175,7 @@ void Parser::tensor_oom() {
     TensorOom o;
     o.t = time_field(1);
     o.tid = dec_field(2, "tid");
-    o.device = int_field(3, "device");
+    o.device = device_field(3);
     o.requested = dec_field(4, "requested size");
     o.rounded = dec_field(5, "rounded size");
     o.allocated = dec_field(6, "allocated bytes");
@@ -1163,11 +1210,11 @@ void Parser::tensor_oom_site() {
 void Parser::lost() {
     need_fields(4);
     const int64_t t = time_field(1);
-    const int64_t since = sdec_field(2, "time of the first lost record");
+    const int64_t since = span_field(2, "time of the first lost record");
     const uint64_t n = dec_field(3, "record count");
     if (since > t) malformed("the first lost record's time " + std::string(f_[2]) + " is after the record's");
     if (report_.lost_records == 0) report_.lost_first_t = since;
-    report_.lost_records += n;
+    add_to(report_.lost_records, n);
     report_.lost_last_t = t;
 }
 
@@ -1199,10 +1246,26 @@ struct FileCloser {
     void operator()(std::FILE* f) const { std::fclose(f); }
 };
 
+/// Opens a report for reading. Not blocking in open(2): a FIFO that no one writes (say one planted
+/// where `merge --template` looks) reads as an empty file instead of hanging; a pipe with a writer
+/// (`memguard summary <(zcat r.mgr.gz)`) reads as usual.
+std::FILE* open_report(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    int flags = fcntl(fd, F_GETFL);
+    std::FILE* f = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ? nullptr : fdopen(fd, "rb");
+    if (f == nullptr) {
+        int err = errno;
+        ::close(fd);
+        errno = err;
+    }
+    return f;
+}
+
 }  // namespace
 
 Report load_report(const std::string& path) {
-    std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+    std::unique_ptr<std::FILE, FileCloser> file(open_report(path));
     if (!file) throw ReportError(path + ": cannot open: " + std::strerror(errno));
     LineReader reader(file.get(), path);
     Parser parser(path);
@@ -1217,7 +1280,10 @@ Report load_report(const std::string& path) {
             throw ReportError(path + ":" + std::to_string(line_no) + ": line longer than " +
                               std::to_string(LineReader::kMaxLine >> 20) + " MiB (corrupt file?)");
         }
-        if (st == LineReader::Partial) parser.partial_last_line(text, line_no, reader.bytes_read());
+        if (st == LineReader::Partial) {
+            parser.partial_last_line(text, line_no, reader.bytes_read());
+            break;
+        }
         parser.line(text, line_no);
     }
     return parser.finish();
@@ -1229,7 +1295,10 @@ Report parse_report(std::string_view content, const std::string& name) {
     while (pos < content.size()) {
         ++line_no;
         size_t nl = content.find('\n', pos);
-        if (nl == std::string_view::npos) parser.partial_last_line(content.substr(pos), line_no, content.size());
+        if (nl == std::string_view::npos) {
+            parser.partial_last_line(content.substr(pos), line_no, content.size());
+            break;
+        }
         parser.line(content.substr(pos, nl - pos), line_no);
         pos = nl + 1;
     }

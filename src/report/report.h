@@ -362,7 +362,20 @@ struct Report {
     const Capture* find_capture(uint32_t id) const;
 };
 
-/// Reads a whole report. Throws ReportError.
+/// Bounds on what a report may say (docs/report-format.md, "Bounds"). A record outside them is
+/// refused (ReportError), so that nothing the reader or a command computes from a report needs
+/// memory or time in proportion to a field's value, or overflows.
+///
+/// Device ordinals: -1 (pinned host memory, physical memory located elsewhere) to kMaxDevice. The
+/// writer records what CUDA answers (cudaGetDevice, cuCtxGetDevice, a cuMemCreate location), which
+/// is below the device count of one node; memory_viz's snapshot has one trace per device.
+constexpr int kMaxDevice = 1023;
+/// Times and durations, in nanoseconds, lie within -kMaxTimeNs..kMaxTimeNs (2^62 - 1 ns, 146 years):
+/// the difference of two of them, or one plus a wall-clock origin (t0_unix_ns), fits in 64 bits.
+constexpr int64_t kMaxTimeNs = (int64_t{1} << 62) - 1;
+
+/// Reads a whole report. Throws ReportError. A last record cut short (no '\n': a full disk) is left
+/// out with a warning, as a killed run's missing end record is; a cut header line is an error.
 Report load_report(const std::string& path);
 
 /// The major format version this reader understands.

@@ -107,13 +107,19 @@ std::string find_program(const std::string& name) {
     return "";
 }
 
-bool run_program(const std::vector<std::string>& argv, const std::string& input, std::string& output) {
+bool run_program(const std::vector<std::string>& argv, const std::string& input, std::string& output,
+                 int inherit_fd) {
     output.clear();
     if (argv.empty()) return false;
     Channels ch;
     if (!ch.open()) return false;
     pid_t pid = -1;
-    if (!spawn(argv, ch, pid)) return false;
+    // The CLI is single-threaded: the descriptor is inheritable only for this spawn.
+    int fd_flags = inherit_fd >= 3 ? fcntl(inherit_fd, F_GETFD) : -1;
+    if (fd_flags >= 0) fcntl(inherit_fd, F_SETFD, fd_flags & ~FD_CLOEXEC);
+    bool spawned = spawn(argv, ch, pid);
+    if (fd_flags >= 0) fcntl(inherit_fd, F_SETFD, fd_flags);
+    if (!spawned) return false;
     ch.close_child_ends();
     exchange(ch, input, output);
     Channels::close_fd(ch.in_parent);

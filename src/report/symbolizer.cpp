@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -16,7 +17,10 @@ namespace memguard::report {
 
 struct Symbolizer::ModuleState {
     bool opened = false;
-    std::unique_ptr<ElfFile> elf;  // null when the file is missing, unreadable or a different build
+    /// Function names: the module file, or its debug file when that has the .symtab. Null when
+    /// neither exists, can be read or has the recorded build-id.
+    std::shared_ptr<const ElfFile> elf;
+    std::shared_ptr<const ElfFile> line_file;                // what addr2line reads (has .debug_line), or null
     std::set<uint64_t> queried;                              // file addresses given to addr2line
     std::map<uint64_t, std::vector<SourceLocation>> lines;  // its answers, by file address
 };
@@ -110,40 +114,96 @@ const Module* Symbolizer::find_module(uint64_t ip, size_t modules_known) const {
     return nullptr;
 }
 
+void Symbolizer::warn(std::string message) {
+    if (warned_.insert(message).second) warnings_.push_back(std::move(message));
+}
+
+std::shared_ptr<const ElfFile> Symbolizer::open_file(const std::string& root, const std::string& path,
+                                                     const std::string& shown, bool& missing) {
+    missing = false;
+    std::string error;
+    int err = 0;
+    int fd = ElfFile::open_regular(root, path, error, err);
+    if (fd < 0) {
+        missing = err == ENOENT || err == ENOTDIR;  // not on this machine: no remark
+        if (!missing) warn(shown + ": cannot read (" + error + "); its frames are not symbolized");
+        return nullptr;
+    }
+    // Many modules (or many M records of one report) may name one file: it is mapped and read once.
+    struct stat st {};
+    if (fstat(fd, &st) == 0) {
+        auto cached = files_.find({static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)});
+        if (cached != files_.end()) {
+            ::close(fd);
+            return cached->second;
+        }
+    }
+    if (files_.size() >= kMaxFiles) {
+        ::close(fd);
+        if (!too_many_files_) {
+            warn("more than " + std::to_string(kMaxFiles) + " module files: the frames of the others are not "
+                 "symbolized");
+        }
+        too_many_files_ = true;
+        return nullptr;
+    }
+    std::shared_ptr<const ElfFile> elf = ElfFile::map(fd, error);
+    if (!elf) {
+        warn(shown + ": cannot read (" + error + "); its frames are not symbolized");
+        return nullptr;
+    }
+    files_.emplace(elf->file_id(), elf);
+    return elf;
+}
+
 Symbolizer::ModuleState& Symbolizer::state(const Module& m) {
     std::unique_ptr<ModuleState>& slot = states_[m.id];
     if (!slot) slot = std::make_unique<ModuleState>();
     ModuleState& st = *slot;
     if (st.opened) return st;
     st.opened = true;
-    struct stat sb {};
-    if (stat(m.path.c_str(), &sb) != 0 && (errno == ENOENT || errno == ENOTDIR)) return st;  // not on this machine
-    std::string error;
-    std::unique_ptr<ElfFile> elf = ElfFile::open(m.path, error);
-    if (!elf) {
-        warnings_.push_back(m.path + ": cannot read (" + error + "); its frames are not symbolized");
-        return st;
+    std::string shown = m.path;
+    if (!options_.sysroot.empty()) {
+        std::string root = options_.sysroot;
+        while (root.size() > 1 && root.back() == '/') root.pop_back();
+        shown = root + (m.path.rfind('/', 0) == 0 ? "" : "/") + m.path;
     }
-    if (!m.build_id.empty() && elf->build_id() != m.build_id) {
-        warnings_.push_back(m.path + ": GNU build-id " + (elf->build_id().empty() ? "absent" : elf->build_id()) +
-                            " differs from the recorded " + m.build_id + " (file changed since the run?); its frames "
-                            "are not symbolized");
-        return st;
+    bool missing = false;
+    std::shared_ptr<const ElfFile> file = open_file(options_.sysroot, m.path, shown, missing);
+    if (file && !m.build_id.empty() && file->build_id() != m.build_id) {
+        warn(shown + ": GNU build-id " + (file->build_id().empty() ? "absent" : file->build_id()) +
+             " differs from the recorded " + m.build_id + " (file changed since the run?); its frames are not "
+             "symbolized");
+        file = nullptr;
     }
-    st.elf = std::move(elf);
+    // A separate debug file, as GDB finds it: by build-id (hex, so it names no other directory).
+    std::shared_ptr<const ElfFile> debug;
+    if (!options_.debug_dir.empty() && m.build_id.size() > 2) {
+        const std::string path =
+            options_.debug_dir + "/.build-id/" + m.build_id.substr(0, 2) + "/" + m.build_id.substr(2) + ".debug";
+        debug = open_file("", path, path, missing);
+        if (debug && debug->build_id() != m.build_id) {
+            warn(path + ": GNU build-id " + (debug->build_id().empty() ? "absent" : debug->build_id()) +
+                 " differs from the recorded " + m.build_id + "; not used");
+            debug = nullptr;
+        }
+    }
+    st.elf = debug && debug->has_symtab() ? debug : file ? file : debug;
+    st.line_file = debug && debug->has_debug_line() ? debug : file && file->has_debug_line() ? file : nullptr;
     return st;
 }
 
 void Symbolizer::run_addr2line(const Module& m, ModuleState& st, const std::vector<uint64_t>& addrs) {
-    if (addr2line_path_.empty() || !st.elf || !st.elf->has_debug_line()) return;
+    if (addr2line_path_.empty() || !st.line_file) return;
     std::string input, output;
     for (uint64_t a : addrs) {
         if (st.queried.insert(a).second) input += hex_addr(a) + "\n";
     }
     if (input.empty()) return;
-    std::vector<std::string> argv = {addr2line_path_, "-e", m.path, "-a", "-f", "-C", "-i"};
-    if (!run_program(argv, input, output)) {
-        warnings_.push_back(addr2line_path_ + " failed on " + m.path + "; frames show without file:line");
+    // The file checked, by its descriptor: the path may name another file by now.
+    std::vector<std::string> argv = {addr2line_path_, "-e", st.line_file->fd_path(), "-a", "-f", "-C", "-i"};
+    if (!run_program(argv, input, output, st.line_file->fd())) {
+        warn(addr2line_path_ + " failed on " + m.path + "; frames show without file:line");
     }
     for (auto& [addr, locs] : parse_addr2line_output(output)) st.lines[addr] = std::move(locs);
 }

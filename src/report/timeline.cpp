@@ -1,7 +1,11 @@
 #include "report/timeline.h"
 
 #include <algorithm>
+#include <climits>
+#include <functional>
 #include <map>
+#include <queue>
+#include <set>
 
 #include "report/levels.h"
 
@@ -63,9 +67,18 @@ std::vector<PhaseStats> phase_stats(const Report& r, const Timeline& tl, Series 
     std::vector<PhaseStats> out;
     out.reserve(r.phases.size());
     std::map<std::string, uint32_t> seen;  // name -> phases so far
-    // Phases still open, in order of begin: NVTX push/pop and API phases nest per thread; NVTX
-    // start/end ranges are process-wide and nest among themselves.
-    std::vector<size_t> open;
+    // Phases still open, by family, in order of begin: NVTX push/pop and API phases nest per thread
+    // (family (false, tid)); NVTX start/end ranges are process-wide and nest among themselves
+    // (family (true, 0)). The ones that ended wait in a heap by the line of their b, so that a run of
+    // many phases (never ended, or deeply nested) costs O(n log n), not O(n^2).
+    using Family = std::pair<bool, uint64_t>;
+    std::map<Family, std::set<size_t>> open;
+    using Ending = std::pair<size_t, size_t>;  // (line of b, phase index)
+    std::priority_queue<Ending, std::vector<Ending>, std::greater<Ending>> endings;
+    auto family_of = [&r](size_t i) {
+        const Phase& p = r.phases[i];
+        return p.source == PhaseSource::NvtxRange ? Family{true, 0} : Family{false, p.tid};
+    };
     for (size_t i = 0; i < r.phases.size(); ++i) {
         const Phase& p = r.phases[i];
         PhaseStats s;
@@ -73,22 +86,15 @@ std::vector<PhaseStats> phase_stats(const Report& r, const Timeline& tl, Series 
         s.occurrence = seen[p.name]++;
         size_t begin = p.events_at_begin;
         size_t end = p.t_end ? p.events_at_end : r.events.size();
-        open.erase(std::remove_if(open.begin(), open.end(),
-                                  [&](size_t j) {
-                                      const Phase& q = r.phases[j];
-                                      return q.end_line != 0 && q.end_line < p.begin_line;
-                                  }),
-                   open.end());
-        bool range = p.source == PhaseSource::NvtxRange;
-        for (size_t j : open) {
-            const Phase& q = r.phases[j];
-            bool same_family = range ? q.source == PhaseSource::NvtxRange
-                                     : q.source != PhaseSource::NvtxRange && q.tid == p.tid;
-            if (!same_family) continue;
-            ++s.depth;
-            s.parent = q.id;
+        while (!endings.empty() && endings.top().first < p.begin_line) {
+            open[family_of(endings.top().second)].erase(endings.top().second);
+            endings.pop();
         }
-        open.push_back(i);
+        std::set<size_t>& family = open[family_of(i)];
+        s.depth = static_cast<int>(std::min<size_t>(family.size(), INT32_MAX));
+        if (!family.empty()) s.parent = r.phases[*family.rbegin()].id;
+        family.insert(i);
+        if (p.end_line != 0) endings.emplace(p.end_line, i);
         s.entry_bytes = tl.level(std::min(begin, tl.points.size() - 1), series);
         auto [peak, at] = tl.max_level(begin, end, series);
         s.peak_bytes = peak;

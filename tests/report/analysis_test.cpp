@@ -214,6 +214,25 @@ TEST(LiveAt, RestoreMakesTheBlockLiveAgainAtItsTime) {
 
 // --- sites -------------------------------------------------------------------------------------
 
+// Sizes near 2^64: byte totals, levels and site tables stop at UINT64_MAX instead of wrapping
+// to a small number (three blocks of 2^63 bytes summed to 2^63).
+TEST(Summary, ByteTotalsStopAtTheLimitInsteadOfWrapping) {
+    const uint64_t half = uint64_t{1} << 63;
+    Report r = parse(alloc(1, 1, "1000", half, "device", 0, 1) + alloc(2, 1, "2000", half, "device", 0, 1) +
+                     alloc(3, 1, "3000", half, "device", 0, 1) + "Z 4\n");
+    Summary s = summarize(r);
+    EXPECT_EQ(s.by_kind[kind_index(Kind::Device)].bytes_allocated, UINT64_MAX);
+    EXPECT_EQ(s.by_device.at(0).bytes_allocated, UINT64_MAX);
+    EXPECT_EQ(s.peak_bytes, UINT64_MAX);
+    EXPECT_EQ(s.peak_t, std::optional<int64_t>(2));
+    EXPECT_EQ(s.live_bytes_at_exit, UINT64_MAX);
+    SiteTable sites = group_by_site(r, live_at(r, {TimePoint::Exit, 0}), KindFilter::Gpu);
+    EXPECT_EQ(sites.total_bytes, UINT64_MAX);
+    ASSERT_EQ(sites.sites.size(), 1u);
+    EXPECT_EQ(sites.sites[0].bytes, UINT64_MAX);
+    EXPECT_EQ(sites.sites[0].blocks, 3u);
+}
+
 TEST(Sites, GroupedByStackAndSorted) {
     Report r = parse("M 0 0 ffff 0 - /a\nS 1 10\nS 2 20\nS 3 30\n" + alloc(1, 1, "a0", 100, "device", 0, 1) +
                      alloc(2, 1, "b0", 300, "device", 0, 2) + alloc(3, 1, "c0", 50, "device", 0, 1) +
@@ -468,6 +487,31 @@ TEST(Collections, TotalsPerTriggerAndWhatIsListed) {
     EXPECT_EQ(s.collections, (std::array<uint64_t, kTriggerCount>{3, 1, 2}));
     EXPECT_EQ(s.cuda_bytes_freed, (std::array<int64_t, kTriggerCount>{4096, -512, 2048}));
     EXPECT_EQ(s.compiles, 1u);
+}
+
+// A report can hold any int64 in a collection's fields: the totals are exact where they fit and
+// clamped where not, never wrapped (signed overflow, which UBSan reports; `cycles` printed a
+// negative total).
+TEST(Collections, TotalsNearTheInt64LimitsAreExactOrClampedNeverWrapped) {
+    const std::string max = std::to_string(INT64_MAX), dur = std::to_string(kMaxTimeNs);
+    Report r = parse(kMinor2 + "Y 1 1 automatic 0 " + dur + " " + max + " -" + max + " " + max + " - -\n" +
+                     "Y 2 1 automatic 0 " + dur + " " + max + " -" + max + " " + max + " - -\n" +
+                     "Y 3 1 automatic 0 " + dur + " 1 -1 -" + max + " - -\n" +
+                     "Y 4 1 explicit 0 5 " + max + " 0 -" + max + " - -\nY 5 1 explicit 0 7 -3 0 -" + max + " - -\n" +
+                     "Z 9\n");
+    auto t = collection_totals(r);
+    const TriggerTotals& a = t[trigger_index(GcTrigger::Automatic)];
+    EXPECT_EQ(a.count, 3u);
+    EXPECT_EQ(a.duration_ns, INT64_MAX);  // 3 * (2^62 - 1) does not fit
+    EXPECT_EQ(a.collected, INT64_MAX);
+    EXPECT_EQ(a.uncollectable, INT64_MIN);
+    EXPECT_EQ(a.cuda_bytes_freed, INT64_MAX);  // max + max - max: exact, though a partial sum did not fit
+    const TriggerTotals& e = t[trigger_index(GcTrigger::Explicit)];
+    EXPECT_EQ(e.duration_ns, 12);
+    EXPECT_EQ(e.collected, INT64_MAX - 3);
+    EXPECT_EQ(e.cuda_bytes_freed, INT64_MIN);
+    Summary s = summarize(r);
+    EXPECT_EQ(s.cuda_bytes_freed, (std::array<int64_t, kTriggerCount>{INT64_MAX, INT64_MIN, 0}));
 }
 
 TEST(Collections, NoneAtAll) {

@@ -57,13 +57,34 @@ TEST(ReportHeader, OtherBadVersions) {
     EXPECT_TRUE(contains(error_of("MEMGUARD-REPORT 1\r\n"), "bad format version"));  // CRLF is not the format
 }
 
-TEST(ReportHeader, MissingFinalNewlineMeansTruncated) {
-    std::string content = kHeader + "I pid 1\nA 1 2 7f00 16 device cudaMal";
-    EXPECT_EQ(error_of(content), "t.mgr:3: truncated at byte " + std::to_string(content.size()) +
-                                     " (last record incomplete)");
-    // Even a last line that happens to be a whole record is truncated without its '\n'.
-    EXPECT_TRUE(contains(error_of(kHeader + "Z 5"), "t.mgr:2: truncated at byte 21"));
-    EXPECT_TRUE(contains(error_of("MEMGUARD-REPORT 1"), "t.mgr:1: truncated at byte 17"));
+// A full disk cuts the file inside a record: the records before it are the run, as a killed run's
+// are without their end record.
+TEST(ReportHeader, ACutLastRecordIsLeftOutWithAWarning) {
+    std::string content = kHeader + "I pid 1\nA 1 2 7f00 16 device cudaMalloc 0 - 0\nA 2 2 8f00 32 device cudaMal";
+    Report r = parse_report(content, "t.mgr");
+    ASSERT_EQ(r.blocks.size(), 1u);
+    EXPECT_EQ(r.blocks[0].size, 16u);
+    EXPECT_FALSE(r.complete);
+    ASSERT_EQ(r.warnings.size(), 2u);
+    EXPECT_EQ(r.warnings[0], "t.mgr:4: truncated at byte " + std::to_string(content.size()) +
+                                 " (last record incomplete: disk full?); read up to line 3, the last complete record");
+    EXPECT_TRUE(contains(r.warnings[1], "t.mgr: no end record")) << r.warnings[1];
+    // Even a last line that happens to be a whole record is not read without its '\n': its last
+    // field may be cut ("Z 5" of "Z 5000").
+    Report z = parse(std::string("A 1 2 7f00 16 device cudaMalloc 0 - 0\nZ 5"));
+    EXPECT_FALSE(z.complete);
+    EXPECT_EQ(z.end_t, 1);
+    EXPECT_TRUE(contains(z.warnings.at(0), "t.mgr:3: truncated at byte 59")) << z.warnings.at(0);
+    // The first record cut: a report with nothing in it but the header, still a report.
+    Report first = parse("A 1 2 7f");
+    EXPECT_TRUE(first.blocks.empty());
+    EXPECT_TRUE(contains(first.warnings.at(0), "t.mgr:2: truncated at byte 26")) << first.warnings.at(0);
+}
+
+TEST(ReportHeader, ACutHeaderIsRefused) {
+    EXPECT_EQ(error_of("MEMGUARD-REPORT 1"), "t.mgr:1: truncated at byte 17 (the header line is incomplete)");
+    EXPECT_EQ(error_of("MEMGUARD-REP"), "t.mgr:1: not a memguard report: first line is 'MEMGUARD-REP', expected "
+                                        "'MEMGUARD-REPORT 1'");
 }
 
 TEST(ReportHeader, WrongVersionWinsOverTruncation) {
@@ -802,6 +823,57 @@ TEST(ReportErrors, KindNames) {
     EXPECT_FALSE(is_gpu(Kind::Pinned));
 }
 
+// --- bounds (docs/report-format.md, "Bounds") -------------------------------------------------
+
+// A device ordinal sizes the memory_viz snapshot (one trace per device) and names a device in every
+// view: one far beyond any machine is a corrupt or hostile file, refused naming the line and field.
+TEST(ReportBounds, DeviceOrdinalsOutsideMinusOneToTheBoundAreRefused) {
+    const std::string max = std::to_string(kMaxDevice), over = std::to_string(kMaxDevice + 1);
+    Report ok = parse("I format_minor 5\nA 1 1 7f00 16 pinned cudaMallocHost -1 - 0 0 0\n"
+                      "A 2 1 8f00 16 device cudaMalloc " + max + " - 0 0 0\nZ 3\n");
+    EXPECT_EQ(ok.blocks.at(0).device, -1);
+    EXPECT_EQ(ok.blocks.at(1).device, kMaxDevice);
+    for (const std::string& device : {over, std::string("268435456"), std::string("2147483647"), std::string("-2"),
+                                      std::string("-2147483648")}) {
+        EXPECT_EQ(error_of(kHeader + "A 1 1 7f00 16 device cudaMalloc " + device + " - 0\n"),
+                  "t.mgr:2: malformed A record: device '" + device + "' out of range (-1 to 1023)");
+    }
+    const std::string m5 = kHeader + "I format_minor 5\n";
+    EXPECT_EQ(error_of(kHeader + "E 1 1 16 device cudaMalloc " + over + " - 0 2 0\n"),
+              "t.mgr:2: malformed E record: device '1024' out of range (-1 to 1023)");
+    EXPECT_EQ(error_of(m5 + "N 1 1 a 4096 " + over + " 0 0 0\n"),
+              "t.mgr:3: malformed N record: device '1024' out of range (-1 to 1023)");
+    EXPECT_EQ(error_of(m5 + "T 1 1 7f00 512 512 " + over + " 0 0 0 0 -\n"),
+              "t.mgr:3: malformed T record: device '1024' out of range (-1 to 1023)");
+    EXPECT_EQ(error_of(m5 + "O 1 1 -5 512 512 0 0 0 0 0 none\n"),
+              "t.mgr:3: malformed O record: device '-5' out of range (-1 to 1023)");
+}
+
+// Times and durations are differenced (phase durations, slices of the Perfetto trace) and added to
+// the wall-clock origin: within +-(2^62 - 1) ns none of those can overflow.
+TEST(ReportBounds, TimesAndDurationsBeyond2To62NanosecondsAreRefused) {
+    const std::string max = std::to_string(kMaxTimeNs), over = std::to_string(kMaxTimeNs + 1);
+    EXPECT_EQ(max, "4611686018427387903");
+    Report ok = parse("A -" + max + " 1 7f00 16 device cudaMalloc 0 - 0\nZ " + max + "\n");
+    EXPECT_EQ(ok.blocks.at(0).t_alloc, -kMaxTimeNs);
+    EXPECT_EQ(ok.end_t, kMaxTimeNs);
+    const std::string range = "' out of range (2^62 ns or more either way)";
+    EXPECT_EQ(error_of(kHeader + "Z " + over + "\n"), "t.mgr:2: malformed Z record: time '" + over + range);
+    EXPECT_EQ(error_of(kHeader + "A -" + over + " 1 7f00 16 device cudaMalloc 0 - 0\n"),
+              "t.mgr:2: malformed A record: time '-" + over + range);
+    EXPECT_EQ(error_of(kHeader + "H 9223372036854775807\n"),
+              "t.mgr:2: malformed H record: time '9223372036854775807" + range);
+    const std::string m2 = kHeader + "I format_minor 2\n";
+    EXPECT_EQ(error_of(m2 + "Y 5 1 automatic 0 " + over + " 0 0 - - -\n"),
+              "t.mgr:3: malformed Y record: duration '" + over + range);
+    EXPECT_EQ(error_of(m2 + "Y 5 1 memguard 0 1 0 0 - 0/0 -" + over + "\n"),
+              "t.mgr:3: malformed Y record: mark age '-" + over + range);
+    EXPECT_EQ(error_of(kHeader + "I format_minor 1\nW 5 1 warmup_retention 1 begin " + over + " 0 1 16\n"),
+              "t.mgr:3: malformed W record: since '" + over + range);
+    EXPECT_EQ(error_of(kHeader + "I format_minor 6\nU 5 -" + over + " 3\n"),
+              "t.mgr:3: malformed U record: time of the first lost record '-" + over + range);
+}
+
 // --- load_report: files -----------------------------------------------------------------------
 
 TEST(ReportFile, MissingFile) {
@@ -811,6 +883,30 @@ TEST(ReportFile, MissingFile) {
     } catch (const ReportError& e) {
         EXPECT_EQ(std::string(e.what()), "/nonexistent-dir/x.mgr: cannot open: No such file or directory");
     }
+}
+
+// Opening does not block: a FIFO nobody writes to (planted where a glob looks) reads as an empty
+// file at once. Run in a child, so that a regression fails on the alarm instead of hanging.
+TEST(ReportFile, AFifoWithoutAWriterIsAnEmptyFileNotAHang) {
+    test::TempDir dir;
+    std::string fifo = dir.path() + "/fifo.mgr";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(10);
+        try {
+            load_report(fifo);
+        } catch (const ReportError& e) {
+            _exit(std::string(e.what()) == fifo + ": empty file (not a memguard report)" ? 0 : 3);
+        }
+        _exit(4);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status)) + " (hung?)"
+                                : "exit status " + std::to_string(WEXITSTATUS(status)));
 }
 
 TEST(ReportFile, DirectoryIsUnreadable) {
@@ -829,13 +925,42 @@ TEST(ReportFile, EmptyAndTruncatedFiles) {
     EXPECT_THROW(load_report(empty), ReportError);
     std::string content = kHeader + "A 1 2 7f00 16 device cudaMalloc 0 - 0\nF 3 2 7f";
     std::string cut = dir.write("cut.mgr", content);
+    Report r = load_report(cut);
+    ASSERT_EQ(r.blocks.size(), 1u);
+    EXPECT_FALSE(r.blocks[0].t_free);  // the cut F is not read
+    ASSERT_FALSE(r.warnings.empty());
+    EXPECT_EQ(r.warnings[0], cut + ":3: truncated at byte " + std::to_string(content.size()) +
+                                 " (last record incomplete: disk full?); read up to line 2, the last complete record");
+    EXPECT_EQ(r.warnings, parse_report(content, cut).warnings);
+    std::string header = dir.write("header.mgr", "MEMGUARD-REPORT");
     try {
-        load_report(cut);
+        load_report(header);
         FAIL() << "no error";
     } catch (const ReportError& e) {
-        EXPECT_EQ(std::string(e.what()),
-                  cut + ":3: truncated at byte " + std::to_string(content.size()) + " (last record incomplete)");
+        EXPECT_TRUE(contains(e.what(), header + ":1: not a memguard report")) << e.what();
     }
+    std::string header_only = dir.write("header1.mgr", "MEMGUARD-REPORT 1");
+    try {
+        load_report(header_only);
+        FAIL() << "no error";
+    } catch (const ReportError& e) {
+        EXPECT_EQ(std::string(e.what()), header_only + ":1: truncated at byte 17 (the header line is incomplete)");
+    }
+}
+
+// A cut spanning the reader's 1 MiB chunks: the records before the cut are all there.
+TEST(ReportFile, ABigFileCutMidRecordReadsToItsLastCompleteRecord) {
+    test::TempDir dir;
+    std::string content = kHeader;
+    for (int i = 0; i < 60000; ++i) {
+        content += "A " + std::to_string(i) + " 1 " + std::to_string(100000 + i) + " 4096 device cudaMalloc 0 - 0\n";
+    }
+    content += "A 60000 1 ff";
+    ASSERT_GT(content.size(), 2u << 20);
+    Report r = load_report(dir.write("big.mgr", content));
+    EXPECT_EQ(r.blocks.size(), 60000u);
+    EXPECT_TRUE(contains(r.warnings.at(0), ":60002: truncated at byte " + std::to_string(content.size())))
+        << r.warnings.at(0);
 }
 
 /// A report of `n` allocations and frees whose lines have varying lengths.

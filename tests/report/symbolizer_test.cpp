@@ -1,9 +1,13 @@
 // The symbolizer on real ELF files: the symtest library (built -O0 -g), a stripped copy of it, and
 // this test executable. The instruction pointers are return addresses recorded at run time.
+#include <ftw.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <functional>
 
 #include "loaded_module.h"
 #include "report/elf_file.h"
@@ -282,6 +286,216 @@ TEST(Demangle, Names) {
     EXPECT_EQ(demangle("_Zgarbage!"), "_Zgarbage!");
 }
 
+// --- hostile module paths, --sysroot and --debug-dir (issue 17, item 4) --------------------------
+
+/// Runs `body` in a child under an alarm: its exit status, or 128 + the signal that ended it (the
+/// alarm's SIGALRM when it hung), so that a regression that blocks fails instead of hanging.
+int in_child(int seconds, const std::function<int()>& body) {
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        alarm(static_cast<unsigned>(seconds));
+        _exit(body());
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// A directory tree under $TMPDIR, removed with everything in it.
+class TempTree {
+public:
+    TempTree() {
+        const char* tmp = std::getenv("TMPDIR");
+        std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/memguard-sym.XXXXXX";
+        if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+        root_ = templ;
+    }
+    ~TempTree() {
+        nftw(root_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
+             FTW_DEPTH | FTW_PHYS);
+    }
+    TempTree(const TempTree&) = delete;
+    TempTree& operator=(const TempTree&) = delete;
+    const std::string& root() const { return root_; }
+    /// Creates the directories of `rel` (a path under the root) and returns the full path.
+    std::string make_parents(const std::string& rel) const {
+        for (size_t slash = rel.find('/', 1); slash != std::string::npos; slash = rel.find('/', slash + 1)) {
+            mkdir((root_ + "/" + rel.substr(0, slash)).c_str(), 0755);
+        }
+        return root_ + "/" + rel;
+    }
+    std::string copy(const std::string& from, const std::string& rel) const {
+        std::string to = make_parents(rel);
+        std::ofstream(to, std::ios::binary) << test::read_file(from);
+        return to;
+    }
+
+private:
+    std::string root_;
+};
+
+// A report can name any path as a module: a FIFO would block a plain open() until a writer came
+// (top, plot, export and diff hung). Not a regular file: one warning, the frame unsymbolized.
+TEST(Symbolizer, AModuleThatIsAFifoIsRefusedWithoutBlocking) {
+    test::TempDir dir;
+    std::string fifo = dir.path() + "/libfifo.so";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    Report r = parse_report(test::kHeader + "M 0 1000 2000 0 - " + fifo + "\nS 1 1100\nZ 1\n", "x.mgr");
+    int rc = in_child(10, [&] {
+        Symbolizer sym(r);
+        Frame f = sym.frame(0x1100, 1);
+        std::vector<std::string> w = sym.take_warnings();
+        if (!f.function.empty() || f.module == nullptr || f.offset != 0x1100) return 3;
+        return w.size() == 1 && w[0] == fifo + ": cannot read (not a regular file); its frames are not symbolized"
+                   ? 0
+                   : 4;
+    });
+    EXPECT_EQ(rc, 0) << (rc == 128 + SIGALRM ? "the symbolizer blocked on the FIFO" : "wrong frame or warning");
+}
+
+TEST(Symbolizer, ADeviceOrADirectoryIsNotAModule) {
+    test::TempDir dir;
+    for (const std::string& path : {std::string("/dev/zero"), std::string("/dev/null"), dir.path()}) {
+        Report r = parse_report(test::kHeader + "M 0 1000 2000 0 - " + path + "\nS 1 1100\nZ 1\n", "x.mgr");
+        Symbolizer sym(r);
+        EXPECT_EQ(sym.frame(0x1100, 1).function, "") << path;
+        std::vector<std::string> w = sym.take_warnings();
+        ASSERT_EQ(w.size(), 1u) << path;
+        EXPECT_EQ(w[0], path + ": cannot read (not a regular file); its frames are not symbolized");
+    }
+}
+
+// Many M records naming one file share one mapping and one remark (a report of 100000 such
+// records would otherwise map the file, and read its symbol tables, 100000 times).
+TEST(Symbolizer, ModulesNamingTheSameFileShareIt) {
+    Probe p = probe(memguard_symtest::known_function(3));
+    std::string content = test::kHeader;
+    const std::string other = "00112233445566778899aabbccddeeff00112233";
+    for (int i = 0; i < 3; ++i) content += p.module.m_record(i);
+    for (int i = 3; i < 6; ++i) content += p.module.m_record(i, &other);
+    Report r = parse_report(content + "Z 1\n", "x.mgr");
+    SymbolizerOptions no_lines;
+    no_lines.addr2line = "";
+    Symbolizer sym(r, no_lines);
+    const uint64_t lookup = p.ip;
+    for (size_t known = 1; known <= 6; ++known) {
+        Frame f = sym.frame(lookup, known);
+        ASSERT_NE(f.module, nullptr);
+        EXPECT_EQ(f.module->id, known - 1);
+        EXPECT_EQ(f.function, known <= 3 ? "memguard_symtest::known_function(int)" : "") << known;
+    }
+    EXPECT_EQ(sym.take_warnings().size(), 1u);  // the three mismatches say the same
+}
+
+// addr2line reads the file that was checked, through the descriptor kept open: replacing the file
+// at the path after the check (here by the addr2line wrapper itself, just before it runs) changes
+// nothing. Given the path, addr2line would read the stripped copy and find no line.
+TEST(Symbolizer, Addr2lineReadsTheCheckedFileNotThePath) {
+    std::string real = find_program("addr2line");
+    std::string stripped = MEMGUARD_SYMTEST_STRIPPED;
+    if (real.empty() || stripped.empty()) GTEST_SKIP() << "needs addr2line and the stripped copy";
+    Probe p = probe(memguard_symtest::known_function(3));
+    test::TempDir dir;
+    std::string lib = dir.write("libswapped.so", test::read_file(p.module.path));
+    std::string log = dir.path() + "/args.log";
+    std::string wrapper = dir.write("a2l.sh", "#!/bin/sh\necho \"$@\" > '" + log + "'\ncp '" + stripped + "' '" + lib +
+                                                  ".new' && mv '" + lib + ".new' '" + lib + "'\nexec '" + real +
+                                                  "' \"$@\"\n");
+    chmod(wrapper.c_str(), 0755);
+    Report r = report_for(p.module, p.ip, nullptr, &lib);
+    SymbolizerOptions options;
+    options.addr2line = wrapper;
+    Frame f = only_frame(r, options);
+    EXPECT_EQ(f.function, "memguard_symtest::known_function(int)");
+    EXPECT_EQ(f.line, memguard_symtest::known_call_line());
+    EXPECT_EQ(base_name(f.file), "symtest_lib.cpp");
+    EXPECT_EQ(test::read_file(log).rfind("-e /proc/self/fd/", 0), 0u) << test::read_file(log);
+}
+
+// --sysroot: the report's paths are looked up under a directory (a copy of the machine the run was
+// on), absolute links and ".." included.
+TEST(Symbolizer, SysrootFindsTheModulesUnderItsDirectory) {
+    Probe p = probe(memguard_symtest::known_function(3));
+    TempTree tree;
+    tree.copy(p.module.path, "opt/run/lib/libmemguard_symtest.so");
+    std::string link = tree.make_parents("opt/run/lib/liblink.so");
+    ASSERT_EQ(symlink("/opt/run/lib/libmemguard_symtest.so", link.c_str()), 0);  // absolute: inside the root
+    SymbolizerOptions options;
+    options.addr2line = "";
+    options.sysroot = tree.root();
+    for (const std::string& path : {std::string("/opt/run/lib/libmemguard_symtest.so"),
+                                    std::string("/opt/run/lib/liblink.so"),
+                                    std::string("/opt/run/../run/lib/./libmemguard_symtest.so")}) {
+        Report r = report_for(p.module, p.ip, nullptr, &path);
+        Frame f = only_frame(r, options);
+        EXPECT_EQ(f.function, "memguard_symtest::known_function(int)") << path;
+        EXPECT_EQ(f.module->path, path);
+    }
+    // Without it the path is not on this machine: quietly unsymbolized.
+    std::string inside = "/opt/run/lib/libmemguard_symtest.so";
+    SymbolizerOptions plain;
+    plain.addr2line = "";
+    EXPECT_EQ(only_frame(report_for(p.module, p.ip, nullptr, &inside), plain).function, "");
+    // ".." cannot leave the root: the host's copy of the library is not found from inside it.
+    std::string escape = "/../../../../../../.." + p.module.path;
+    Report out = report_for(p.module, p.ip, nullptr, &escape);
+    Symbolizer sym(out, options);
+    EXPECT_EQ(sym.frame(p.ip, 1).function, "");
+    EXPECT_TRUE(sym.take_warnings().empty());
+}
+
+// --debug-dir: a module's separate debug file by its build-id (DIR/.build-id/xx/rest.debug), for
+// function names the stripped module lacks and for file:line.
+TEST(Symbolizer, DebugDirFindsTheDebugFileByBuildId) {
+    std::string stripped = MEMGUARD_SYMTEST_STRIPPED, debug = MEMGUARD_SYMTEST_DEBUG;
+    if (stripped.empty() || debug.empty()) GTEST_SKIP() << "needs strip and objcopy";
+    Probe hidden = probe(memguard_symtest::call_hidden_function(3));
+    const std::string& id = hidden.module.build_id;
+    ASSERT_GT(id.size(), 2u);
+    TempTree tree;
+    tree.copy(debug, ".build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug");
+    SymbolizerOptions options;
+    options.debug_dir = tree.root();
+    // The stripped module has no .symtab (the hidden function is not in .dynsym) and no DWARF.
+    Frame plain = only_frame(report_for(hidden.module, hidden.ip, nullptr, &stripped));
+    EXPECT_EQ(plain.function, "");
+    Frame f = only_frame(report_for(hidden.module, hidden.ip, nullptr, &stripped), options);
+    EXPECT_EQ(f.function, "memguard_symtest::hidden_function(int)");
+    if (have_addr2line()) {
+        EXPECT_EQ(base_name(f.file), "symtest_lib.cpp");
+        EXPECT_NE(f.line, 0);
+    }
+    // The module file itself need not exist on this machine.
+    std::string gone = "/nonexistent-memguard-dir/libmemguard_symtest.so";
+    EXPECT_EQ(only_frame(report_for(hidden.module, hidden.ip, nullptr, &gone), options).function,
+              "memguard_symtest::hidden_function(int)");
+}
+
+TEST(Symbolizer, ADebugFileWithAnotherBuildIdIsNotUsed) {
+    std::string stripped = MEMGUARD_SYMTEST_STRIPPED;
+    if (stripped.empty()) GTEST_SKIP() << "needs strip";
+    Probe hidden = probe(memguard_symtest::call_hidden_function(3));
+    Probe exe = probe(exe_function());
+    const std::string& id = hidden.module.build_id;
+    ASSERT_NE(exe.module.build_id, id);
+    TempTree tree;
+    std::string planted = tree.copy(exe.module.path, ".build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug");
+    SymbolizerOptions options;
+    options.addr2line = "";
+    options.debug_dir = tree.root();
+    Report r = report_for(hidden.module, hidden.ip, nullptr, &stripped);
+    Symbolizer sym(r, options);
+    Frame f = sym.frame(hidden.ip, 1);
+    EXPECT_EQ(f.function, "");
+    ASSERT_NE(f.module, nullptr);
+    EXPECT_EQ(f.offset, hidden.ip - hidden.module.bias);
+    std::vector<std::string> w = sym.take_warnings();
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0], planted + ": GNU build-id " + exe.module.build_id + " differs from the recorded " + id +
+                        "; not used");
+}
+
 // --- the ELF reader on its own -------------------------------------------------------------------
 
 TEST(ElfFile, BuildIdMatchesTheMappedNote) {
@@ -302,7 +516,9 @@ TEST(ElfFile, OpenErrors) {
     EXPECT_EQ(error, "No such file or directory");
     test::TempDir dir;
     EXPECT_EQ(ElfFile::open(dir.path(), error), nullptr);
-    EXPECT_EQ(error, "not an ELF64 file");
+    EXPECT_EQ(error, "not a regular file");
+    EXPECT_EQ(ElfFile::open("/dev/null", error), nullptr);
+    EXPECT_EQ(error, "not a regular file");
     std::string text = dir.write("t.txt", std::string(200, 'x'));
     EXPECT_EQ(ElfFile::open(text, error), nullptr);
     EXPECT_EQ(error, "not an ELF64 little-endian file");

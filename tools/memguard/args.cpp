@@ -1,4 +1,8 @@
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include "cli.h"
@@ -143,6 +147,18 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
     return true;
 }
 
+/// The value of --sysroot or --debug-dir: an existing directory (a mistyped one would silently
+/// leave every frame unsymbolized).
+std::string directory_value(const std::string& option, const std::string& v, const std::string& command) {
+    if (v.empty()) throw UsageError("option '" + option + "' needs a non-empty value", command);
+    struct stat st {};
+    if (stat(v.c_str(), &st) != 0) {
+        throw UsageError("bad value '" + v + "' for " + option + ": " + std::strerror(errno), command);
+    }
+    if (!S_ISDIR(st.st_mode)) throw UsageError("bad value '" + v + "' for " + option + ": not a directory", command);
+    return v;
+}
+
 /// The command named `name`, or Help when there is none.
 Args::Command command_named(const std::string& name) {
     if (name == "summary") return Args::Summary;
@@ -208,6 +224,8 @@ void parse_command(const std::vector<std::string>& argv, Args& args, const std::
         } else if (a == "--json" && command != "plot" && command != "export") {
             cur.no_value(a);
             args.json = true;
+        } else if ((a == "--sysroot" || a == "--debug-dir") && symbolizes(command)) {
+            (a == "--sysroot" ? args.sysroot : args.debug_dir) = directory_value(a, cur.value(a), command);
         } else if (command == "top" ? !top_option(a, cur, args) : !other_option(command, a, cur, args)) {
             throw UsageError("unknown option '" + a + "' for '" + command + "'", command);
         }
@@ -215,7 +233,27 @@ void parse_command(const std::vector<std::string>& argv, Args& args, const std::
     check_positional(command, positional, args);
 }
 
+report::SymbolizerOptions& options() {
+    static report::SymbolizerOptions o;
+    return o;
+}
+
 }  // namespace
+
+bool symbolizes(const std::string& command) {
+    return command == "summary" || command == "top" || command == "hazards" || command == "cycles" ||
+           command == "diff" || command == "merge" || command == "plot" || command == "export";
+}
+
+void set_symbolizer_options(const Args& args) {
+    report::SymbolizerOptions& o = options();
+    o = report::SymbolizerOptions{};
+    if (const char* a2l = std::getenv("MEMGUARD_ADDR2LINE")) o.addr2line = a2l;
+    o.sysroot = args.sysroot;
+    o.debug_dir = args.debug_dir;
+}
+
+const report::SymbolizerOptions& symbolizer_options() { return options(); }
 
 Args parse_args(const std::vector<std::string>& argv) {
     Args args;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "report/analysis.h"
+#include "report/symbolizer.h"
 
 namespace memguard::cli {
 
@@ -45,10 +46,21 @@ struct Args {
     // plot, export
     std::string output;        // -o
     enum Format { NoFormat, MemoryViz, Perfetto } format = NoFormat;  // export
+    // the commands that show frames: where the module files and their debug files are
+    std::string sysroot;    // --sysroot: module paths are looked up under it instead of /
+    std::string debug_dir;  // --debug-dir: separate debug files by build-id, DIR/.build-id/xx/rest.debug
 };
 
 /// Parses argv[1..]. Throws UsageError.
 Args parse_args(const std::vector<std::string>& argv);
+
+/// Whether `command` shows stack frames (and so takes --sysroot and --debug-dir).
+bool symbolizes(const std::string& command);
+
+/// The symbolizer settings of this run: the addr2line program ($MEMGUARD_ADDR2LINE, "" for none),
+/// --sysroot and --debug-dir. main sets them from the parsed arguments before the command runs.
+void set_symbolizer_options(const Args& args);
+const report::SymbolizerOptions& symbolizer_options();
 
 /// The one-line synopsis of a command ("" for the general one), and the full help texts.
 std::string synopsis(const std::string& command);

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <new>
 
 #include "cli.h"
 #include "common/text.h"
@@ -55,13 +56,20 @@ int finish_output(int rc) {
 int main_impl(int argc, char** argv) {
     std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
     try {
-        return finish_output(dispatch(parse_args(args)));
+        const Args parsed = parse_args(args);
+        set_symbolizer_options(parsed);
+        return finish_output(dispatch(parsed));
     } catch (const UsageError& e) {
         std::cerr << "memguard: error: " << text::printable(e.what()) << "\nusage: " << synopsis(e.command) << "\n";
         return kExitUsage;
     } catch (const report::ReportError& e) {
         std::cerr << "memguard: error: " << text::printable(e.what()) << "\n";
         return kExitUsage;
+    } catch (const std::bad_alloc&) {
+        // Memory is a small multiple of what the report's records need: a report too big for the
+        // memory this process may use, not a bug.
+        std::cerr << "memguard: error: out of memory (the report needs more memory than this process may use)\n";
+        return kExitInternal;
     } catch (const std::exception& e) {
         std::cerr << "memguard: internal error: " << text::printable(e.what()) << "\n";
         return kExitInternal;

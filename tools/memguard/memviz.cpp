@@ -10,6 +10,8 @@
 // them (alloc at T; free_requested and free_completed at t); each segment at the end lists its live
 // tensor blocks (active_allocated) and the gaps between them (inactive).
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -95,7 +97,9 @@ int64_t time_us(const report::Report& r, int64_t t) {
     auto it = r.info.find("t0_unix_ns");
     int64_t t0 = 0;
     if (it != r.info.end()) t0 = std::strtoll(it->second.c_str(), nullptr, 10);
-    return (t0 + t) / 1000;
+    // t is within kMaxTimeNs, but the I record's t0 can be any number: summed in 128 bits.
+    __extension__ const __int128 us = (static_cast<__int128>(t0) + t) / 1000;
+    return us > INT64_MAX ? INT64_MAX : us < INT64_MIN ? INT64_MIN : static_cast<int64_t>(us);
 }
 
 /// What the export shows of a GPU block or of a mapping of device memory.
@@ -195,7 +199,9 @@ struct TraceEntry {
     int64_t t;
 };
 struct AllocatorState {
-    std::vector<std::vector<TraceEntry>> traces;  // per device
+    // Per device that has entries: a report names devices up to report::kMaxDevice, and one that
+    // names only device 1000 needs one trace, not a thousand.
+    std::map<int, std::vector<TraceEntry>> traces;
     std::vector<Item> segments;                   // the allocator's, live at the end, in order of allocation
     std::vector<Item> whole;                      // other GPU memory live at the end: one block each
     std::vector<Item> tensors;                    // live at the end
@@ -245,10 +251,7 @@ AllocatorState allocator_state(const report::Report& r) {
     const std::set<size_t> ours = allocator_segments(r);
     std::map<std::pair<bool, size_t>, Item> whole;  // other GPU memory: (is a mapping, index) -> item
     std::vector<std::pair<bool, size_t>> whole_order;
-    auto trace = [&](const char* action, const Item& it, int64_t t) {
-        if (static_cast<size_t>(it.device) >= st.traces.size()) st.traces.resize(static_cast<size_t>(it.device) + 1);
-        st.traces[static_cast<size_t>(it.device)].push_back({action, it, t});
-    };
+    auto trace = [&](const char* action, const Item& it, int64_t t) { st.traces[it.device].push_back({action, it, t}); };
     auto free_tensor = [&](std::map<Key, Live>::iterator it, int64_t t) {
         trace("free_requested", it->second.second, t);
         trace("free_completed", it->second.second, t);
@@ -345,7 +348,6 @@ AllocatorState allocator_state(const report::Report& r) {
         if (it != whole.end()) st.whole.push_back(it->second);
     }
     for (const auto& [key, live] : tensors) st.tensors.push_back(live.second);  // by (device, address)
-    if (st.traces.empty()) st.traces.resize(1);  // the viewer reads device 0's trace
     return st;
 }
 
@@ -425,7 +427,7 @@ std::string replayed_pickle(const report::Report& r, size_t max_frames, std::vec
                          "segment's free came (the report lost records?): ended there in the memory snapshot");
     }
     FrameLists frames(r, max_frames);
-    for (const auto& trace : st.traces)
+    for (const auto& [device, trace] : st.traces)
         for (const TraceEntry& e : trace) frames.add(e.item.stack_id, e.item.python_stack_id);
     frames.resolve();
     report::PickleWriter p;
@@ -434,10 +436,16 @@ std::string replayed_pickle(const report::Report& r, size_t max_frames, std::vec
     for (const Item& seg : st.segments) allocator_segment(p, frames, seg, st.tensors);
     for (const Item& seg : st.whole) segment(p, frames, seg);
     p.end_list();
+    // The viewer indexes device_traces by device: the devices without entries below the highest one
+    // get empty traces, and device 0 has one even when nothing was exported (it reads device 0's).
     p.str("device_traces").begin_list();
-    for (const auto& trace : st.traces) {
+    const int devices = st.traces.empty() ? 1 : st.traces.rbegin()->first + 1;
+    for (int device = 0; device < devices; ++device) {
         p.begin_list();
-        for (const TraceEntry& e : trace) trace_entry(p, frames, r, e.item, e.action, e.t);
+        auto trace = st.traces.find(device);
+        if (trace != st.traces.end()) {
+            for (const TraceEntry& e : trace->second) trace_entry(p, frames, r, e.item, e.action, e.t);
+        }
         p.end_list();
     }
     p.end_list();

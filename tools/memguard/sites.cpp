@@ -26,12 +26,6 @@ const report::PythonFrame* find_python_frame(const report::Report& r, uint32_t i
     return it == r.python_frames.end() ? nullptr : &it->second;
 }
 
-report::SymbolizerOptions symbolizer_options() {
-    report::SymbolizerOptions o;
-    if (const char* a2l = std::getenv("MEMGUARD_ADDR2LINE")) o.addr2line = a2l;
-    return o;
-}
-
 std::string basename(const std::string& path) {
     size_t slash = path.rfind('/');
     return slash == std::string::npos ? path : path.substr(slash + 1);

@@ -57,7 +57,10 @@ commands:
   export    the report as a memory snapshot for pytorch.org/memory_viz (--memory-viz) or as
             a Chrome trace for ui.perfetto.dev (--perfetto)
 
-Run 'memguard help COMMAND' for the options of a command.
+Run 'memguard help COMMAND' for the options of a command. The commands that show stack frames
+(summary, top, hazards, cycles, diff, merge, plot, export) also take --sysroot DIR (look up the
+module files the report names under DIR instead of /) and --debug-dir DIR (separate debug files by
+build-id, DIR/.build-id/xx/rest.debug, as GDB finds them).
 Exit status: 0 success (also for a report with warnings), 2 bad arguments or an unreadable report.
 )";
 
@@ -74,8 +77,11 @@ run used driver virtual memory management (as PyTorch's expandable segments do),
 memory" section: address space reserved, bytes mapped and physical bytes, at the end and at peak.
 
 options:
-  --json      print one JSON object instead of text
-  -h, --help  show this help
+  --json           print one JSON object instead of text
+  --sysroot DIR    look up the module files the report names under DIR instead of / (for the
+                   sites of allocator OOM events)
+  --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
+  -h, --help       show this help
 )";
 
 const char* const kTop = R"(usage: memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N]
@@ -111,12 +117,18 @@ options:
                  (shares are of the pool's total)
   --segments     allocator mode: show the allocator's segments instead of the tensor blocks
   --json         print one JSON object instead of text
+  --sysroot DIR  look up the module files the report names under DIR instead of / (a copy of
+                 the machine the run was on; its absolute links and ".." stay inside DIR)
+  --debug-dir DIR
+                 look up each module's separate debug file by its GNU build-id, as GDB does:
+                 DIR/.build-id/<first two hex digits>/<the rest>.debug
   -h, --help     show this help
 
 Frames are symbolized from the module files named in the report when they exist on this machine
 with the same GNU build-id; file:line comes from addr2line when the module has DWARF line
 information (set MEMGUARD_ADDR2LINE to another program, or to an empty value to skip it).
-Other frames print as module+offset.
+Other frames print as module+offset. Only regular files are read (a report's author chooses the
+paths), and a debug file only with the module's recorded build-id.
 )";
 
 const char* const kGraphs = R"(usage: memguard graphs FILE [--json]
@@ -149,9 +161,11 @@ Lists the hazards memguard detected (format 1.1), in three sections:
 Prints "no hazards" when there are none.
 
 options:
-  --frames K  show up to K Python frames and up to K native frames per site (default 6)
-  --json      print one JSON object instead of text
-  -h, --help  show this help
+  --frames K       show up to K Python frames and up to K native frames per site (default 6)
+  --json           print one JSON object instead of text
+  --sysroot DIR    look up the module files the report names under DIR instead of /
+  --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
+  -h, --help       show this help
 )";
 
 const char* const kCycles = R"(usage: memguard cycles FILE [--all] [--json]
@@ -165,9 +179,11 @@ In allocator mode (format 1.5) it then lists, per collection, the tensor blocks 
 (t records with gc 1 on its thread before its Y), by allocation site, largest first.
 
 options:
-  --all       list every automatic collection too
-  --json      print one JSON object instead of text (it always lists every collection)
-  -h, --help  show this help
+  --all            list every automatic collection too
+  --json           print one JSON object instead of text (it always lists every collection)
+  --sysroot DIR    look up the module files the report names under DIR instead of /
+  --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
+  -h, --help       show this help
 )";
 
 const char* const kPhases = R"(usage: memguard phases FILE [--marks] [--segments] [--json]
@@ -209,11 +225,13 @@ the tensor peak and the tensors live at exit are compared too, and the sites are
 tensor blocks at each run's tensor peak, as `top` shows them.
 
 options:
-  -n N        show the N biggest changes of each direction (default 10)
-  --frames K  match sites by up to K Python and K native frames (default 6)
-  --segments  allocator mode: compare the sites of the allocator's segments at the GPU peak
-  --json      print one JSON object instead of text
-  -h, --help  show this help
+  -n N             show the N biggest changes of each direction (default 10)
+  --frames K       match sites by up to K Python and K native frames (default 6)
+  --segments       allocator mode: compare the sites of the allocator's segments at the GPU peak
+  --json           print one JSON object instead of text
+  --sysroot DIR    look up the module files the reports name under DIR instead of /
+  --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
+  -h, --help       show this help
 )";
 
 const char* const kMerge = R"(usage: memguard merge FILE... | --template TEMPLATE [--frames K] [--json]
@@ -232,6 +250,9 @@ options:
                 percent sign; e.g. --template 'run.%r.%p.mgr'
   --frames K    describe the top site by up to K frames (default 6)
   --json        print one JSON object instead of text (ranks, max, sum)
+  --sysroot DIR look up the module files the reports name under DIR instead of /
+  --debug-dir DIR
+                look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
   -h, --help    show this help
 )";
 
@@ -250,9 +271,11 @@ gives them; the segments' peak is in the subtitle).
 An .html file embeds the SVG; in a browser every mark shows its figures on hover.
 
 options:
-  -o FILE     the picture to write; its name must end in .svg or .html
-  --frames K  describe the peak's site by up to K frames (default 6)
-  -h, --help  show this help
+  -o FILE          the picture to write; its name must end in .svg or .html
+  --frames K       describe the peak's site by up to K frames (default 6)
+  --sysroot DIR    look up the module files the report names under DIR instead of /
+  --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
+  -h, --help       show this help
 )";
 
 const char* const kExport = R"(usage: memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
@@ -275,9 +298,11 @@ their threads (NVTX start/end ranges and stream captures as async slices), garba
 as slices on a track of their own, and compiles and marks as instants.
 
 options:
-  -o FILE     the file to write
-  --frames K  export up to K native and K Python frames per stack (default: all, up to 256)
-  -h, --help  show this help
+  -o FILE          the file to write
+  --frames K       export up to K native and K Python frames per stack (default: all, up to 256)
+  --sysroot DIR    look up the module files the report names under DIR instead of /
+  --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
+  -h, --help       show this help
 )";
 
 }  // namespace
