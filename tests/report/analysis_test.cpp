@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <random>
 
 #include "report/analysis.h"
 #include "report/captures.h"
 #include "report/collections.h"
+#include "report/timeline.h"
 #include "test_util.h"
 
 namespace memguard::report {
@@ -512,6 +514,51 @@ TEST(Collections, TotalsNearTheInt64LimitsAreExactOrClampedNeverWrapped) {
     EXPECT_EQ(e.cuda_bytes_freed, INT64_MIN);
     Summary s = summarize(r);
     EXPECT_EQ(s.cuda_bytes_freed, (std::array<int64_t, kTriggerCount>{INT64_MAX, INT64_MIN, 0}));
+}
+
+// phase_stats keeps the open phases per family and lets ended ones go through a heap (O(n log n));
+// the depth and parent must be what the definition says, checked here by its direct O(n^2)
+// reading on random nestings, overlaps, threads and sources.
+TEST(Phases, DepthAndParentMatchTheDefinitionOnRandomPhases) {
+    std::mt19937 rng(20251201u);
+    const char* sources[] = {"api", "nvtx", "nvtx_range"};
+    for (int iter = 0; iter < 200; ++iter) {
+        std::string body = "I format_minor 4\n";
+        std::vector<uint32_t> open;
+        uint32_t next_id = 1;
+        for (int step = 0; step < 60; ++step) {
+            if (open.empty() || rng() % 3 != 0) {
+                body += "B " + std::to_string(step) + " " + std::to_string(1 + rng() % 3) + " " +
+                        std::to_string(next_id) + " " + sources[rng() % 3] + " p" + std::to_string(rng() % 4) + "\n";
+                open.push_back(next_id++);
+            } else {
+                size_t k = rng() % open.size();  // not only the innermost: ranges and other threads overlap
+                body += "b " + std::to_string(step) + " 1 " + std::to_string(open[k]) + "\n";
+                open.erase(open.begin() + static_cast<std::ptrdiff_t>(k));
+            }
+        }
+        Report r = parse(body + "Z 100\n");
+        std::vector<PhaseStats> stats = phase_stats(r, build_timeline(r));
+        ASSERT_EQ(stats.size(), r.phases.size());
+        for (size_t i = 0; i < r.phases.size(); ++i) {
+            const Phase& p = r.phases[i];
+            int depth = 0;
+            std::optional<uint32_t> parent;
+            for (size_t j = 0; j < i; ++j) {
+                const Phase& q = r.phases[j];
+                bool still_open = q.end_line == 0 || q.end_line > p.begin_line;
+                bool same_family = p.source == PhaseSource::NvtxRange
+                                       ? q.source == PhaseSource::NvtxRange
+                                       : q.source != PhaseSource::NvtxRange && q.tid == p.tid;
+                if (still_open && same_family) {
+                    ++depth;
+                    parent = q.id;
+                }
+            }
+            EXPECT_EQ(stats[i].depth, depth) << "phase " << p.id << " of\n" << body;
+            EXPECT_EQ(stats[i].parent, parent) << "phase " << p.id << " of\n" << body;
+        }
+    }
 }
 
 TEST(Collections, NoneAtAll) {

@@ -519,6 +519,11 @@ TEST(ElfFile, OpenErrors) {
     EXPECT_EQ(error, "not a regular file");
     EXPECT_EQ(ElfFile::open("/dev/null", error), nullptr);
     EXPECT_EQ(error, "not a regular file");
+    // Beyond the size bound (a sparse file: no disk used), refused before it is mapped.
+    std::string big = dir.write("big.so", "");
+    ASSERT_EQ(truncate(big.c_str(), static_cast<off_t>(ElfFile::kMaxSize + 1)), 0);
+    EXPECT_EQ(ElfFile::open(big, error), nullptr);
+    EXPECT_EQ(error, "larger than 16 GiB");
     std::string text = dir.write("t.txt", std::string(200, 'x'));
     EXPECT_EQ(ElfFile::open(text, error), nullptr);
     EXPECT_EQ(error, "not an ELF64 little-endian file");

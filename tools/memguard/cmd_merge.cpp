@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "output.h"
 #include "report/json.h"
+#include "report/saturate.h"
 #include "report/timeline.h"
 #include "report/units.h"
 #include "sites.h"
@@ -110,7 +111,9 @@ RankRow load_row(const std::string& path, size_t position, size_t frames) {
     row.allocator_oom_events = s.tensor_oom_events;
     row.tensors = !r.tensors.empty();
     row.tensor_peak = s.tensor_peak_bytes;
-    for (int64_t v : s.cuda_bytes_freed) row.gc_freed += v;
+    report::SignedTotal gc_freed;  // the reports' values can be any int64 (report/saturate.h)
+    for (int64_t v : s.cuda_bytes_freed) gc_freed.add(v);
+    row.gc_freed = gc_freed.value();
     row.phases = r.phases.size();
     row.complete = r.complete;
     PeakSite top = top_site_at_peak(r, frames, &s);
@@ -219,6 +222,7 @@ int run_merge(const Args& args) {
     RankRow max, sum;
     max.rank = "max";
     sum.rank = "sum";
+    report::SignedTotal gc_sum;
     for (const RankRow& r : rows) {
         max.peak = std::max(max.peak, r.peak);
         max.live_at_exit = std::max(max.live_at_exit, r.live_at_exit);
@@ -232,8 +236,9 @@ int run_merge(const Args& args) {
         sum.live_at_exit += r.live_at_exit;
         sum.oom_events += r.oom_events;
         sum.allocator_oom_events += r.allocator_oom_events;
-        sum.gc_freed += r.gc_freed;
+        gc_sum.add(r.gc_freed);
     }
+    sum.gc_freed = gc_sum.value();
     std::cout.flush();
     if (args.json) {
         print_json(rows, max, sum);
