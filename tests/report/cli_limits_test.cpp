@@ -51,6 +51,9 @@ constexpr uint64_t kMaxRss = uint64_t{256} << 20;
 #endif
 constexpr unsigned kSeconds = 20;
 constexpr size_t kMaxOutput = 1 << 20;  // stdout, and the file plot and export write
+// No file the CLI writes (its stdout too) may grow beyond this (RLIMIT_FSIZE: SIGXFSZ ends it), so
+// that a command whose output blows up fails its test instead of filling the disk.
+constexpr uint64_t kMaxFileSize = uint64_t{256} << 20;
 
 std::string cli_path() {
     const char* other = std::getenv("MEMGUARD_TEST_CLI");
@@ -86,6 +89,8 @@ CliRun run_limited(const std::string& dir, const std::vector<std::string>& args)
             rlimit as{kAddressSpace, kAddressSpace};
             setrlimit(RLIMIT_AS, &as);
         }
+        rlimit fsize{kMaxFileSize, kMaxFileSize};
+        setrlimit(RLIMIT_FSIZE, &fsize);
         alarm(kSeconds);  // kept across exec: SIGALRM ends a CLI that hangs
         execv(cargv[0], cargv.data());
         _exit(126);
@@ -278,6 +283,38 @@ TEST(CliLimits, ManyOpenPhasesTakeLinearishTime) {
         EXPECT_EQ(r.rc, 0) << joined(args) << ": " << r.describe();
         EXPECT_LT(r.rss, kMaxRss) << joined(args) << ": " << r.describe();
     }
+}
+
+// `phases` indented each name by two spaces per nesting depth, so its text grew with the square of
+// the phases: 100000 nested B records (a 2.2 MB report) made it write 10 GB. Beyond depth 16 the
+// depth is shown as a number; the text and the JSON stay a few hundred bytes per phase.
+TEST(CliLimits, DeeplyNestedPhasesKeepTheOutputLinear) {
+    constexpr size_t kPhases = 100000;
+    std::string content = kHeader + "I format_minor 4\nS 1 7f00\nA 1 9 7f0000000000 4096 device cudaMalloc 0 - 1 0 0\n";
+    for (size_t i = 1; i <= kPhases; ++i) content += "B " + std::to_string(i) + " 9 " + std::to_string(i) + " api p\n";
+    content += "Z 200000\n";
+    test::TempDir dir;
+    dir.write("r.mgr", content);
+    CliRun text = run_limited(dir.path(), {"phases", "r.mgr"});
+    ASSERT_EQ(text.rc, 0) << text.describe();
+    EXPECT_LT(text.out.size(), 200 * kPhases) << text.describe();
+    size_t longest = 0;
+    for (size_t start = 0; start < text.out.size();) {
+        size_t nl = std::min(text.out.find('\n', start), text.out.size());
+        longest = std::max(longest, nl - start);
+        start = nl + 1;
+    }
+    EXPECT_LT(longest, 200u);
+    EXPECT_GT(lines(text.out), kPhases);
+    // The last indented depth, then the depth as a number.
+    EXPECT_TRUE(contains(text.out, " 9  " + std::string(32, ' ') + "p\n")) << text.out.substr(0, 4000);
+    EXPECT_TRUE(contains(text.out, " 9  " + std::string(32, ' ') + "[depth 17] p\n")) << text.out.substr(0, 4000);
+    EXPECT_TRUE(contains(text.out, " 9  " + std::string(32, ' ') + "[depth 99999] p\n"));
+    EXPECT_FALSE(contains(text.out, std::string(36, ' ') + "p\n"));
+    CliRun json = run_limited(dir.path(), {"phases", "--json", "r.mgr"});
+    ASSERT_EQ(json.rc, 0) << json.describe();
+    EXPECT_LT(json.out.size(), 600 * kPhases) << json.describe();
+    EXPECT_TRUE(contains(json.out, "\n    \"depth\": 99999,\n")) << json.out.substr(json.out.size() - 2000);
 }
 
 // Modules naming one big library (libstdc++) many times: each file is mapped and read once, not

@@ -16,8 +16,14 @@ namespace {
 
 using report::human_bytes;
 
+// Names are indented two spaces per nesting depth up to this depth; deeper ones stay at its
+// indentation and show their depth as a number. An indentation that grew with the depth made the
+// output grow with the square of the phases: 100000 nested B records (a 2 MB report) wrote 10 GB.
+constexpr int kMaxIndentDepth = 16;
+
 std::string phase_name(const report::Phase& p, int depth) {
-    return std::string(static_cast<size_t>(depth) * 2, ' ') + p.name;
+    if (depth <= kMaxIndentDepth) return std::string(static_cast<size_t>(depth) * 2, ' ') + p.name;
+    return std::string(kMaxIndentDepth * 2, ' ') + "[depth " + std::to_string(depth) + "] " + p.name;
 }
 
 /// In allocator mode, a line saying what the byte figures are of.

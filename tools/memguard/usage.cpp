@@ -195,7 +195,8 @@ start/end, process-wide). For each phase, in order of begin: its id, begin time 
 report), the GPU live bytes right before it began (entry), the most during it (peak, from begin to
 end inclusive), the incremental peak (peak - entry: what memory planners predict), the GPU live
 bytes at its end (exit), its source and thread. Names are indented by nesting depth (phases of
-the same thread open at its begin; NVTX start/end ranges nest among themselves). In allocator
+the same thread open at its begin; NVTX start/end ranges nest among themselves), two spaces a
+level up to depth 16; deeper names show their depth instead, as "[depth 17] name". In allocator
 mode (MEMGUARD_ALLOCATOR=memguard) the bytes are the tensor blocks' (what
 torch.cuda.memory_allocated() reports), as `top` shows them.
 
