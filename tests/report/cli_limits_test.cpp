@@ -268,6 +268,52 @@ TEST(CliLimits, CyclesTotalsDoNotGoNegative) {
     EXPECT_TRUE(contains(totals, "8589934592.00 GiB")) << totals;  // CUDA freed: INT64_MAX bytes
 }
 
+/// The line of `out` that starts with `start`, or "".
+std::string line_starting(const std::string& out, const std::string& start) {
+    size_t at = out.rfind(start, 0) == 0 ? 0 : out.find("\n" + start);
+    if (at == std::string::npos) return "";
+    if (at != 0) ++at;
+    return out.substr(at, out.find('\n', at) - at);
+}
+
+// diff computed B - A in 64 bits: two reports whose collections freed INT64_MAX and -INT64_MAX
+// CUDA bytes (any int64 is a valid value) overflowed (undefined behaviour: a delta of +2 B), and a
+// peak beyond INT64_MAX showed as negative. The figures and their deltas are exact now.
+TEST(CliLimits, DiffDeltasAtTheSixtyFourBitLimitsAreExact) {
+    const std::string smax = "9223372036854775807", max = "18446744073709551615";
+    test::TempDir dir;
+    dir.write("a.mgr", kHeader + "I format_minor 2\nY 1 9 explicit 0 5 1 0 " + smax + " - -\nZ 3\n");
+    dir.write("b.mgr", kHeader + "I format_minor 2\nY 1 9 explicit 0 5 1 0 -" + smax + " - -\nZ 3\n");
+    dir.write("p.mgr", kHeader + "I format_minor 2\nS 1 7f00\nA 1 9 7f0000000000 " + max +
+                           " device cudaMalloc 0 - 1 0 0\nZ 3\n");
+    CliRun ab = run_limited(dir.path(), {"diff", "a.mgr", "b.mgr"});
+    ASSERT_EQ(ab.rc, 0) << ab.describe();
+    // 2^64 - 2 bytes less.
+    EXPECT_TRUE(contains(line_starting(ab.out, "  freed by gc (explicit) "),
+                         " 8589934592.00 GiB -8589934592.00 GiB -17179869184.00 GiB  -1.000"))
+        << ab.out;
+    CliRun ba = run_limited(dir.path(), {"diff", "b.mgr", "a.mgr"});
+    EXPECT_TRUE(contains(line_starting(ba.out, "  freed by gc (explicit) "),
+                         " -8589934592.00 GiB 8589934592.00 GiB +17179869184.00 GiB  -1.000"))
+        << ba.out;
+    CliRun json = run_limited(dir.path(), {"diff", "--json", "a.mgr", "b.mgr"});
+    ASSERT_EQ(json.rc, 0) << json.describe();
+    EXPECT_TRUE(contains(json.out, "\"freed_by_gc_explicit\": {\n      \"a\": " + smax + ",\n      \"b\": -" + smax +
+                                       ",\n      \"delta\": -18446744073709551614,\n      \"ratio\": -1.000000\n"))
+        << json.out;
+    // A peak of UINT64_MAX bytes: not -1 B.
+    CliRun peak = run_limited(dir.path(), {"diff", "a.mgr", "p.mgr"});
+    ASSERT_EQ(peak.rc, 0) << peak.describe();
+    EXPECT_TRUE(contains(line_starting(peak.out, "  peak "), " 0 B 17179869184.00 GiB +17179869184.00 GiB       -"))
+        << peak.out;
+    EXPECT_TRUE(contains(peak.out, "Sites at the peak that grew: 1\n  +17179869184.00 GiB          0 B -> 17179869184.00 GiB  "))
+        << peak.out;
+    CliRun peak_json = run_limited(dir.path(), {"diff", "--json", "p.mgr", "a.mgr"});
+    EXPECT_TRUE(contains(peak_json.out, "\"peak\": {\n      \"a\": " + max + ",\n      \"b\": 0,\n      \"delta\": -" +
+                                            max + ",\n      \"ratio\": 0.000000\n"))
+        << peak_json.out;
+}
+
 // Phases never ended (or nested deeply) were matched against every phase still open: a report of
 // 100000 B records took O(n^2) steps in every command that shows phases.
 TEST(CliLimits, ManyOpenPhasesTakeLinearishTime) {

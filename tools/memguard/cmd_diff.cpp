@@ -12,6 +12,7 @@
 #include "output.h"
 #include "report/collections.h"
 #include "report/json.h"
+#include "report/saturate.h"
 #include "report/timeline.h"
 #include "report/units.h"
 #include "sites.h"
@@ -22,12 +23,44 @@ namespace {
 
 using report::human_bytes;
 
+/// The figures diff compares are uint64 (bytes, counts) or int64 (CUDA bytes freed by collections,
+/// which a report may give as any int64): held in 128 bits, each of them and B - A are exact. In
+/// 64 bits a peak beyond INT64_MAX showed as negative and B - A overflowed (undefined behaviour;
+/// INT64_MAX and -INT64_MAX printed a delta of +2 B).
+__extension__ typedef __int128 Wide;
+
+/// `v` in decimal.
+std::string wide_text(Wide v) {
+    __extension__ unsigned __int128 mag = v < 0 ? -static_cast<unsigned __int128>(v) : v;
+    std::string digits;
+    do {
+        digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(mag % 10)));
+        mag /= 10;
+    } while (mag != 0);
+    return v < 0 ? "-" + digits : digits;
+}
+
+/// human_bytes_signed of a Wide value; beyond 64 bits in GiB, human_bytes' largest unit.
+std::string wide_bytes(Wide v) {
+    __extension__ unsigned __int128 mag = v < 0 ? -static_cast<unsigned __int128>(v) : v;
+    std::string s;
+    if (mag <= UINT64_MAX) {
+        s = human_bytes(static_cast<uint64_t>(mag));
+    } else {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(mag) / (1024.0 * 1024.0 * 1024.0));
+        s = buf;
+    }
+    return v < 0 ? "-" + s : s;
+}
+
 /// One report and what diff derives from it.
 struct Side {
     report::Report r;
     report::Summary summary;
     std::vector<report::PhaseStats> phases;
-    std::map<std::string, std::pair<uint64_t, std::string>> sites;  // site key -> (bytes at peak, label)
+    // site key -> (bytes at peak, stopping at UINT64_MAX; label)
+    std::map<std::string, std::pair<uint64_t, std::string>> sites;
 };
 
 Side load_side(const std::string& path) {
@@ -50,7 +83,7 @@ void find_phases_and_sites(Side& s, bool tensors, size_t frames) {
     for (size_t i = 0; i < table.sites.size(); ++i) {
         const SiteFrames& f = sym.get(handles[i]);
         auto& entry = s.sites[site_key(f, s.r)];
-        entry.first += table.sites[i].bytes;
+        report::add_to(entry.first, table.sites[i].bytes);
         if (entry.second.empty()) entry.second = site_label(f, s.r);
     }
 }
@@ -58,18 +91,18 @@ void find_phases_and_sites(Side& s, bool tensors, size_t frames) {
 /// A row of figures: the value in A and in B (either may be absent).
 struct Row {
     std::string label;
-    std::optional<int64_t> a, b;
+    std::optional<Wide> a, b;
     bool bytes = true;
 };
 
-std::string value_text(const std::optional<int64_t>& v, bool bytes) {
+std::string value_text(const std::optional<Wide>& v, bool bytes) {
     if (!v) return "-";
-    return bytes ? report::human_bytes_signed(*v) : std::to_string(*v);
+    return bytes ? wide_bytes(*v) : wide_text(*v);
 }
 
 std::string delta_text(const Row& row) {
     if (!row.a || !row.b) return "-";
-    int64_t d = *row.b - *row.a;
+    Wide d = *row.b - *row.a;
     std::string s = value_text(d, row.bytes);
     return d > 0 ? "+" + s : s;
 }
@@ -87,12 +120,12 @@ void print_row(const std::string& first, const Row& row) {
           value_text(row.b, row.bytes).c_str(), delta_text(row).c_str(), ratio_text(row).c_str());
 }
 
-int64_t freed_by(const report::Summary& s, report::GcTrigger t) {
+Wide freed_by(const report::Summary& s, report::GcTrigger t) {
     return s.cuda_bytes_freed[report::trigger_index(t)];
 }
 
 std::vector<Row> total_rows(const Side& a, const Side& b) {
-    auto i = [](uint64_t v) { return std::optional<int64_t>(static_cast<int64_t>(v)); };
+    auto i = [](uint64_t v) { return std::optional<Wide>(v); };
     // A run without memguard's allocator has no tensor figures ("-").
     auto tensor = [&i](const Side& s, uint64_t report::Summary::*f) {
         return s.r.tensors.empty() ? std::nullopt : i(s.summary.*f);
@@ -152,10 +185,10 @@ std::vector<PhasePair> match_phases(const Side& a, const Side& b) {
 
 std::vector<Row> phase_rows(const PhasePair& p) {
     auto get = [](const report::PhaseStats* s, uint64_t report::PhaseStats::*f) {
-        return s ? std::optional<int64_t>(static_cast<int64_t>(s->*f)) : std::nullopt;
+        return s ? std::optional<Wide>(s->*f) : std::nullopt;
     };
     auto incr = [](const report::PhaseStats* s) {
-        return s ? std::optional<int64_t>(static_cast<int64_t>(s->incremental_peak())) : std::nullopt;
+        return s ? std::optional<Wide>(s->incremental_peak()) : std::nullopt;
     };
     return {{"peak", get(p.a, &report::PhaseStats::peak_bytes), get(p.b, &report::PhaseStats::peak_bytes)},
             {"incremental peak", incr(p.a), incr(p.b)},
@@ -174,7 +207,7 @@ std::string phase_title(const PhasePair& p) {
 struct SiteDelta {
     std::string key, label;
     uint64_t a = 0, b = 0;
-    int64_t delta() const { return static_cast<int64_t>(b) - static_cast<int64_t>(a); }
+    Wide delta() const { return static_cast<Wide>(b) - static_cast<Wide>(a); }
 };
 
 /// Sites at the peak whose bytes changed: grown ones (largest growth first), then shrunk ones.
@@ -193,7 +226,7 @@ std::pair<std::vector<SiteDelta>, std::vector<SiteDelta>> site_changes(const Sid
         if (d.delta() < 0) shrank.push_back(d);
     }
     auto by_size = [](const SiteDelta& x, const SiteDelta& y) {
-        int64_t dx = x.delta() < 0 ? -x.delta() : x.delta(), dy = y.delta() < 0 ? -y.delta() : y.delta();
+        Wide dx = x.delta() < 0 ? -x.delta() : x.delta(), dy = y.delta() < 0 ? -y.delta() : y.delta();
         return dx != dy ? dx > dy : x.key < y.key;
     };
     std::sort(grew.begin(), grew.end(), by_size);
@@ -206,7 +239,7 @@ void print_sites(const char* title, const std::vector<SiteDelta>& sites, size_t 
           sites.size());
     for (size_t i = 0; i < sites.size() && i < n; ++i) {
         const SiteDelta& d = sites[i];
-        Row row{"", static_cast<int64_t>(d.a), static_cast<int64_t>(d.b)};
+        Row row{"", Wide{d.a}, Wide{d.b}};
         print("  %12s  %11s -> %11s  %s\n", delta_text(row).c_str(), human_bytes(d.a).c_str(),
               human_bytes(d.b).c_str(), d.label.c_str());
     }
@@ -241,15 +274,22 @@ void print_text(const Side& a, const Side& b, const Args& args, bool tensors) {
     print_sites("shrank", shrank, args.top_n, tensors);
 }
 
-void json_row(report::JsonWriter& j, const Row& row) {
-    j.key("a").value_or_null(row.a);
-    j.key("b").value_or_null(row.b);
-    j.key("delta");
-    if (row.a && row.b) {
-        j.value(*row.b - *row.a);
+/// `v` as a JSON integer (exact, even beyond 64 bits), or null.
+void json_wide(report::JsonWriter& j, const std::optional<Wide>& v) {
+    if (v) {
+        j.number(wide_text(*v));
     } else {
         j.null();
     }
+}
+
+void json_row(report::JsonWriter& j, const Row& row) {
+    j.key("a");
+    json_wide(j, row.a);
+    j.key("b");
+    json_wide(j, row.b);
+    j.key("delta");
+    json_wide(j, row.a && row.b ? std::optional<Wide>(*row.b - *row.a) : std::nullopt);
     j.key("ratio");
     std::string ratio = ratio_text(row, 6);
     if (ratio == "-") {
@@ -276,7 +316,7 @@ void json_sites(report::JsonWriter& j, const char* key, const std::vector<SiteDe
         j.begin_object();
         j.key("site").value(sites[i].label);
         j.key("key").value(sites[i].key);
-        json_row(j, Row{"", static_cast<int64_t>(sites[i].a), static_cast<int64_t>(sites[i].b)});
+        json_row(j, Row{"", Wide{sites[i].a}, Wide{sites[i].b}});
         j.end_object();
     }
     j.end_array();
