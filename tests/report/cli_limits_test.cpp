@@ -314,6 +314,30 @@ TEST(CliLimits, DiffDeltasAtTheSixtyFourBitLimitsAreExact) {
         << peak_json.out;
 }
 
+// merge's sums over the ranks wrapped: two ranks of 10^19 bytes each (a report may give any
+// uint64) summed to 1.55 * 10^18, less than either. They stop at UINT64_MAX now.
+TEST(CliLimits, MergeSumsStopAtTheSixtyFourBitLimit) {
+    test::TempDir dir;
+    for (const char* name : {"r0.mgr", "r1.mgr"}) {
+        dir.write(name, kHeader + "I format_minor 2\nS 1 7f00\nA 1 9 7f0000000000 10000000000000000000 device "
+                                  "cudaMalloc 0 - 1 0 0\nZ 3\n");
+    }
+    CliRun text = run_limited(dir.path(), {"merge", "r0.mgr", "r1.mgr"});
+    ASSERT_EQ(text.rc, 0) << text.describe();
+    EXPECT_EQ(line_starting(text.out, "max "), "max    9313225746.15 GiB           9313225746.15 GiB    0          0 B")
+        << text.out;
+    // Peak and live at exit.
+    EXPECT_EQ(line_starting(text.out, "sum "), "sum    17179869184.00 GiB           17179869184.00 GiB    0          0 B")
+        << text.out;
+    CliRun json = run_limited(dir.path(), {"merge", "--json", "r0.mgr", "r1.mgr"});
+    ASSERT_EQ(json.rc, 0) << json.describe();
+    size_t sum = json.out.find("\"sum\": {");
+    ASSERT_NE(sum, std::string::npos) << json.out;
+    EXPECT_TRUE(contains(json.out.substr(sum), "\"peak_bytes\": 18446744073709551615,\n")) << json.out.substr(sum);
+    EXPECT_TRUE(contains(json.out.substr(sum), "\"live_bytes_at_exit\": 18446744073709551615,\n"))
+        << json.out.substr(sum);
+}
+
 // Phases never ended (or nested deeply) were matched against every phase still open: a report of
 // 100000 B records took O(n^2) steps in every command that shows phases.
 TEST(CliLimits, ManyOpenPhasesTakeLinearishTime) {

@@ -140,14 +140,14 @@ void print_text(const std::vector<RankRow>& rows, const RankRow& max, const Rank
         print("%-6s %10s %9s%s %12s %4llu %12s  %-20s %s\n", r.rank.c_str(), human_bytes(r.peak).c_str(),
               r.has_peak ? report::seconds_fixed3(r.peak_t).c_str() : "-", tensor_peak(r).c_str(),
               human_bytes(r.live_at_exit).c_str(),
-              static_cast<unsigned long long>(r.oom_events + r.allocator_oom_events),
+              static_cast<unsigned long long>(report::saturating_add(r.oom_events, r.allocator_oom_events)),
               report::human_bytes_signed(r.gc_freed).c_str(),
               file.c_str(), site.c_str());
     }
     for (const RankRow* r : {&max, &sum}) {
         print("%-6s %10s %9s%s %12s %4llu %12s\n", r->rank.c_str(), human_bytes(r->peak).c_str(), "",
               tensor_peak(*r).c_str(), human_bytes(r->live_at_exit).c_str(),
-              static_cast<unsigned long long>(r->oom_events + r->allocator_oom_events),
+              static_cast<unsigned long long>(report::saturating_add(r->oom_events, r->allocator_oom_events)),
               report::human_bytes_signed(r->gc_freed).c_str());
     }
     if (tensors) print("\n* allocator mode: the largest site of the tensor blocks at the tensor peak\n");
@@ -222,6 +222,8 @@ int run_merge(const Args& args) {
     RankRow max, sum;
     max.rank = "max";
     sum.rank = "sum";
+    // The sums stop at UINT64_MAX (report/saturate.h): a report may give any uint64, and a sum that
+    // wrapped would show less than the largest rank.
     report::SignedTotal gc_sum;
     for (const RankRow& r : rows) {
         max.peak = std::max(max.peak, r.peak);
@@ -230,12 +232,12 @@ int run_merge(const Args& args) {
         max.allocator_oom_events = std::max(max.allocator_oom_events, r.allocator_oom_events);
         max.tensors = sum.tensors = max.tensors || r.tensors;
         max.tensor_peak = std::max(max.tensor_peak, r.tensor_peak);
-        sum.tensor_peak += r.tensor_peak;
+        report::add_to(sum.tensor_peak, r.tensor_peak);
         max.gc_freed = std::max(max.gc_freed, r.gc_freed);
-        sum.peak += r.peak;
-        sum.live_at_exit += r.live_at_exit;
-        sum.oom_events += r.oom_events;
-        sum.allocator_oom_events += r.allocator_oom_events;
+        report::add_to(sum.peak, r.peak);
+        report::add_to(sum.live_at_exit, r.live_at_exit);
+        report::add_to(sum.oom_events, r.oom_events);
+        report::add_to(sum.allocator_oom_events, r.allocator_oom_events);
         gc_sum.add(r.gc_freed);
     }
     sum.gc_freed = gc_sum.value();

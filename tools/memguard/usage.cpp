@@ -243,7 +243,8 @@ I rank, else its position), peak GPU live bytes and when, in allocator mode the 
 allocator mode memguard's allocator's included; --json gives oom_events and allocator_oom_events
 apart), CUDA bytes freed by garbage collections, the file, and the largest allocation site at its
 peak (in allocator mode of the tensor blocks at the tensor peak, as `memguard top` gives it;
---json: top_site.bytes_of "tensors", else "gpu"); then the maximum and the sum over the ranks.
+--json: top_site.bytes_of "tensors", else "gpu"); then the maximum and the sum over the ranks
+(a sum stops at 2^64 - 1 rather than wrap).
 
 options:
   --template T  find the reports with the MEMGUARD_OUTPUT template of the run: %r is the rank
