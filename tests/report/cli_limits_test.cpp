@@ -55,11 +55,6 @@ constexpr size_t kMaxOutput = 1 << 20;  // stdout, and the file plot and export 
 // that a command whose output blows up fails its test instead of filling the disk.
 constexpr uint64_t kMaxFileSize = uint64_t{256} << 20;
 
-std::string cli_path() {
-    const char* other = std::getenv("MEMGUARD_TEST_CLI");
-    return other != nullptr && *other != '\0' ? other : MEMGUARD_CLI_PATH;
-}
-
 struct CliRun {
     int rc = -1;      // exit status; 128 + signal when a signal ended it (SIGALRM: it ran too long)
     std::string out;  // stdout
@@ -74,7 +69,7 @@ struct CliRun {
 /// Runs the CLI with `args` in `dir` under the limits above.
 CliRun run_limited(const std::string& dir, const std::vector<std::string>& args) {
     const std::string out_path = dir + "/.stdout", err_path = dir + "/.stderr";
-    const std::string cli = cli_path();
+    const std::string cli = test::cli_path();
     std::vector<std::string> argv = {cli};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<char*> cargv;

@@ -83,6 +83,43 @@ TEST(Cli, HelpAndVersion) {
     EXPECT_EQ(v.out, std::string("memguard ") + MEMGUARD_VERSION_STRING + " (reads report format 1)\n");
 }
 
+// plot's usage lists --frames K, but the option was refused ("unknown option '--frames' for
+// 'plot'"); it chooses how many frames describe the peak's site.
+TEST(Cli, PlotTakesFrames) {
+    test::TempDir dir;
+    std::string path = dir.write("f.mgr", test::kHeader + "S 1 7f00 7f10\nA 1 9 7f0000000000 4096 device cudaMalloc 0 - 1\nZ 2\n");
+    Result all = run_cli("plot '" + path + "' -o - 2>/dev/null");
+    ASSERT_EQ(all.rc, 0) << all.out;
+    EXPECT_TRUE(contains(all.out, "largest site: 0x7f00 (4.00 KiB, 100.0%)")) << all.out;
+    for (const char* frames : {"--frames 0", "--frames=0"}) {
+        Result none = run_cli("plot '" + path + "' -o - " + frames + " 2>/dev/null");
+        ASSERT_EQ(none.rc, 0) << frames << ": " << none.out;
+        EXPECT_TRUE(contains(none.out, "largest site: (stack 1) (4.00 KiB, 100.0%)")) << frames << ": " << none.out;
+        EXPECT_FALSE(contains(none.out, "0x7f00")) << frames;
+    }
+    Result bad = run_cli("plot '" + path + "' -o - --frames x");
+    EXPECT_EQ(bad.rc, 2);
+    EXPECT_EQ(bad.out.rfind("memguard: error: bad value 'x' for --frames: expected a whole number >= 0\n", 0), 0u)
+        << bad.out;
+}
+
+// The help of plot and export says where -o can write: '-', devices, FIFOs and /dev/stdout are
+// written in place, other files replaced through a temporary file (output.h, write_output_file).
+TEST(Cli, PlotAndExportHelpSayWhereOutputGoes) {
+    for (const char* cmd : {"plot", "export"}) {
+        Result help = run_cli(std::string("help ") + cmd);
+        ASSERT_EQ(help.rc, 0) << cmd;
+        for (const char* text : {"-o - writes to standard output", "/dev/stdout", "device or FIFO of yours or of root",
+                                 "(/dev/null, a named pipe) is written in place", "symbolic link", "Refused: a directory"}) {
+            EXPECT_TRUE(contains(help.out, text)) << cmd << ": no '" << text << "' in\n" << help.out;
+        }
+    }
+    Result plot = run_cli("help plot");
+    EXPECT_TRUE(contains(plot.out, "usage: memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]"));
+    EXPECT_TRUE(contains(plot.out, "  --format svg|html\n")) << plot.out;
+    EXPECT_TRUE(contains(run_cli("help").out, "memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html]"));
+}
+
 TEST(Cli, UsageErrorsExitWithTwoAndAHint) {
     for (const char* args : {"", "frob", "summary", "top x.mgr --at", "top x.mgr -n x", "top x.mgr --kind cpu",
                              "summary x.mgr --json=1", "summary a.mgr b.mgr", "help nothing", "--version x",
@@ -138,7 +175,7 @@ TEST(Cli, NewCommandsOnAReportWithoutTheirRecords) {
 TEST(Cli, WarningsGoToStderrAndKeepExitZero) {
     test::TempDir dir;
     std::string path = dir.write("inc.mgr", test::kHeader + "A 1 1 7f00 10 device m 0 - 0\nH 2000000000\n");
-    std::string cmd = "'" + std::string(MEMGUARD_CLI_PATH) + "' summary '" + path + "' 2>/dev/null";
+    std::string cmd = "'" + test::cli_path() + "' summary '" + path + "' 2>/dev/null";
     FILE* p = popen(cmd.c_str(), "r");
     ASSERT_NE(p, nullptr);
     char buf[4096];

@@ -35,11 +35,11 @@ struct ShellRun {
     std::string out, err;
 };
 
-/// Runs `sh -c SCRIPT` in `dir`, where $MG is the CLI and $TRAIN a golden report; stdout and stderr
-/// apart.
+/// Runs `sh -c SCRIPT` in `dir`, where $MG is the CLI (test::cli_path) and $TRAIN a golden report;
+/// stdout and stderr apart.
 ShellRun sh(const test::TempDir& dir, const std::string& script) {
     std::string out = dir.path() + "/.stdout", err = dir.path() + "/.stderr";
-    std::string cmd = "cd '" + dir.path() + "' && MG='" + MEMGUARD_CLI_PATH + "' TRAIN='" + kTrain + "' sh -c '" +
+    std::string cmd = "cd '" + dir.path() + "' && MG='" + test::cli_path() + "' TRAIN='" + kTrain + "' sh -c '" +
                       script + "' >'" + out + "' 2>'" + err + "'";
     int status = std::system(cmd.c_str());
     ShellRun r;
@@ -256,6 +256,58 @@ TEST(OutputFile, AFifoIsWrittenInPlace) {
     EXPECT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(got, ref);
     EXPECT_TRUE(S_ISFIFO(lstat_of(fifo).st_mode)) << "the FIFO was replaced";
+}
+
+// plot refused every name not ending in .svg or .html but '-' (its "name rule", checked before
+// write_output_file), so `plot -o /dev/null` and a FIFO failed. They are written in place as SVG;
+// --format chooses when the name says nothing, and must not contradict a name that does.
+TEST(OutputFile, PlotWritesToDevicesAndFifos) {
+    test::TempDir dir;
+    std::string null = device_node(dir, "null", 1, 3, "/dev/null");
+    if (!null.empty()) {
+        ShellRun r = sh(dir, "$MG plot $TRAIN -o " + null + " && $MG plot $TRAIN -o " + null + " --format html");
+        EXPECT_EQ(r.rc, 0) << r.err;
+        EXPECT_EQ(r.out, "wrote " + null + "\nwrote " + null + "\n");
+        EXPECT_TRUE(is_char_device(null, 1, 3)) << null << " is no longer the device";
+        ::unlink(null.c_str());
+    }
+    std::string fifo = dir.path() + "/fifo";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    for (const char* format : {"", " --format html", " --format=svg"}) {
+        std::string got;
+        std::thread reader([&] { got = read_file(fifo); });
+        ShellRun r = sh(dir, std::string("$MG plot $TRAIN -o fifo") + format);
+        int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // ends a reader still waiting
+        if (w >= 0) ::close(w);
+        reader.join();
+        EXPECT_EQ(r.rc, 0) << format << ": " << r.err;
+        EXPECT_EQ(r.out, "wrote fifo\n") << format;
+        const bool html = std::string(format) == " --format html";
+        EXPECT_EQ(got.rfind(html ? "<!DOCTYPE html>\n" : "<svg xmlns=", 0), 0u) << format << ": " << got.substr(0, 100);
+        EXPECT_TRUE(S_ISFIFO(lstat_of(fifo).st_mode)) << "the FIFO was replaced";
+    }
+    ShellRun dash = sh(dir, "$MG plot $TRAIN -o - --format html");
+    EXPECT_EQ(dash.rc, 0) << dash.err;
+    EXPECT_EQ(dash.out.rfind("<!DOCTYPE html>\n", 0), 0u) << dash.out.substr(0, 100);
+    // A regular file whose name says nothing: --format chooses, else it is refused.
+    ShellRun named = sh(dir, "$MG plot $TRAIN -o picture --format svg");
+    EXPECT_EQ(named.rc, 0) << named.err;
+    EXPECT_EQ(read_file(dir.path() + "/picture").rfind("<svg xmlns=", 0), 0u);
+    ShellRun none = sh(dir, "$MG plot $TRAIN -o other");
+    EXPECT_EQ(none.rc, 2);
+    EXPECT_EQ(none.err.rfind("memguard: error: bad output name 'other' for plot: give a name ending in .svg or "
+                             ".html, '-', a device or a FIFO, or --format svg|html\n",
+                             0),
+              0u)
+        << none.err;
+    ShellRun contradicts = sh(dir, "$MG plot $TRAIN -o x.svg --format html");
+    EXPECT_EQ(contradicts.rc, 2);
+    EXPECT_EQ(contradicts.err.rfind("memguard: error: --format html but the output name 'x.svg' ends in .svg\n", 0), 0u)
+        << contradicts.err;
+    ShellRun bad = sh(dir, "$MG plot $TRAIN -o - --format png");
+    EXPECT_EQ(bad.rc, 2);
+    EXPECT_EQ(bad.err.rfind("memguard: error: bad value 'png' for --format: expected svg or html\n", 0), 0u) << bad.err;
+    EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"fifo", "picture"}));
 }
 
 // A directory, a socket: refused with one line, left as they were (a socket used to be renamed

@@ -33,6 +33,13 @@ inline std::string error_of(const std::string& content) {
 }
 
 #ifdef MEMGUARD_CLI_PATH
+/// The memguard binary the tests run: MEMGUARD_TEST_CLI when set (say an older build, to see a
+/// test fail without its fix), else the one built with them.
+inline std::string cli_path() {
+    const char* other = getenv("MEMGUARD_TEST_CLI");
+    return other != nullptr && *other != '\0' ? other : MEMGUARD_CLI_PATH;
+}
+
 struct CliResult {
     int rc = -1;
     std::string out;
@@ -41,7 +48,7 @@ struct CliResult {
 /// Runs the memguard CLI through the shell with `args` (already quoted as needed) after the shell
 /// words in `prefix` (variable assignments, or "cd DIR &&"); stderr joins stdout.
 inline CliResult run_cli(const std::string& args, const std::string& prefix = "") {
-    std::string cmd = prefix + " '" + std::string(MEMGUARD_CLI_PATH) + "' " + args + " 2>&1";
+    std::string cmd = prefix + " '" + cli_path() + "' " + args + " 2>&1";
     CliResult r;
     FILE* p = popen(cmd.c_str(), "r");
     if (p == nullptr) return r;

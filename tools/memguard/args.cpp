@@ -117,7 +117,8 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
     } else if (command == "cycles" && opt == "--all") {
         cur.no_value(opt);
         args.all = true;
-    } else if ((command == "diff" || command == "merge" || command == "export") && opt == "--frames") {
+    } else if ((command == "diff" || command == "merge" || command == "export" || command == "plot") &&
+               opt == "--frames") {
         args.frames = count_value(opt, cur.value(opt), 0, command);
         args.frames_given = true;
     } else if ((command == "diff" || command == "phases") && opt == "--segments") {
@@ -134,6 +135,10 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
     } else if ((command == "plot" || command == "export") && (opt == "-o" || opt == "--output")) {
         args.output = cur.value(opt);
         if (args.output.empty()) throw UsageError("option '" + opt + "' needs a non-empty value", command);
+    } else if (command == "plot" && opt == "--format") {
+        std::string v = cur.value(opt);
+        if (v != "svg" && v != "html") throw UsageError("bad value '" + v + "' for --format: expected svg or html", command);
+        args.format = v == "svg" ? Args::Svg : Args::Html;
     } else if (command == "export" && (opt == "--memory-viz" || opt == "--perfetto")) {
         cur.no_value(opt);
         Args::Format f = opt == "--perfetto" ? Args::Perfetto : Args::MemoryViz;
@@ -145,6 +150,40 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
         return false;
     }
     return true;
+}
+
+/// Whether `path` names a file that is not stored (a character device such as /dev/null, a FIFO,
+/// or the file standard output or error is open on, as /dev/stdout names it): plot writes SVG
+/// there, as to "-", since such a name says nothing of the format. write_output_file decides
+/// whether it may be written.
+bool names_a_stream(const std::string& path) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) return false;
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return true;
+    for (int fd : {1, 2}) {
+        struct stat out {};
+        if (fstat(fd, &out) == 0 && out.st_dev == st.st_dev && out.st_ino == st.st_ino) return true;
+    }
+    return false;
+}
+
+/// plot's format: the name's (.svg or .html); else --format's; else SVG for "-" and for a device,
+/// FIFO or standard stream.
+Args::Format plot_format(const std::string& output, Args::Format given) {
+    const std::string command = "plot";
+    Args::Format named = ends_with(output, ".svg") ? Args::Svg : ends_with(output, ".html") ? Args::Html : Args::NoFormat;
+    if (named != Args::NoFormat && given != Args::NoFormat && named != given) {
+        throw UsageError("--format " + std::string(given == Args::Svg ? "svg" : "html") + " but the output name '" +
+                             output + "' ends in " + (named == Args::Svg ? ".svg" : ".html"),
+                         command);
+    }
+    if (named != Args::NoFormat) return named;
+    if (given != Args::NoFormat) return given;
+    if (output == "-" || names_a_stream(output)) return Args::Svg;  // "-": SVG on standard output
+    throw UsageError("bad output name '" + output +
+                         "' for plot: give a name ending in .svg or .html, '-', a device or a FIFO, or --format "
+                         "svg|html",
+                     command);
 }
 
 /// The value of --sysroot or --debug-dir: an existing directory (a mistyped one would silently
@@ -201,10 +240,7 @@ void check_positional(const std::string& command, const std::vector<std::string>
     if (command == "export" && args.format == Args::NoFormat) {
         throw UsageError("'export' needs a format: --memory-viz or --perfetto", command);
     }
-    if (command == "plot" && args.output != "-" &&  // "-": SVG on standard output
-        !(ends_with(args.output, ".svg") || ends_with(args.output, ".html"))) {
-        throw UsageError("bad output name '" + args.output + "' for plot: it must end in .svg or .html", command);
-    }
+    if (command == "plot") args.format = plot_format(args.output, args.format);
 }
 
 void parse_command(const std::vector<std::string>& argv, Args& args, const std::string& command) {

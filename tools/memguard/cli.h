@@ -45,7 +45,8 @@ struct Args {
     std::string rank_template;  // merge --template
     // plot, export
     std::string output;        // -o
-    enum Format { NoFormat, MemoryViz, Perfetto } format = NoFormat;  // export
+    // export: --memory-viz or --perfetto; plot: SVG or HTML, from the name, --format or the default
+    enum Format { NoFormat, MemoryViz, Perfetto, Svg, Html } format = NoFormat;
     // the commands that show frames: where the module files and their debug files are
     std::string sysroot;    // --sysroot: module paths are looked up under it instead of /
     std::string debug_dir;  // --debug-dir: separate debug files by build-id, DIR/.build-id/xx/rest.debug

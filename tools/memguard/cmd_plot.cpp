@@ -1,8 +1,8 @@
-// memguard plot FILE -o OUT.svg|OUT.html: GPU memory over time as a picture, drawn by hand as SVG
-// (no plotting dependency). What is drawn, top to bottom: the phases (one lane per nesting depth)
-// and capture windows as labelled spans; the chart with GPU live bytes (filled), mapped bytes and
-// reserved address space (lines, when the driver's virtual memory calls were used), allocator
-// mode's tensor bytes (a line) over its segments, collections as
+// memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]: GPU memory over time
+// as a picture, drawn by hand as SVG (no plotting dependency). What is drawn, top to bottom: the
+// phases (one lane per nesting depth) and capture windows as labelled spans; the chart with GPU
+// live bytes (filled), mapped bytes and reserved address space (lines, when the driver's virtual
+// memory calls were used), allocator mode's tensor bytes (a line) over its segments, collections as
 // vertical lines (memguard's own in red, labelled with what they freed), compiles as triangles on
 // the time axis, OOM events as red crosses, and the peak marked and annotated with its largest
 // allocation site and the phase it fell in. Every mark has a <title>, which browsers show on hover.
@@ -516,11 +516,6 @@ std::string render_html(const report::Report& r, const std::string& svg) {
     return out;
 }
 
-bool ends_with(const std::string& s, const char* suffix) {
-    std::string x(suffix);
-    return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
-}
-
 }  // namespace
 
 int run_plot(const Args& args) {
@@ -530,7 +525,7 @@ int run_plot(const Args& args) {
     prepare(p, args.frames);
     std::string svg = render_svg(p);
     std::cout.flush();
-    bool to_stdout = write_output_file(args.output, ends_with(args.output, ".html") ? render_html(r, svg) : svg);
+    bool to_stdout = write_output_file(args.output, args.format == Args::Html ? render_html(r, svg) : svg);
     print_to(to_stdout ? stderr : stdout, "wrote %s\n", output_name(args.output).c_str());
     return kExitOk;
 }

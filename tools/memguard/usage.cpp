@@ -14,7 +14,7 @@ std::string synopsis(const std::string& command) {
     if (command == "phases") return "memguard phases FILE [--marks] [--segments] [--json]";
     if (command == "diff") return "memguard diff A B [-n N] [--frames K] [--segments] [--json]";
     if (command == "merge") return "memguard merge FILE... | --template TEMPLATE [--frames K] [--json]";
-    if (command == "plot") return "memguard plot FILE -o OUT.svg|OUT.html [--frames K]";
+    if (command == "plot") return "memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]";
     if (command == "export") return "memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]";
     return "memguard summary|top|graphs|hazards|cycles|phases|diff|merge|plot|export FILE... [OPTIONS]   "
            "(memguard help for more)";
@@ -34,7 +34,7 @@ usage:
   memguard phases FILE [--marks] [--segments] [--json]
   memguard diff A B [-n N] [--frames K] [--segments] [--json]
   memguard merge FILE... | --template TEMPLATE [--frames K] [--json]
-  memguard plot FILE -o OUT.svg|OUT.html [--frames K]
+  memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]
   memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
   memguard help [COMMAND]
   memguard --version
@@ -258,7 +258,7 @@ options:
   -h, --help    show this help
 )";
 
-const char* const kPlot = R"(usage: memguard plot FILE -o OUT.svg|OUT.html [--frames K]
+const char* const kPlot = R"(usage: memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]
 
 Draws GPU memory over time: GPU live bytes (filled), and, when the driver's virtual memory calls
 were used (expandable segments), the mapped bytes and the reserved address space; in allocator
@@ -273,11 +273,24 @@ gives them; the segments' peak is in the subtitle).
 An .html file embeds the SVG; in a browser every mark shows its figures on hover.
 
 options:
-  -o FILE          the picture to write; its name must end in .svg or .html
+  -o FILE          the picture to write: a name ending in .svg or .html, which says the format,
+                   or '-' (standard output), a character device or a FIFO, written as SVG
+                   unless --format says html (see below)
+  --format svg|html
+                   the format, for a name that does not end in .svg or .html
   --frames K       describe the peak's site by up to K frames (default 6)
   --sysroot DIR    look up the module files the report names under DIR instead of /
   --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
   -h, --help       show this help
+
+Where -o writes: -o - writes to standard output (the "wrote" line then goes to stderr), and so
+does a path naming the file standard output is open on (/dev/stdout). An existing character
+device or FIFO of yours or of root (/dev/null, a named pipe) is written in place, never
+replaced. Anything else is a regular file: written under a random temporary name next to it
+(created exclusively, never through a symbolic link, mode 0640 less the umask) and renamed over
+it, so a failed write leaves it as it was; a symbolic link at the name is replaced, not
+followed. Refused: a directory, socket or block device, another user's device or FIFO, and a
+symbolic link to anything but a regular file or a standard stream.
 )";
 
 const char* const kExport = R"(usage: memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
@@ -300,11 +313,21 @@ their threads (NVTX start/end ranges and stream captures as async slices), garba
 as slices on a track of their own, and compiles and marks as instants.
 
 options:
-  -o FILE          the file to write
+  -o FILE          the file to write, '-' for standard output, or a character device or a FIFO
+                   (see below)
   --frames K       export up to K native and K Python frames per stack (default: all, up to 256)
   --sysroot DIR    look up the module files the report names under DIR instead of /
   --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
   -h, --help       show this help
+
+Where -o writes: -o - writes to standard output (the "wrote" line then goes to stderr), and so
+does a path naming the file standard output is open on (/dev/stdout). An existing character
+device or FIFO of yours or of root (/dev/null, a named pipe) is written in place, never
+replaced. Anything else is a regular file: written under a random temporary name next to it
+(created exclusively, never through a symbolic link, mode 0640 less the umask) and renamed over
+it, so a failed write leaves it as it was; a symbolic link at the name is replaced, not
+followed. Refused: a directory, socket or block device, another user's device or FIFO, and a
+symbolic link to anything but a regular file or a standard stream.
 )";
 
 }  // namespace
