@@ -6,14 +6,16 @@
 #   that the build can fetch Debian's libunwind source (tools/build-libunwind.sh); CUDA headers
 #   from /usr/local/cuda when present, else the nvidia-cuda-runtime wheel from PyPI (NVTX headers:
 #   the nvidia-nvtx wheel); PyTorch's CPU
-#   build for the Python tests.
+#   build for the Python tests; clang with its compiler-rt (libFuzzer) for the fuzz job of .ci/run.
 set -euo pipefail
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 
 # librsvg2-bin: rsvg-convert renders the picture of `memguard plot` in the tests (report.exports).
-packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip librsvg2-bin"
+# clang, libclang-rt-dev: the libFuzzer harnesses (tests/fuzz; compiler-rt is only a recommendation
+# of clang). gcc's sanitizer runtimes (libasan, libtsan, libubsan) come with build-essential.
+packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip librsvg2-bin clang libclang-rt-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -18,6 +18,14 @@
 //
 // Only x86-64 has the jump; elsewhere memguard does not define dlsym (lookups through dlsym on a
 // handle are then not covered).
+//
+// A sanitizer's runtime finds the functions it intercepts with dlsym(RTLD_NEXT) while it
+// initializes, before any constructor runs, and with libmemguard.so preloaded that dlsym is ours: the
+// first call reaches mg_resolve_real_dlsym. So that path is built without sanitizer instrumentation
+// (MG_NO_INSTRUMENT): in a libmemguard.so built with -fsanitize=thread its function-entry hook ran
+// on ThreadSanitizer's thread state before that existed, and a TSan program crashed before main
+// (tests/preload/sanitized_hosts_test.cpp, in the TSan job of .ci/run). It touches nothing but its
+// own pointer and dlvsym.
 #include "interpose/driver_table.h"
 
 #include <dlfcn.h>
@@ -29,10 +37,16 @@
 
 using memguard::interpose::ErrnoKeeper;
 
+#if defined(__clang__)
+#define MG_NO_INSTRUMENT __attribute__((disable_sanitizer_instrumentation))
+#else
+#define MG_NO_INSTRUMENT __attribute__((no_sanitize("address", "thread", "undefined")))
+#endif
+
 namespace memguard::interpose {
 namespace {
 
-void* resolve_real_dlsym() noexcept;
+MG_NO_INSTRUMENT void* resolve_real_dlsym() noexcept;
 
 }  // namespace
 }  // namespace memguard::interpose
@@ -41,7 +55,7 @@ extern "C" {
 // Read by the assembly below: the real dlsym once resolved, else null.
 __attribute__((visibility("hidden"))) void* mg_real_dlsym_ptr = nullptr;
 
-__attribute__((visibility("hidden"))) void* mg_resolve_real_dlsym() {
+__attribute__((visibility("hidden"))) MG_NO_INSTRUMENT void* mg_resolve_real_dlsym() {
     return memguard::interpose::resolve_real_dlsym();
 }
 
@@ -106,7 +120,7 @@ dlsym:
 namespace memguard::interpose {
 namespace {
 
-void* resolve_real_dlsym() noexcept {
+MG_NO_INSTRUMENT void* resolve_real_dlsym() noexcept {
     void* p = __atomic_load_n(&mg_real_dlsym_ptr, __ATOMIC_ACQUIRE);
     if (p) return p;
     // dlvsym is not interposed, and RTLD_NEXT from here is the object after libmemguard.so.

@@ -2,11 +2,12 @@
 
 #if MEMGUARD_USE_LIBUNWIND
 #include <libunwind.h>
-#else
-#include <unwind.h>
 #endif
+#include <dlfcn.h>
+#include <unwind.h>
 
 #include <atomic>
+#include <cstring>
 #include <sched.h>
 
 namespace memguard::track {
@@ -50,25 +51,8 @@ void allow_unwinding_after_fork() noexcept {
     g_fork_pending.store(false, std::memory_order_release);
 }
 
-#if MEMGUARD_USE_LIBUNWIND
-
-__attribute__((noinline)) int capture_stack(uintptr_t* ips, int max) noexcept {
-    if (max <= 0) return 0;
-    UnwindGate gate;
-    // unw_backtrace's first entry is this function; drop it.
-    void* raw[300];
-    int want = max + 1 < 300 ? max + 1 : 300;
-    int n = unw_backtrace(raw, want);
-    if (n <= 1) return 0;
-    for (int i = 1; i < n; ++i) ips[i - 1] = reinterpret_cast<uintptr_t>(raw[i]);
-    return n - 1;
-}
-
-const char* unwinder_name() noexcept { return "libunwind"; }
-
-#else
-
 namespace {
+
 struct State {
     uintptr_t* ips;
     int max;
@@ -88,14 +72,60 @@ _Unwind_Reason_Code on_frame(struct _Unwind_Context* ctx, void* arg) {
     s->ips[s->n++] = ip;
     return _URC_NO_REASON;
 }
+
+/// libgcc's unwinder; `skip` frames of memguard's own are dropped.
+__attribute__((always_inline)) inline int libgcc_backtrace(uintptr_t* ips, int max, int skip) noexcept {
+    State s{ips, max, 0, skip};
+    _Unwind_Backtrace(on_frame, &s);
+    return s.n;
+}
+
+#if MEMGUARD_USE_LIBUNWIND
+/// Whether something other than the C library defines pthread_mutex_lock: ThreadSanitizer's runtime
+/// (libtsan.so, or linked into the program by clang or -static-libtsan) or another race detector's.
+/// libunwind's fast path keeps a per-thread cache whose destructor runs in the last round of the
+/// exiting thread's thread-specific data destructors and takes a mutex; ThreadSanitizer finishes the
+/// thread in that same round, earlier, and its pthread_mutex_lock then crashes on the dead thread's
+/// state (every thread of a TSan program that allocated CUDA memory crashed at exit). Such processes
+/// get libgcc's unwinder, which keeps no per-thread state. Decided once, when the library loads.
+bool mutex_lock_interposed() noexcept {
+    void* lock = dlsym(RTLD_DEFAULT, "pthread_mutex_lock");
+    void* libc = dlsym(RTLD_DEFAULT, "gnu_get_libc_version");
+    Dl_info lock_info{}, libc_info{};
+    if (!lock || !libc || !dladdr(lock, &lock_info) || !dladdr(libc, &libc_info)) return false;
+    if (lock_info.dli_fbase == libc_info.dli_fbase) return false;
+    // glibc before 2.34: libpthread's own definition.
+    return !(lock_info.dli_fname && std::strstr(lock_info.dli_fname, "/libpthread.so"));
+}
+
+const bool g_use_libgcc = mutex_lock_interposed();
+#endif
+
 }  // namespace
+
+#if MEMGUARD_USE_LIBUNWIND
 
 __attribute__((noinline)) int capture_stack(uintptr_t* ips, int max) noexcept {
     if (max <= 0) return 0;
     UnwindGate gate;
-    State s{ips, max, 0, 1};
-    _Unwind_Backtrace(on_frame, &s);
-    return s.n;
+    if (__builtin_expect(g_use_libgcc, 0)) return libgcc_backtrace(ips, max, 1);
+    // unw_backtrace's first entry is this function; drop it.
+    void* raw[300];
+    int want = max + 1 < 300 ? max + 1 : 300;
+    int n = unw_backtrace(raw, want);
+    if (n <= 1) return 0;
+    for (int i = 1; i < n; ++i) ips[i - 1] = reinterpret_cast<uintptr_t>(raw[i]);
+    return n - 1;
+}
+
+const char* unwinder_name() noexcept { return g_use_libgcc ? "libgcc" : "libunwind"; }
+
+#else
+
+__attribute__((noinline)) int capture_stack(uintptr_t* ips, int max) noexcept {
+    if (max <= 0) return 0;
+    UnwindGate gate;
+    return libgcc_backtrace(ips, max, 1);
 }
 
 const char* unwinder_name() noexcept { return "libgcc"; }

@@ -1,0 +1,154 @@
+// libFuzzer harness of the memguard commands: the input's first byte picks a command line (kCommands),
+// the rest is the report it reads. The commands run in this process through the CLI's own entry point
+// (tools/memguard/main.cpp, its main() renamed by the build), so argument handling, error reporting
+// and exit codes are the real ones; stdout goes to /dev/null, std::cerr to a buffer, and the files
+// plot and export write go to a directory of this process's own (removed at exit). diff and merge read the input next to
+// a golden report.
+//
+// A finding: a crash, a sanitizer report, an exception that escapes, a hang (-timeout), too much
+// memory (-rss_limit_mb, -malloc_limit_mb), or exit code 1 ("internal error": a report that asks for
+// something absurd must get a clear error, exit code 2). MEMGUARD_FUZZ_ALLOW_INTERNAL=1 lets
+// internal errors pass, to look past one that is known. Frames are not given file:line
+// (MEMGUARD_ADDR2LINE is empty: no addr2line per input); module files a report names are opened as
+// the CLI opens them.
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace memguard::cli {
+int main_impl(int argc, char** argv);  // tools/memguard/main.cpp
+}
+
+namespace {
+
+// `IN` is the input's report, `GOLDEN` a golden report (diff, merge).
+const std::vector<std::vector<std::string>> kCommands = {
+    {"summary", "IN"},
+    {"summary", "--json", "IN"},
+    {"top", "IN"},
+    {"top", "IN", "--at", "exit"},
+    {"top", "IN", "--at", "0.5"},
+    {"top", "IN", "--kind", "pinned"},
+    {"top", "IN", "--kind", "physical", "--at", "exit"},
+    {"top", "IN", "--kind", "all", "--at", "0.5"},
+    {"top", "IN", "--kind", "all", "-n", "2", "--frames", "2"},
+    {"top", "IN", "--pool"},
+    {"top", "IN", "--pool", "--at", "exit", "--kind", "all"},
+    {"top", "IN", "--segments"},
+    {"top", "IN", "--segments", "--pool", "--at", "0.5"},
+    {"top", "--json", "IN"},
+    {"top", "--json", "IN", "--kind", "all", "--at", "exit", "--pool"},
+    {"top", "--json", "IN", "--segments", "--kind", "physical"},
+    {"graphs", "IN"},
+    {"graphs", "--json", "IN"},
+    {"hazards", "IN"},
+    {"hazards", "--json", "IN", "--frames", "1"},
+    {"cycles", "IN"},
+    {"cycles", "IN", "--all"},
+    {"cycles", "--json", "IN"},
+    {"phases", "IN"},
+    {"phases", "IN", "--marks"},
+    {"phases", "IN", "--segments"},
+    {"phases", "--json", "IN", "--marks"},
+    {"phases", "--json", "IN"},
+    {"diff", "IN", "GOLDEN"},
+    {"diff", "--json", "GOLDEN", "IN", "-n", "2"},
+    {"diff", "IN", "GOLDEN", "--segments"},
+    {"merge", "IN", "GOLDEN"},
+    {"merge", "--json", "GOLDEN", "IN"},
+    {"plot", "IN", "-o", "out.svg"},
+    {"plot", "IN", "-o", "out.html"},
+    {"export", "--memory-viz", "IN", "-o", "out.pickle"},
+    {"export", "--memory-viz", "IN", "-o", "out.pickle", "--frames", "1"},
+    {"export", "--perfetto", "IN", "-o", "out.json"},
+};
+
+std::string g_dir;     // this process's directory for the input and the output files
+std::string g_golden;  // the golden report diff and merge compare with
+std::ostringstream* g_err = new std::ostringstream;  // never destroyed: std::cerr writes to it until exit
+bool g_allow_internal = false;
+
+void fail(const char* what) {
+    std::perror(what);
+    std::exit(1);
+}
+
+void write_input(const std::string& path, const uint8_t* data, size_t size) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) fail("fuzz_cli: cannot write the input");
+    while (size > 0) {
+        ssize_t n = ::write(fd, data, size);
+        if (n <= 0) fail("fuzz_cli: cannot write the input");
+        data += n;
+        size -= static_cast<size_t>(n);
+    }
+    ::close(fd);
+}
+
+/// Removes the working directory and what the commands left in it (at exit; a crash leaves it).
+void remove_dir() {
+    if (DIR* d = ::opendir(g_dir.c_str())) {
+        while (dirent* e = ::readdir(d)) {
+            if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+                ::unlink((g_dir + "/" + e->d_name).c_str());
+            }
+        }
+        ::closedir(d);
+    }
+    ::rmdir(g_dir.c_str());
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/memguard-fuzz-cli.XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) fail("fuzz_cli: mkdtemp");
+    g_dir = templ;
+    std::atexit(remove_dir);
+    g_golden = std::string(MEMGUARD_FUZZ_GOLDEN_DIR) + "/train.mgr";
+    ::setenv("MEMGUARD_ADDR2LINE", "", 1);
+    const char* allow = std::getenv("MEMGUARD_FUZZ_ALLOW_INTERNAL");
+    g_allow_internal = allow != nullptr && std::strcmp(allow, "1") == 0;
+    // The commands' answers are not looked at; libFuzzer and the sanitizers report on stderr.
+    int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null_fd < 0 || ::dup2(null_fd, STDOUT_FILENO) < 0) fail("fuzz_cli: /dev/null");
+    ::close(null_fd);
+    std::cerr.rdbuf(g_err->rdbuf());
+    return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    if (size == 0) return 0;
+    const std::vector<std::string>& command = kCommands[data[0] % kCommands.size()];
+    write_input(g_dir + "/in.mgr", data + 1, size - 1);
+    std::vector<std::string> words = {"memguard"};
+    for (const std::string& w : command) {
+        // Output files (out.*) go to the working directory too, new each time.
+        bool out = w.rfind("out.", 0) == 0;
+        words.push_back(w == "IN" ? g_dir + "/in.mgr" : w == "GOLDEN" ? g_golden : out ? g_dir + "/" + w : w);
+        if (out) ::unlink(words.back().c_str());
+    }
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    g_err->str("");
+    int rc = memguard::cli::main_impl(static_cast<int>(words.size()), argv.data());
+    std::fflush(stdout);
+    if (rc == 1 && !g_allow_internal) {
+        std::string line;
+        for (const std::string& w : command) line += " " + w;
+        std::fprintf(stderr, "fuzz_cli: memguard%s: exit code 1\n%s", line.c_str(), g_err->str().c_str());
+        std::abort();
+    }
+    return 0;
+}
