@@ -1,4 +1,4 @@
-# Sanitizer and fuzzing builds (docs/security-ci.md). Both instrument every target of the build tree,
+# Sanitizer and fuzzing builds (docs/security.md, "Kept in CI"). Both instrument every target of the build tree,
 # so they go in a build directory of their own; the plain build is unaffected.
 #
 #   -DMEMGUARD_SANITIZE=address,undefined   ASan + UBSan; a UBSan finding aborts (the test fails)
