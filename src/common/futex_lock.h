@@ -12,13 +12,6 @@
 // spin lock released by a plain store, a8dafff, measured 2.7% lower `torch.empty` latency than
 // std::mutex on the H200, but its waiters could only poll: docs/benchmarks.md.) errno is kept:
 // the hooks that take these locks run inside the host's calls.
-//
-// ThreadSanitizer does not see these atomics in an uninstrumented libmemguard.so: in a host built
-// with -fsanitize=thread it took what the lock orders (the report buffer's copies and growth, the
-// writer thread's write(2)) for data races and failed the host with its exit code 66. So where its
-// runtime is loaded the lock tells it of each acquire and release (__tsan_acquire/__tsan_release,
-// its public interface, as weak references: null in any other process, where the cost is one test
-// of a GOT entry per lock and per unlock).
 #pragma once
 
 #include <atomic>
@@ -28,26 +21,18 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-extern "C" {
-__attribute__((weak, visibility("default"))) void __tsan_acquire(void* addr);
-__attribute__((weak, visibility("default"))) void __tsan_release(void* addr);
-}
-
 namespace memguard {
 
 class FutexLock {
 public:
     void lock() noexcept {
-        if (!take()) lock_contended();
-        if (__tsan_acquire) __tsan_acquire(this);
+        if (!try_lock()) lock_contended();
     }
     bool try_lock() noexcept {
-        if (!take()) return false;
-        if (__tsan_acquire) __tsan_acquire(this);
-        return true;
+        uint32_t expected = kFree;
+        return state_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire, std::memory_order_relaxed);
     }
     void unlock() noexcept {
-        if (__tsan_release) __tsan_release(this);
         if (state_.exchange(kFree, std::memory_order_release) == kSleepers) wake_one();
     }
 
@@ -55,10 +40,6 @@ private:
     static constexpr uint32_t kFree = 0, kHeld = 1, kSleepers = 2;
     static constexpr int kSpins = 100;
 
-    bool take() noexcept {
-        uint32_t expected = kFree;
-        return state_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire, std::memory_order_relaxed);
-    }
     static void relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -71,7 +52,7 @@ private:
         // while spinning, so that the holder keeps its cache line.
         for (int i = 0; i < kSpins; ++i) {
             relax();
-            if (state_.load(std::memory_order_relaxed) == kFree && take()) return;
+            if (state_.load(std::memory_order_relaxed) == kFree && try_lock()) return;
         }
         // Mark the lock as having sleepers before sleeping, so that its release wakes one. Taking it
         // here leaves the mark on: one release too many wakes nobody, one too few would lose a

@@ -81,7 +81,9 @@ TEST(Elf, LibmemguardExportsOnlyCudaFunctionsAndItsApi) {
         bool allowed = starts_with(symbol.name, "cu") || starts_with(symbol.name, "memguard_") ||
                        symbol.name == "dlsym" || version_node ||
                        // NVTX's entry point of an injection library (src/interpose/nvtx.cpp).
-                       symbol.name == "InitializeInjectionNvtx2";
+                       symbol.name == "InitializeInjectionNvtx2" ||
+                       // ThreadSanitizer's default suppressions (src/interpose/sanitizers.cpp).
+                       symbol.name == "__tsan_default_suppressions";
         EXPECT_TRUE(allowed) << "libmemguard.so exports " << symbol.name
                              << (starts_with(symbol.name, "_Z") ? " (C++)" : "")
                              << (starts_with(symbol.name, "_U") || starts_with(symbol.name, "unw_")

@@ -1,4 +1,4 @@
-// libmemguard.so preloaded into programs built with gcc's sanitizers (docs/security.md ("Kept in CI")):
+// libmemguard.so preloaded into programs built with gcc's sanitizers (docs/security-ci.md):
 // tests/apps/sanitized_host.cpp (4 threads allocating and freeing for 0.7 s while the report is
 // flushed, each leaving a block live and exiting) built with -fsanitize=address,undefined and with
 // -fsanitize=thread. The host must keep its exit code and print no sanitizer report, and the report
@@ -96,7 +96,7 @@ TEST_F(SanitizedHost, AsanWithItsLinkOrderCheckOff) {
     expect_host_report(result);
 }
 
-// What docs/security.md ("Kept in CI") says happens with libmemguard.so alone in LD_PRELOAD: AddressSanitizer
+// What docs/security-ci.md says happens with libmemguard.so alone in LD_PRELOAD: AddressSanitizer
 // refuses to start (its runtime is not the first object), before anything of memguard's ran.
 TEST_F(SanitizedHost, AsanRefusesToStartBehindMemguard) {
     ChildResult result = run_host(APP_ASAN_HOST, preload_env());
@@ -109,8 +109,9 @@ TEST_F(SanitizedHost, AsanRefusesToStartBehindMemguard) {
 #ifdef APP_TSAN_HOST
 // Every thread of the program allocates (so libmemguard captures stacks on it) and exits while the
 // program runs on. With libunwind's per-thread cache, each such thread crashed at its exit inside
-// ThreadSanitizer's pthread_mutex_lock; and ThreadSanitizer, blind to memguard's own locks, took the
-// report buffer's copies for data races and changed the exit code to 66.
+// ThreadSanitizer's pthread_mutex_lock (src/track/unwind.cpp); and ThreadSanitizer, blind to the
+// uninstrumented library's own locks, took the report buffer's copies for data races and changed the
+// exit code to 66 (src/interpose/sanitizers.cpp).
 TEST_F(SanitizedHost, TsanThreadsAllocateAndExit) {
     ChildResult result = run_host(APP_TSAN_HOST, preload_env());
     ASSERT_EQ(result.exit_code, k_host_exit_code) << describe(result);
