@@ -258,6 +258,18 @@ options:
   -h, --help    show this help
 )";
 
+// What write_output_file (output.cpp) does with -o, for plot and export.
+const char* const kWhereOutputGoes = R"(
+Where -o writes: -o - writes to standard output (the "wrote" line then goes to stderr), and so
+does a path naming the file standard output is open on (/dev/stdout). An existing character
+device or FIFO of yours or of root (/dev/null, a named pipe) is written in place, never
+replaced. Anything else is a regular file: written under a random temporary name next to it
+(created exclusively, never through a symbolic link, mode 0640 less the umask) and renamed over
+it, so a failed write leaves it as it was; a symbolic link at the name is replaced, not
+followed. Refused: a directory, socket or block device, another user's device or FIFO, and a
+symbolic link to anything but a regular file or a standard stream.
+)";
+
 const char* const kPlot = R"(usage: memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]
 
 Draws GPU memory over time: GPU live bytes (filled), and, when the driver's virtual memory calls
@@ -282,15 +294,6 @@ options:
   --sysroot DIR    look up the module files the report names under DIR instead of /
   --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
   -h, --help       show this help
-
-Where -o writes: -o - writes to standard output (the "wrote" line then goes to stderr), and so
-does a path naming the file standard output is open on (/dev/stdout). An existing character
-device or FIFO of yours or of root (/dev/null, a named pipe) is written in place, never
-replaced. Anything else is a regular file: written under a random temporary name next to it
-(created exclusively, never through a symbolic link, mode 0640 less the umask) and renamed over
-it, so a failed write leaves it as it was; a symbolic link at the name is replaced, not
-followed. Refused: a directory, socket or block device, another user's device or FIFO, and a
-symbolic link to anything but a regular file or a standard stream.
 )";
 
 const char* const kExport = R"(usage: memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
@@ -319,15 +322,6 @@ options:
   --sysroot DIR    look up the module files the report names under DIR instead of /
   --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
   -h, --help       show this help
-
-Where -o writes: -o - writes to standard output (the "wrote" line then goes to stderr), and so
-does a path naming the file standard output is open on (/dev/stdout). An existing character
-device or FIFO of yours or of root (/dev/null, a named pipe) is written in place, never
-replaced. Anything else is a regular file: written under a random temporary name next to it
-(created exclusively, never through a symbolic link, mode 0640 less the umask) and renamed over
-it, so a failed write leaves it as it was; a symbolic link at the name is replaced, not
-followed. Refused: a directory, socket or block device, another user's device or FIFO, and a
-symbolic link to anything but a regular file or a standard stream.
 )";
 
 }  // namespace
@@ -336,8 +330,8 @@ std::string help_text(const std::string& topic) {
     if (topic == "phases") return kPhases;
     if (topic == "diff") return kDiff;
     if (topic == "merge") return kMerge;
-    if (topic == "plot") return kPlot;
-    if (topic == "export") return kExport;
+    if (topic == "plot") return std::string(kPlot) + kWhereOutputGoes;
+    if (topic == "export") return std::string(kExport) + kWhereOutputGoes;
     if (topic == "summary") return kSummary;
     if (topic == "top") return kTop;
     if (topic == "graphs") return kGraphs;
