@@ -1,4 +1,4 @@
-// What libmemguard.so tells a ThreadSanitizer runtime in the host program (docs/security-ci.md).
+// What libmemguard.so tells a ThreadSanitizer runtime in the host program (docs/security.md, "Kept in CI").
 //
 // The library is not instrumented, so TSan sees only what its interceptors see (memcpy, realloc,
 // write(2), ...) and none of memguard's own ordering: the report buffer's futex lock
@@ -7,7 +7,7 @@
 // asks for default suppressions through this weak hook, and libtsan.so calls it through its PLT, so
 // with the library preloaded the call reaches this definition: races with a frame in
 // libmemguard.so are not reported. A program's own definition comes first in lookup order and
-// replaces this one; clang's runtime, linked into the program, calls its own (docs/security-ci.md
+// replaces this one; clang's runtime, linked into the program, calls its own (docs/security.md, "Kept in CI"
 // has the suppression file for both). Telling TSan of each acquire and release instead
 // (__tsan_acquire/__tsan_release behind a weak-symbol test in FutexLock) cost every process 64
 // instructions per allocation and 67 per free (callgrind, allocator mode): the inliner stopped

@@ -1,4 +1,4 @@
-// libmemguard.so preloaded into programs built with gcc's sanitizers (docs/security-ci.md):
+// libmemguard.so preloaded into programs built with gcc's sanitizers (docs/security.md, "Kept in CI"):
 // tests/apps/sanitized_host.cpp (4 threads allocating and freeing for 0.7 s while the report is
 // flushed, each leaving a block live and exiting) built with -fsanitize=address,undefined and with
 // -fsanitize=thread. The host must keep its exit code and print no sanitizer report, and the report
@@ -96,7 +96,7 @@ TEST_F(SanitizedHost, AsanWithItsLinkOrderCheckOff) {
     expect_host_report(result);
 }
 
-// What docs/security-ci.md says happens with libmemguard.so alone in LD_PRELOAD: AddressSanitizer
+// What docs/security.md, "Kept in CI" says happens with libmemguard.so alone in LD_PRELOAD: AddressSanitizer
 // refuses to start (its runtime is not the first object), before anything of memguard's ran.
 TEST_F(SanitizedHost, AsanRefusesToStartBehindMemguard) {
     ChildResult result = run_host(APP_ASAN_HOST, preload_env());
