@@ -80,20 +80,21 @@ endif()
 # Debian builds spdlog against the external fmt.
 target_compile_definitions(memguard_logging_deps INTERFACE SPDLOG_FMT_EXTERNAL SPDLOG_NO_EXCEPTIONS)
 
-# --- libunwind, built PIC from the distribution's source (docs/unwinding.md) ---------------------
+# --- libunwind: a PIC static archive, found here, built beforehand (docs/unwinding.md) ----------
+# Configuring only looks for it: `tools/setup.sh` builds it into .deps/libunwind (through
+# tools/build-libunwind.sh) as an explicit step, so that a configure never fetches, builds or
+# installs anything.
 add_library(memguard_unwinder INTERFACE)
 if(MEMGUARD_UNWINDER STREQUAL "libunwind")
   set(MEMGUARD_LIBUNWIND_PREFIX "${PROJECT_SOURCE_DIR}/.deps/libunwind" CACHE PATH
-      "Prefix of a position-independent static libunwind (built by tools/build-libunwind.sh when missing)")
-  if(NOT EXISTS "${MEMGUARD_LIBUNWIND_PREFIX}/lib/libunwind.a")
-    message(STATUS "memguard: building a PIC libunwind into ${MEMGUARD_LIBUNWIND_PREFIX}")
-    execute_process(COMMAND ${PROJECT_SOURCE_DIR}/tools/build-libunwind.sh ${MEMGUARD_LIBUNWIND_PREFIX}
-      RESULT_VARIABLE _mg_lu_rc)
-    if(NOT _mg_lu_rc EQUAL 0)
-      message(FATAL_ERROR "memguard: could not build libunwind (see above). Either pass "
-        "-DMEMGUARD_LIBUNWIND_PREFIX=<prefix of a -fPIC static libunwind> or "
-        "-DMEMGUARD_UNWINDER=libgcc (about 20x slower stacks).")
-    endif()
+      "Prefix of a position-independent static libunwind (tools/setup.sh builds one into .deps/libunwind)")
+  if(NOT EXISTS "${MEMGUARD_LIBUNWIND_PREFIX}/lib/libunwind.a" OR
+     NOT EXISTS "${MEMGUARD_LIBUNWIND_PREFIX}/include/libunwind.h")
+    message(FATAL_ERROR "memguard: no PIC static libunwind at MEMGUARD_LIBUNWIND_PREFIX="
+      "${MEMGUARD_LIBUNWIND_PREFIX} (lib/libunwind.a and include/libunwind.h). Build it first: "
+      "tools/setup.sh builds it into .deps/libunwind, the default prefix (tools/build-libunwind.sh PREFIX "
+      "alone builds it anywhere); or pass -DMEMGUARD_LIBUNWIND_PREFIX=<prefix of a -fPIC static libunwind>; "
+      "or -DMEMGUARD_UNWINDER=libgcc (no libunwind, about 20x slower stacks).")
   endif()
   target_include_directories(memguard_unwinder SYSTEM INTERFACE ${MEMGUARD_LIBUNWIND_PREFIX}/include)
   target_link_libraries(memguard_unwinder INTERFACE

@@ -7,8 +7,10 @@
 #
 # usage: tools/build-libunwind.sh PREFIX [SOURCE_TARBALL_OR_DIR]
 #   PREFIX gets include/libunwind*.h and lib/libunwind.a.
-#   Without a source argument the script fetches Debian's source package with `apt-get source`
-#   (it enables deb-src entries for the configured Debian mirrors when none exist; needs root).
+#   Without a source argument the script fetches Debian's source package with `apt-get source`,
+#   which needs deb-src entries: tools/setup.sh adds them (and then runs this script for
+#   .deps/libunwind, where CMake looks). This script changes nothing outside PREFIX and a
+#   temporary directory.
 set -euo pipefail
 prefix=${1:?usage: build-libunwind.sh PREFIX [SOURCE]}
 src=${2:-}
@@ -19,25 +21,12 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/memguard-libunwind.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 if [ -z "$src" ]; then
-    if ! apt-get source --download-only -qq libunwind >/dev/null 2>&1; then
-        # No deb-src entries yet: derive them from the binary entries.
-        if [ -w /etc/apt/sources.list.d ]; then
-            for f in /etc/apt/sources.list.d/*.sources; do
-                [ -f "$f" ] || continue
-                grep -q '^Types: deb$' "$f" || continue
-                sed 's/^Types: deb$/Types: deb-src/' "$f" > "/etc/apt/sources.list.d/memguard-src-$(basename "$f")"
-            done
-            if [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list; then
-                sed -n 's/^deb /deb-src /p' /etc/apt/sources.list > /etc/apt/sources.list.d/memguard-src.list
-            fi
-            apt-get update -qq >/dev/null
-        fi
-        apt-get source --download-only -qq libunwind >/dev/null 2>&1 || {
-            echo "build-libunwind: cannot fetch Debian's libunwind source (apt-get source libunwind)." >&2
-            echo "build-libunwind: pass a libunwind release tarball or source directory as the second argument." >&2
-            exit 1
-        }
-    fi
+    apt-get source --download-only -qq libunwind >/dev/null 2>&1 || {
+        echo "build-libunwind: cannot fetch Debian's libunwind source (apt-get source libunwind)." >&2
+        echo "build-libunwind: tools/setup.sh adds the deb-src entries it needs; or pass a libunwind release" >&2
+        echo "build-libunwind: tarball or source directory as the second argument." >&2
+        exit 1
+    }
     src=$(ls "$work"/libunwind_*.orig.tar.* | head -n 1)
 fi
 if [ -d "$src" ]; then

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs what building and testing memguard needs on Debian 12 or 13 (run as root or with sudo).
-# Idempotent: packages already present are left alone.
+# Installs what building and testing memguard needs on Debian 12 or 13 (run as root or with sudo),
+# and builds the PIC static libunwind into .deps/libunwind, where CMake looks for it (configuring
+# only finds dependencies; it never installs or builds one). Idempotent: packages already present
+# are left alone, and a libunwind already built is kept.
 #
 #   compilers and CMake; spdlog, fmt, GoogleTest (Debian packages); dpkg-dev and deb-src entries so
-#   that the build can fetch Debian's libunwind source (tools/build-libunwind.sh); CUDA headers
+#   that tools/build-libunwind.sh can fetch Debian's libunwind source; CUDA headers
 #   from /usr/local/cuda when present, else the nvidia-cuda-runtime wheel from PyPI (NVTX headers:
 #   the nvidia-nvtx wheel); PyTorch's CPU
 #   build for the Python tests; clang with its compiler-rt (libFuzzer) for the fuzz job of .ci/run.
@@ -60,4 +62,8 @@ if ! python3 -c "import torch" 2>/dev/null; then
     python3 -m pip install -q torch==2.13.0 2>/dev/null ||
         python3 -m pip install -q --break-system-packages torch==2.13.0
 fi
+# libunwind, built PIC from Debian's source (docs/unwinding.md says why): the build's one
+# dependency that is not a package. -DMEMGUARD_LIBUNWIND_PREFIX=DIR points CMake elsewhere.
+repo=$(cd "$(dirname "$0")/.." && pwd)
+"$repo/tools/build-libunwind.sh" "$repo/.deps/libunwind"
 echo "setup: done"

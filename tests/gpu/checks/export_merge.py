@@ -1,7 +1,7 @@
-# Issue 6, the reader side: the memory_viz export of a real run read by PyTorch's own helpers, and
+# The memory_viz export of a real run read by PyTorch's own helpers, and
 # `memguard merge` over the per-rank reports of a DDP run under torchrun. Exec'd by acceptance.py
 # (check, workload, train_run, reports, Skip, ctx are its names). The per-phase incremental-peak
-# check lives with the in-process side of phases.
+# checks are in phases.py.
 
 _MEMVIZ_LOADER = r"""
 import json, pickle, sys
@@ -32,7 +32,7 @@ print(json.dumps(out))
 """
 
 
-@check(6, "memory_viz export of a real training run loads with torch.cuda._memory_viz")
+@check("export-merge", "memory_viz export of a real training run loads with torch.cuda._memory_viz")
 def memviz_real_run(ctx):
     train_run(ctx, "preload", True)
     report = reports(ctx, "train_small_preload.")[0]
@@ -67,7 +67,7 @@ def _gpu_count(ctx):
     return int(p.stdout.strip().splitlines()[-1])
 
 
-@check(6, "DDP under torchrun: one report per rank, memguard merge shows one row per rank")
+@check("export-merge", "DDP under torchrun: one report per rank, memguard merge shows one row per rank")
 def ddp_merge(ctx):
     if _gpu_count(ctx) < 2:
         raise Skip("needs 2 GPUs")

@@ -1,4 +1,4 @@
-# Issue 4 (follow-up): the Python hook's CPU test drivers under this machine's CPython and torch.
+# The Python hook's CPU test drivers (tests/python) under this machine's CPython and torch.
 #
 # The CI runs tests/python with the system's Python (3.11 or 3.13) and a CPU build of torch; the
 # GPU machine has CPython 3.12 and torch 2.11, where 3.12's frozen start-up objects kept the
@@ -11,7 +11,7 @@ PYTHON_HOOK_DRIVERS = ["compile_window", "compile_garbage_old_objects", "compile
                        "reregister_after_reset", "two_threads", "report_file"]
 
 
-@check(4, "the Python hook's test drivers pass under this machine's CPython and torch (tests/python, no fake runtime)")
+@check("python-hook", "the Python hook's test drivers pass under this machine's CPython and torch (tests/python, no fake runtime)")
 def python_hook_drivers(ctx):
     tests = HERE.parent.parent / "tests" / "python"
     failed = []

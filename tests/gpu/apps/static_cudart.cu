@@ -1,4 +1,4 @@
-// Issue 5: a program built with nvcc's default static cudart (nvcc -cudart static). Its runtime is
+// Driver entry points: a program built with nvcc's default static cudart (nvcc -cudart static). Its runtime is
 // inside the executable and reaches the driver through dlopen("libcuda.so.1") + cuGetProcAddress,
 // so only memguard's lookup interposition can see its allocations. It also calls the driver API's
 // cuMemAllocHost itself, found the same way. Logs every allocation and free:

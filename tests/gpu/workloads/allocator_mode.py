@@ -1,5 +1,5 @@
-"""Allocator-mode workloads (issue 7) for the GPU acceptance suite: run once with
-MEMGUARD_ALLOCATOR=memguard and once without, and compared by tools/gpu/checks_issue7.py.
+"""Allocator-mode workloads for the GPU acceptance suite: run once with
+MEMGUARD_ALLOCATOR=memguard and once without, and compared by tests/gpu/checks/allocator_mode.py.
 
 usage: allocator_mode.py RESULT.json SCENARIO [--steps N]
 

@@ -1,4 +1,4 @@
-"""Issue 5: a small training loop that stops at several points and notes, at each, what PyTorch's
+"""Driver entry points: a small training loop that stops at several points and notes, at each, what PyTorch's
 allocator says (memory_reserved, memory_allocated) and how far memguard's report had got (its size
 right after memguard_flush()), so the check can replay the report up to each point.
 

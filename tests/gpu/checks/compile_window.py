@@ -1,7 +1,7 @@
-# Issue 4 (follow-up): the compile window's effect with inductor on CUDA (bench/compile_window_inductor.py).
+# The compile-garbage collector's window: its effect with inductor on CUDA (bench/compile_window_inductor.py).
 
 
-@check(4, "benchmark: compile window with inductor on CUDA, first compile vs later (window vs full collection)")
+@check("compile-window", "benchmark: compile window with inductor on CUDA, first compile vs later (window vs full collection)")
 def compile_window_inductor(ctx):
     bench = HERE.parent.parent / "bench" / "compile_window_inductor.py"
     p = ctx.run([ctx.python, str(bench), "--lib", str(ctx.lib), "--reps", "2", "--compiles", "5", "--device", "cuda",

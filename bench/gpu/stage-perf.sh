@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stages this machine's `perf` (Debian's linux-perf) with the shared libraries it needs into
 # .deps/perf, so that the device tool can carry it to the GPU machine, which has no perf:
-#   tools/gpu/stage-perf.sh            then run(..., carry=[".deps/libunwind", ".deps/perf"])
+#   bench/gpu/stage-perf.sh            then run(..., carry=[".deps/libunwind", ".deps/perf"])
 #   .deps/perf/perf record -g -o $OUT/perf.data -- python3 bench/alloc_timing/lat.py mg_nostack
 #   .deps/perf/perf report -i $OUT/perf.data --no-children --stdio | head -80
 # glibc, libstdc++ and libgcc_s are left out: the GPU machine's own (newer) ones serve. Whether

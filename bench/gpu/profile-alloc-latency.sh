@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Profiles torch.empty + free inside PyTorch's process on the GPU machine with perf (issue 7's
+# Profiles torch.empty + free inside PyTorch's process on the GPU machine with perf (allocator mode's
 # latency: where memguard's allocator mode spends its time there, next to PyTorch's allocator).
-#   here:  bash tools/gpu/stage-perf.sh
-#   there: bash tools/gpu/profile7.sh        (device tool: carry .deps/libunwind and .deps/perf)
+#   here:  bash bench/gpu/stage-perf.sh
+#   there: bash bench/gpu/profile-alloc-latency.sh        (device tool: carry .deps/libunwind and .deps/perf)
 # Builds build-gpu/ (the library) when missing; prints perf's kernel.perf_event_paranoid, then
 # for native and mg_nostack (memguard's allocator, records, no stacks) the top of a flat profile
 # of the allocating thread (bench/alloc_timing/lat.py, pinned to cores 4-5), and writes the perf
@@ -12,9 +12,9 @@ cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 perf=.deps/perf/perf
-[ -x "$perf" ] || { echo "profile7.sh: $perf missing: run tools/gpu/stage-perf.sh here and carry .deps/perf" >&2; exit 1; }
+[ -x "$perf" ] || { echo "profile-alloc-latency.sh: $perf missing: run bench/gpu/stage-perf.sh here and carry .deps/perf" >&2; exit 1; }
 echo "kernel.perf_event_paranoid = $(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo '?')"
-tools/gpu/build-lib.sh "$out/cmake-profile.log" || exit 1
+bench/gpu/build-lib.sh "$out/cmake-profile.log" || exit 1
 lib=$PWD/build-gpu/lib/libmemguard.so
 reports=$(mktemp -d)
 for arm in native mg_nostack; do

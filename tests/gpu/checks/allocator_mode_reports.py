@@ -1,7 +1,8 @@
-# Issue 7: the memguard CLI on allocator-mode reports (format minor 5): `top` shows the tensor blocks'
+# Allocator mode's reports: the memguard CLI on them (format minor 5): `top` shows the tensor blocks'
 # sites at the tensor peak, `--segments` the segments, `cycles` the blocks freed during collections,
 # `summary` the tensor figures and the allocator's OOM events. Exec'd by acceptance.py after
-# checks_issue7.py (it reuses that file's workloads: workload() runs each (script, tag) once). Every
+# allocator_mode.py (in one run it reuses that part's workloads: workload() runs each (script, tag)
+# once; alone, it runs the ones it needs). Every
 # figure is recomputed here from the report's records and compared with what the CLI printed.
 import bisect
 import json as _json7r
@@ -57,7 +58,7 @@ def _mg7r_cli_json(ctx, *args):
     return _json7r.loads(ctx.run([str(ctx.cli), *args]).stdout)
 
 
-@check(7, "allocator mode report: memguard top shows tensor-block sites at the tensor peak; --segments the segments")
+@check("allocator-mode-reports", "allocator mode report: memguard top shows tensor-block sites at the tensor peak; --segments the segments")
 def alloc_report_top(ctx):
     path, records = _mg7r_train(ctx)
     t_peak, a_peak = _mg7r_peaks(records)
@@ -80,7 +81,7 @@ def alloc_report_top(ctx):
     assert any(f["kind"] == "python" for s in top["sites"] for f in s["frames"]), "no Python frames at any site"
 
 
-@check(7, "allocator mode report: memguard cycles attributes gc-flagged frees to collections; summary lists the OOMs")
+@check("allocator-mode-reports", "allocator mode report: memguard cycles attributes gc-flagged frees to collections; summary lists the OOMs")
 def alloc_report_cycles(ctx):
     workload(ctx, "allocator_mode", "oom_memguard", True, env={"MEMGUARD_ALLOCATOR": "memguard"}, args=("oom",))
     path = _mg7r_report(ctx, "oom_memguard")
@@ -118,7 +119,7 @@ def alloc_report_cycles(ctx):
         assert e["rescued"] == o[11] and e["requested_bytes"] == int(o[4])
 
 
-@check(7, "native stacks of tensor blocks allocated under Python end at the interpreter (MEMGUARD_NATIVE_BELOW_PYTHON=0)")
+@check("allocator-mode-reports", "native stacks of tensor blocks allocated under Python end at the interpreter (MEMGUARD_NATIVE_BELOW_PYTHON=0)")
 def alloc_report_native_cut(ctx):
     path, records = _mg7r_train(ctx)
     stacks = {int(r[1]): [int(x, 16) for x in r[2:]] for r in records if r[0] == "S"}
@@ -147,7 +148,7 @@ def alloc_report_native_cut(ctx):
     assert ends >= 0.9 * n, "most stacks taken under Python should reach the interpreter within the depth"
 
 
-@check(7, "allocator mode report: the memory_viz export holds the tensor blocks inside their segments and "
+@check("allocator-mode-reports", "allocator mode report: the memory_viz export holds the tensor blocks inside their segments and "
           "torch.cuda._memory_viz reads it; phases, diff, plot and perfetto follow the tensor bytes")
 def alloc_report_views(ctx):
     path, records = _mg7r_train(ctx)
@@ -157,7 +158,7 @@ def alloc_report_views(ctx):
     out = ctx.out / "allocator_mode_train.memviz.pickle"
     print(ctx.run([str(ctx.cli), "export", "--memory-viz", str(path), "-o", str(out)]).stdout.strip())
     loader = ctx.out / "memviz_loader.py"
-    loader.write_text(_MEMVIZ_LOADER)  # checks_issue6_reports.py: PyTorch's own readers on the file
+    loader.write_text(_MEMVIZ_LOADER)  # export_merge.py: PyTorch's own readers on the file
     seen = _json7r.loads(ctx.run([ctx.python, str(loader), str(out)]).stdout.strip().splitlines()[-1])
     for k in ("torch", "segments", "entries", "actions", "python_frames", "trace_lines", "segsum_first"):
         print(f"{k}: {seen[k]}")

@@ -1,4 +1,4 @@
-# Issue 6, the in-process side: phases (memguard.phase, NVTX ranges from torch.cuda.nvtx) measured
+# Phases (memguard.phase, NVTX ranges from torch.cuda.nvtx) measured
 # by memguard against PyTorch's own counters. Exec'd by acceptance.py (check, workload, reports,
 # records, ctx are its names).
 #
@@ -45,7 +45,7 @@ def _blocks_counted(path, begin_id):
     return counted
 
 
-@check(6, "phases (caching allocator): memguard incremental peak = max_memory_reserved delta, exactly")
+@check("phases", "phases (caching allocator): memguard incremental peak = max_memory_reserved delta, exactly")
 def phases_reserved_exact(ctx):
     data, report, by_name, _ = _phase_run(ctx, "cached", uncached=False)
     print(f"torch {data['torch']}, report {report.name}")
@@ -66,7 +66,7 @@ def phases_reserved_exact(ctx):
     assert any(r["reserved_peak"] > r["reserved_entry"] for r in data["rows"]), "no phase grew the reserve"
 
 
-@check(6, "phases (PYTORCH_NO_CUDA_MEMORY_CACHING=1): memguard incremental peak = the tensors' peak delta (torch requested bytes)")
+@check("phases", "phases (PYTORCH_NO_CUDA_MEMORY_CACHING=1): memguard incremental peak = the tensors' peak delta (torch requested bytes)")
 def phases_allocated_tensor_level(ctx):
     cached, _, _, _ = _phase_run(ctx, "cached", uncached=False)
     uncached, report, by_name, _ = _phase_run(ctx, "uncached", uncached=True)
@@ -93,7 +93,7 @@ def phases_allocated_tensor_level(ctx):
     assert not bad, f"incremental peaks outside the rounding tolerance: {bad}"
 
 
-@check(6, "phases: torch.cuda.nvtx ranges (push/pop and start/end) show up as phases")
+@check("phases", "phases: torch.cuda.nvtx ranges (push/pop and start/end) show up as phases")
 def phases_from_nvtx(ctx):
     data, report, by_name, phases = _phase_run(ctx, "cached", uncached=False)
     for name in data["nvtx"]:

@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
-# Issue 7's benchmarks on the GPU machine, in parts that each fit one device call (10 minutes):
-#   tools/gpu/bench7.sh latency    `together` eight times, one round per pair of cores each (~4 min);
-#                                  LIB_B=path adds a second build as mgb_nostack (an A/B in one run);
-#                                  REF_TREE=dir builds that source tree (`git archive REF | tar -x -C
-#                                  dir`, carried: the GPU machine's .git may lack new commits) and
-#                                  uses its library as LIB_B
-#   tools/gpu/bench7.sh eager      eager_small and eager, 3 processes per arm, pinned (~7 min)
-#   tools/gpu/bench7.sh compiled   compiled, 3 processes per arm, pinned (~5 min)
-#   tools/gpu/bench7.sh small      small_together three times: the CPU-bound step, arms at once (~5 min)
+# Allocator mode against PyTorch's allocator on the GPU machine (bench/allocator_mode.py: torch.empty
+# latency, step time, peak reserved), in parts that each fit one device call (10 minutes):
+#   bench/gpu/allocator-mode.sh latency    `together` eight times, one round per pair of cores each (~4 min);
+#                                          LIB_B=path adds a second build as mgb_nostack (an A/B in one run);
+#                                          REF_TREE=dir builds that source tree (`git archive REF | tar -x -C
+#                                          dir`, carried: the GPU machine's .git may lack new commits) and
+#                                          uses its library as LIB_B
+#   bench/gpu/allocator-mode.sh eager      eager_small and eager, 3 processes per arm, pinned (~7 min)
+#   bench/gpu/allocator-mode.sh compiled   compiled, 3 processes per arm, pinned (~5 min)
+#   bench/gpu/allocator-mode.sh small      small_together three times: the CPU-bound step, arms at once (~5 min)
 # Builds build-gpu/ (the library only, incrementally: build-lib.sh). Tables on stdout; JSON in $OUT (device
 # tool) or ./gpu-out, to merge later with `python3 bench/allocator_mode.py --tables A.json B.json`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-part=${1:?usage: tools/gpu/bench7.sh latency|eager|compiled|small}
-case $part in latency|eager|compiled|small) ;; *) echo "bench7.sh: unknown part '$part' (latency, eager, compiled or small)" >&2; exit 2 ;; esac
+part=${1:?usage: bench/gpu/allocator-mode.sh latency|eager|compiled|small}
+case $part in latency|eager|compiled|small) ;; *) echo "allocator-mode.sh: unknown part '$part' (latency, eager, compiled or small)" >&2; exit 2 ;; esac
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 lib=build-gpu/lib/libmemguard.so
-tools/gpu/build-lib.sh "$out/cmake-bench.log" || exit 1
+bench/gpu/build-lib.sh "$out/cmake-bench.log" || exit 1
 if [ -n "${REF_TREE:-}" ]; then
-    [ -f "$REF_TREE/CMakeLists.txt" ] || { echo "bench7.sh: REF_TREE=$REF_TREE holds no source tree" >&2; exit 2; }
+    [ -f "$REF_TREE/CMakeLists.txt" ] || { echo "allocator-mode.sh: REF_TREE=$REF_TREE holds no source tree" >&2; exit 2; }
     { cmake -S "$REF_TREE" -B "$REF_TREE/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMGUARD_BUILD_TESTS=OFF \
           -DMEMGUARD_LIBUNWIND_PREFIX="$PWD/.deps/libunwind" &&
       cmake --build "$REF_TREE/build" -j"$(nproc)" --target memguard; } >"$out/cmake-ref.log" 2>&1 ||

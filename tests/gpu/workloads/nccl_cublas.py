@@ -1,4 +1,4 @@
-"""Issue 5: a real step that makes NCCL and cuBLAS allocate device memory of their own: a one-rank
+"""Driver entry points: a real step that makes NCCL and cuBLAS allocate device memory of their own: a one-rank
 NCCL process group (init_method file://, one GPU) with an all_reduce, and matmuls (cuBLAS/cuBLASLt
 handles and workspaces).
 

@@ -1,4 +1,4 @@
-"""CUDA graphs under memguard (GPU acceptance, capture-ownership issue).
+"""CUDA graphs under memguard (GPU acceptance: capture-pool ownership).
 
 usage: graphs.py RESULT.json
 

@@ -1,4 +1,5 @@
-# Issue 5: driver entry points. Exec'd by acceptance.py (check, workload, reports, records, Skip,
+# Driver entry points: expandable segments (the virtual-memory calls), cudaMallocAsync, a static
+# cudart, NCCL's and cuBLAS's own allocations. Exec'd by acceptance.py (check, workload, reports, records, Skip,
 # ctx, HERE are its names). Each check reads the report's records itself (docs/report-format.md,
 # minor 3), independently of the CLI, and prints what it saw.
 import os
@@ -59,7 +60,7 @@ def _live_by_api(path, upto, apis):
     return sum(live.values()), n_alloc
 
 
-@check(5, "expandable_segments: mapped bytes in the report = torch.cuda.memory_reserved() at each point")
+@check("driver-entry-points", "expandable_segments: mapped bytes in the report = torch.cuda.memory_reserved() at each point")
 def expandable_mapped_bytes(ctx):
     data = workload(ctx, "driver_points", "expandable", True, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
     points = data["points"]
@@ -81,7 +82,7 @@ def expandable_mapped_bytes(ctx):
     assert not bad, f"mapped bytes differ from memory_reserved() at {bad}"
 
 
-@check(5, "backend:cudaMallocAsync: every allocation recorded (live async bytes = memory_allocated())")
+@check("driver-entry-points", "backend:cudaMallocAsync: every allocation recorded (live async bytes = memory_allocated())")
 def async_backend_recorded(ctx):
     data = workload(ctx, "driver_points", "async", True, env={"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
     points = data["points"]
@@ -110,7 +111,7 @@ def _nvcc():
     return None
 
 
-@check(5, "nvcc program with the default static cudart: every allocation and free recorded")
+@check("driver-entry-points", "nvcc program with the default static cudart: every allocation and free recorded")
 def static_cudart_program(ctx):
     nvcc = _nvcc()
     if nvcc is None:
@@ -185,7 +186,7 @@ def _stack_modules(ips, modules):
     return names
 
 
-@check(5, "NCCL's and cuBLAS's own allocations appear with their libraries in the native stacks")
+@check("driver-entry-points", "NCCL's and cuBLAS's own allocations appear with their libraries in the native stacks")
 def nccl_cublas_sites(ctx):
     env = {"NCCL_DEBUG": "WARN", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"}
     data = workload(ctx, "nccl_cublas", "preload", True, env=env)

@@ -1,6 +1,6 @@
-# Issue 7: memguard as PyTorch's caching allocator (MEMGUARD_ALLOCATOR=memguard). Exec'd by
+# Allocator mode: memguard as PyTorch's caching allocator (MEMGUARD_ALLOCATOR=memguard). Exec'd by
 # acceptance.py (check, workload, Skip, ctx are its names). Every scenario of
-# tools/gpu/workloads/allocator_mode.py runs under LD_PRELOAD twice: with MEMGUARD_ALLOCATOR=memguard
+# tests/gpu/workloads/allocator_mode.py runs under LD_PRELOAD twice: with MEMGUARD_ALLOCATOR=memguard
 # and with PyTorch's own allocator; the checks compare, read the report's T/t/A/F/O/o records
 # (docs/report-format.md, minor 5) themselves, and print what they saw.
 
@@ -37,7 +37,7 @@ def _report_of(ctx, tag):
     return files[0]
 
 
-@check(7, "allocator mode: 50 training steps, losses bitwise equal to PyTorch's allocator")
+@check("allocator-mode", "allocator mode: 50 training steps, losses bitwise equal to PyTorch's allocator")
 def alloc_mode_train(ctx):
     mg, nat = _alloc_pair(ctx, "train", ("--steps", "50"))
     print("memguard losses (first 3, last):", mg["losses"][:3], mg["losses"][-1])
@@ -56,7 +56,7 @@ def alloc_mode_train(ctx):
     assert len(blocks) > 50 and with_py > 0
 
 
-@check(7, "allocator mode: CUDA graph capture/replay, two graphs sharing a pool, make_graphed_callables")
+@check("allocator-mode", "allocator mode: CUDA graph capture/replay, two graphs sharing a pool, make_graphed_callables")
 def alloc_mode_graphs(ctx):
     mg, nat = _alloc_pair(ctx, "graphs")
     print("replays memguard:", mg["replays"][0], "... native:", nat["replays"][0])
@@ -78,7 +78,7 @@ def alloc_mode_graphs(ctx):
     assert not unsafe
 
 
-@check(7, "allocator mode: torch.compile default mode, losses equal to PyTorch's allocator")
+@check("allocator-mode", "allocator mode: torch.compile default mode, losses equal to PyTorch's allocator")
 def alloc_mode_compile(ctx):
     mg, nat = _alloc_pair(ctx, "compile", ("--steps", "10"))
     print("memguard:", mg["losses"])
@@ -86,7 +86,7 @@ def alloc_mode_compile(ctx):
     assert mg["losses"] == nat["losses"]
 
 
-@check(7, "allocator mode: torch.cuda memory statistics answer from memguard and match the report")
+@check("allocator-mode", "allocator mode: torch.cuda memory statistics answer from memguard and match the report")
 def alloc_mode_stats(ctx):
     mg, nat = _alloc_pair(ctx, "stats")
     for k in ("base", "after", "peak_after", "after_free", "peak_kept", "peak_reset", "reserved_after_empty"):
@@ -119,7 +119,7 @@ def alloc_mode_stats(ctx):
     assert sum(live_a.values()) == mg["at_flush"]["reserved"]
 
 
-@check(7, "allocator mode: cycles holding CUDA tensors: native raises OutOfMemoryError, memguard's rescue avoids it; "
+@check("allocator-mode", "allocator mode: cycles holding CUDA tensors: native raises OutOfMemoryError, memguard's rescue avoids it; "
           "a hopeless allocation raises torch.cuda.OutOfMemoryError in both")
 def alloc_mode_oom(ctx):
     mg, nat = _alloc_pair(ctx, "oom")
@@ -149,7 +149,7 @@ def alloc_mode_oom(ctx):
     assert gc_freed >= mg["iterations"] // 8
 
 
-@check(7, "allocator mode by hand: CUDAPluggableAllocator(libmemguard.so, memguard_alloc, memguard_free), no LD_PRELOAD")
+@check("allocator-mode", "allocator mode by hand: CUDAPluggableAllocator(libmemguard.so, memguard_alloc, memguard_free), no LD_PRELOAD")
 def alloc_mode_by_hand(ctx):
     mg = workload(ctx, "allocator_mode", "byhand_memguard", False, args=("byhand", "--lib", str(ctx.lib)))
     nat = workload(ctx, "allocator_mode", "byhand_native", False, args=("byhand",))

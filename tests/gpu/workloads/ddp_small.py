@@ -1,4 +1,4 @@
-"""A two-rank DDP training loop for the GPU acceptance suite (issue 6: per-rank reports, memguard merge).
+"""A two-rank DDP training loop for the GPU acceptance suite (per-rank reports, memguard merge).
 
 usage: python -m torch.distributed.run --standalone --nproc_per_node 2 ddp_small.py RESULT_PREFIX [--steps N]
 
