@@ -4,8 +4,8 @@
 #include <cerrno>
 #include <cuda_runtime_api.h>
 
-#include "interpose/init.h"
-#include "interpose/real.h"
+#include "runtime/startup.h"
+#include "cuda/real.h"
 #include "track/events.h"
 
 #define MG_EXPORT extern "C" __attribute__((visibility("default")))

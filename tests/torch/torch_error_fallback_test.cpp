@@ -8,7 +8,7 @@
 #include <new>
 #include <string>
 
-#include "interpose/torch_error.h"
+#include "allocmode/torch_error.h"
 
 using memguard::interpose::OutOfMemory;
 using memguard::interpose::resolve_torch_oom;

@@ -16,7 +16,7 @@
 #include <string>
 #include <typeinfo>
 
-#include "interpose/torch_error.h"
+#include "allocmode/torch_error.h"
 
 using memguard::interpose::kTorchErrorReserve;
 using memguard::interpose::OutOfMemory;
@@ -32,7 +32,7 @@ namespace {
 const std::string kMessage = "CUDA out of memory (memguard allocator, test): tried to allocate 42 bytes";
 
 // This test links libc10, so its symbols are in the global scope (under Python, torch loads it
-// RTLD_LOCAL and libmemguard.so searches the loaded objects: interpose/real.cpp).
+// RTLD_LOCAL and libmemguard.so searches the loaded objects: cuda/real.cpp).
 void* lookup_default(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 
 void* lookup_without_typeinfo(const char* name) {

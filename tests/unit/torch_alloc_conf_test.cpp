@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "common/torch_alloc_conf.h"
+#include "allocmode/torch_alloc_conf.h"
 
 using memguard::parse_torch_alloc_conf;
 

@@ -1,4 +1,4 @@
-#include "interpose/real.h"
+#include "cuda/real.h"
 
 #include <dlfcn.h>
 #include <link.h>

@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "common/log.h"
-#include "interpose/init.h"
-#include "interpose/nvtx.h"
+#include "runtime/startup.h"
+#include "runtime/nvtx.h"
 #include "memguard/memguard.h"
 #include "track/recorder.h"
 

@@ -1,4 +1,4 @@
-#include "interpose/torch_error.h"
+#include "allocmode/torch_error.h"
 
 #include <cstdint>
 #include <cxxabi.h>

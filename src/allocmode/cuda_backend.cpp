@@ -1,4 +1,4 @@
-#include "interpose/cuda_backend.h"
+#include "allocmode/cuda_backend.h"
 
 #include "interpose/hook_support.h"
 #include "track/recorder.h"

@@ -1,4 +1,4 @@
-#include "interpose/init.h"
+#include "runtime/startup.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -8,8 +8,8 @@
 
 #include "common/config.h"
 #include "common/log.h"
-#include "interpose/allocator_api.h"
-#include "interpose/nvtx.h"
+#include "allocmode/api.h"
+#include "runtime/nvtx.h"
 #include "memguard/memguard.h"
 #include "python/hook.h"
 #include "track/recorder.h"

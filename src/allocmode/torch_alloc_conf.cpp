@@ -1,4 +1,4 @@
-#include "common/torch_alloc_conf.h"
+#include "allocmode/torch_alloc_conf.h"
 
 #include <cerrno>
 #include <cstdlib>
