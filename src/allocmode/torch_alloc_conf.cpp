@@ -5,7 +5,7 @@
 
 #include "common/config.h"
 
-namespace memguard {
+namespace memguard::allocmode {
 namespace {
 
 std::string trim(const std::string& s) {
@@ -87,4 +87,4 @@ TorchAllocConf parse_torch_alloc_conf(const char* value) {
     return c;
 }
 
-}  // namespace memguard
+}  // namespace memguard::allocmode

@@ -8,18 +8,53 @@
 #include <vector>
 
 #include "common/log.h"
-#include "interpose/driver_table.h"
 #include "track/modules.h"
 
-namespace memguard::interpose {
+#if defined(__clang__)
+#define MG_NO_INSTRUMENT __attribute__((disable_sanitizer_instrumentation))
+#else
+#define MG_NO_INSTRUMENT __attribute__((no_sanitize("address", "thread", "undefined")))
+#endif
+
+namespace memguard::cuda {
 namespace {
 
-const track::TextRange& self_range() {
-    static const track::TextRange r = track::object_range_of(reinterpret_cast<const void*>(&find_real));
-    return r;
+MG_NO_INSTRUMENT void* resolve_real_dlsym() noexcept;
+
+}  // namespace
+}  // namespace memguard::cuda
+
+extern "C" {
+// The real dlsym once resolved, else null. Read by memguard's own dlsym (interpose/lookup_hooks.cpp,
+// a few instructions of assembly), which calls mg_resolve_real_dlsym when it is still null.
+__attribute__((visibility("hidden"))) void* mg_real_dlsym_ptr = nullptr;
+
+// A sanitizer's runtime finds the functions it intercepts with dlsym(RTLD_NEXT) while it
+// initializes, before any constructor runs, and with libmemguard.so preloaded that dlsym is ours: the
+// first call reaches mg_resolve_real_dlsym. So that path is built without sanitizer instrumentation
+// (MG_NO_INSTRUMENT): in a libmemguard.so built with -fsanitize=thread its function-entry hook ran
+// on ThreadSanitizer's thread state before that existed, and a TSan program crashed before main
+// (tests/preload/sanitized_hosts_test.cpp, in the TSan job of .ci/run). It touches nothing but its
+// own pointer and dlvsym.
+__attribute__((visibility("hidden"))) MG_NO_INSTRUMENT void* mg_resolve_real_dlsym() {
+    return memguard::cuda::resolve_real_dlsym();
+}
 }
 
-bool is_ours(void* p) { return self_range().contains(reinterpret_cast<uintptr_t>(p)); }
+namespace memguard::cuda {
+namespace {
+
+MG_NO_INSTRUMENT void* resolve_real_dlsym() noexcept {
+    void* p = __atomic_load_n(&mg_real_dlsym_ptr, __ATOMIC_ACQUIRE);
+    if (p) return p;
+    // dlvsym is not interposed, and RTLD_NEXT from here is the object after libmemguard.so.
+    p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    if (p) __atomic_store_n(&mg_real_dlsym_ptr, p, __ATOMIC_RELEASE);
+    return p;
+}
+
+using DlsymFn = void* (*)(void*, const char*);
 
 int collect_names(dl_phdr_info* info, size_t, void* arg) {
     // The main program (empty name) and the vDSO are skipped: the program's exported symbols are
@@ -46,6 +81,16 @@ void* search_loaded_objects(const char* name) {
 
 }  // namespace
 
+void* real_dlsym(void* handle, const char* name) noexcept {
+    auto fn = reinterpret_cast<DlsymFn>(resolve_real_dlsym());
+    return fn ? fn(handle, name) : nullptr;
+}
+
+bool is_ours(const void* p) noexcept {
+    static const track::TextRange self = track::object_range_of(reinterpret_cast<const void*>(&find_real));
+    return self.contains(reinterpret_cast<uintptr_t>(p));
+}
+
 void* find_real(const char* name) noexcept {
     // The real dlsym, called from here: RTLD_NEXT is the object after libmemguard.so, and no
     // lookup of ours ever swaps the result for one of our wrappers (lookup_hooks.cpp).
@@ -63,4 +108,4 @@ void report_missing(const char* name) noexcept {
     }
 }
 
-}  // namespace memguard::interpose
+}  // namespace memguard::cuda

@@ -18,11 +18,11 @@
 
 #include "allocmode/torch_error.h"
 
-using memguard::interpose::kTorchErrorReserve;
-using memguard::interpose::OutOfMemory;
-using memguard::interpose::resolve_torch_oom;
-using memguard::interpose::throw_torch_oom;
-using memguard::interpose::TorchOomSymbols;
+using memguard::allocmode::kTorchErrorReserve;
+using memguard::allocmode::OutOfMemory;
+using memguard::allocmode::resolve_torch_oom;
+using memguard::allocmode::throw_torch_oom;
+using memguard::allocmode::TorchOomSymbols;
 
 static_assert(sizeof(c10::OutOfMemoryError) <= kTorchErrorReserve, "the reserve must hold the object");
 static_assert(sizeof(c10::OutOfMemoryError) == sizeof(c10::Error), "OutOfMemoryError adds no members");
@@ -36,7 +36,7 @@ const std::string kMessage = "CUDA out of memory (memguard allocator, test): tri
 void* lookup_default(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 
 void* lookup_without_typeinfo(const char* name) {
-    return std::string(name) == memguard::interpose::kTorchOomTypeinfo ? nullptr : lookup_default(name);
+    return std::string(name) == memguard::allocmode::kTorchOomTypeinfo ? nullptr : lookup_default(name);
 }
 
 /// The Python exception type PyTorch's binding would raise: the order of CATCH_CORE_ERRORS
