@@ -169,7 +169,8 @@ void* allocate(Recorder& rec, size_t size, int device, uintptr_t stream) {
     if (!p) {
         if (ctx.record) record_oom(rec, oom, ctx.stack_id, ctx.python_stack_id);
         if (err != alloc::kErrorMemoryAllocation) {
-            MG_LOG_WARN("memguard_alloc: allocating {} bytes on device {} failed with CUDA error {}", size, device, err);
+            MG_LOG_WARN("memguard_alloc: allocating {} bytes on device {} failed with CUDA error {}", size, device,
+                        err);
         }
         throw_oom(oom);
     }
