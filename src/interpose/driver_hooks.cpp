@@ -18,13 +18,12 @@
 
 #include <cstring>
 #include <mutex>
-#include <pthread.h>
 #include <utility>
 
 #include "common/log.h"
 #include "interpose/hook_support.h"
 #include "interpose/record_calls.h"
-#include "track/modules.h"
+#include "runtime/fork.h"
 #include "track/recorder.h"
 
 using memguard::interpose::ErrnoKeeper;
@@ -75,10 +74,7 @@ bool family_has_per_thread(const char* family) noexcept {
     return false;
 }
 
-bool is_ours(const void* p) noexcept {
-    static const track::TextRange self = track::object_range_of(reinterpret_cast<const void*>(&bound_real));
-    return self.contains(reinterpret_cast<uintptr_t>(p));
-}
+using cuda::is_ours;
 
 
 void* const* wrappers(Variant v) noexcept;  // at the end of the file, after every MG_DRIVER_HOOK
@@ -86,7 +82,7 @@ void* const* wrappers(Variant v) noexcept;  // at the end of the file, after eve
 // --- the bodies ---------------------------------------------------------------------------------
 
 int context_device() {
-    static RealFunction<CUresult(CUDAAPI*)(CUdevice*)> get_device("cuCtxGetDevice");
+    static cuda::RealFunction<CUresult(CUDAAPI*)(CUdevice*)> get_device("cuCtxGetDevice");
     CUdevice device = 0;
     auto fn = get_device.get();
     if (!fn || fn(&device) != CUDA_SUCCESS) return 0;
@@ -107,25 +103,11 @@ CUresult driver_release(Api api, uintptr_t ptr, StreamArg stream, Call&& call) {
 
 // The driver picks the values of reserved addresses and physical handles. Once a range is freed
 // (a handle released), another thread's reserve (create) may get the same value back before the
-// first thread has written its v (n) record. This lock keeps the file in call order for those
-// pairs: the freeing side holds it over its call and its record, the allocating side over its
-// call. Maps and unmaps need no lock: the program picks their addresses, so it orders them itself.
-std::mutex g_vmm_order;
-
-void vmm_before_fork() { g_vmm_order.lock(); }
-void vmm_after_fork() { g_vmm_order.unlock(); }
-
-/// The freeing side records (taking the recorder's locks) while it holds g_vmm_order, so a fork
-/// must take g_vmm_order before the recorder's locks. Prepare handlers run in reverse order of
-/// registration: registering on the first virtual-memory call, after initialization registered
-/// the recorder's handlers, puts ours first.
-void register_vmm_fork_handlers() {
-    static const bool registered = [] {
-        ErrnoKeeper keep_errno;
-        return pthread_atfork(vmm_before_fork, vmm_after_fork, vmm_after_fork) == 0;
-    }();
-    (void)registered;
-}
+// first thread has written its v (n) record. The virtual-memory order lock keeps the file in call
+// order for those pairs: the freeing side holds it over its call and its record, the allocating
+// side over its call. Maps and unmaps need no lock: the program picks their addresses, so it
+// orders them itself. The lock is the runtime's (runtime/fork.h), so that the one fork function
+// takes it in lock order: before the recorder's, which the freeing side takes while holding it.
 
 __attribute__((constructor)) void driver_hooks_init() {
     // Computes memguard's own address range now, not inside a later dlsym call.
@@ -133,17 +115,16 @@ __attribute__((constructor)) void driver_hooks_init() {
 }
 
 /// Runs the real call and then `record(recorder)` on success, when this is the outermost hook and
-/// memguard records. `order`: hold g_vmm_order over the call (allocating side) or over the call
-/// and the record (freeing side).
+/// memguard records. `order`: hold the virtual-memory order lock over the call (allocating side)
+/// or over the call and the record (freeing side).
 enum class Order { None, Allocating, Freeing };
 template <typename Call, typename Record>
 CUresult observe_vmm(Order order, Call&& call, Record&& record) {
     ensure_initialized();
-    register_vmm_fork_handlers();
     HookScope scope;
-    Recorder& rec = Recorder::instance();
+    Recorder& rec = runtime::recorder();
     if (!scope.outermost() || !rec.active()) return call();
-    std::unique_lock<std::mutex> lock(g_vmm_order, std::defer_lock);
+    std::unique_lock<std::mutex> lock(runtime::vmm_order_lock(), std::defer_lock);
     if (order != Order::None) lock.lock();
     CUresult err = call();
     if (order == Order::Allocating) lock.unlock();
@@ -158,7 +139,7 @@ template <typename Call, typename After>
 CUresult observe_graph(Call&& call, After&& after) {
     ensure_initialized();
     HookScope scope;
-    Recorder& rec = Recorder::instance();
+    Recorder& rec = runtime::recorder();
     if (!scope.outermost() || !rec.active()) return call();
     CUresult err = call();
     ErrnoKeeper keep_errno;
@@ -269,10 +250,10 @@ using memguard::interpose::wrappers_of;
     }                                                                                                    \
     }                                                                                                    \
     MG_EXPORT CUresult CUDAAPI name PARAMS {                                                             \
-        static ::memguard::interpose::RealFunction<name##_fn> real(#name);                               \
+        static ::memguard::cuda::RealFunction<name##_fn> real(#name);                                    \
         name##_fn fn = real.get();                                                                       \
         if (!fn) {                                                                                       \
-            ::memguard::interpose::report_missing(#name);                                                \
+            ::memguard::cuda::report_missing(#name);                                                     \
             return CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;                                            \
         }                                                                                                \
         return name##_impl(fn, MG_STRIP ARGS);                                                           \

@@ -98,7 +98,4 @@ void* wrap_lookup(const char* symbol, int version, bool per_thread, void* real, 
     return wrap_lookup_result(symbol, version, per_thread, real, thunk, &relookup);
 }
 
-/// The real dlsym (glibc's), found without going through memguard's own dlsym.
-void* real_dlsym(void* handle, const char* name) noexcept;
-
 }  // namespace memguard::interpose

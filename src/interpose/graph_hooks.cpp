@@ -18,7 +18,7 @@ template <typename Call, typename After>
 cudaError_t observe(Call&& call, After&& after) {
     memguard::interpose::ensure_initialized();
     HookScope scope;
-    Recorder& rec = Recorder::instance();
+    Recorder& rec = memguard::runtime::recorder();
     if (!scope.outermost() || !rec.active()) return call();
     cudaError_t err = call();
     ErrnoKeeper keep_errno;

@@ -1,27 +1,21 @@
-// Pieces every hook file shares: exporting, finding the real function, keeping errno.
+// Pieces every hook file shares: exporting, finding the real function, keeping errno, the
+// process-global (start-up and the recorder, runtime/process.h).
 #pragma once
 
-#include <cerrno>
 #include <cuda_runtime_api.h>
 
-#include "interpose/init.h"
-#include "interpose/real.h"
+#include "common/errno_keeper.h"
+#include "cuda/real.h"
+#include "runtime/process.h"
 #include "track/events.h"
 
 #define MG_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace memguard::interpose {
 
-// Returned when no loaded library defines the real function (the caller reached our symbol
-// without a CUDA runtime in the process).
-constexpr cudaError_t kNoRuntime = cudaErrorSharedObjectSymbolNotFound;
-
-template <typename Fn>
-Fn real_or_report(RealFunction<Fn>& real) {
-    Fn fn = real.get();
-    if (!fn) report_missing(real.name());
-    return fn;
-}
+using ::memguard::ErrnoKeeper;
+using cuda::kNoRuntime;
+using runtime::ensure_initialized;
 
 /// The stream argument of a call; `ptsz_call` for the per-thread-default-stream (_ptsz) variants.
 inline track::StreamArg stream_arg(cudaStream_t s, bool ptsz_call) {
@@ -37,21 +31,11 @@ constexpr bool is_ptsz(const char* name) {
 
 inline uintptr_t handle(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
-/// Keeps errno as the host left it.
-class ErrnoKeeper {
-public:
-    ErrnoKeeper() : saved_(errno) {}
-    ~ErrnoKeeper() { errno = saved_; }
-
-private:
-    int saved_;
-};
-
 }  // namespace memguard::interpose
 
 /// Declares `fn`, the real function `name` with the given parameter types, inside a hook; returns
 /// kNoRuntime from the hook when no loaded library defines it.
 #define MG_REAL(name, ...)                                                                    \
-    static ::memguard::interpose::RealFunction<cudaError_t (*)(__VA_ARGS__)> real(#name);     \
-    auto fn = ::memguard::interpose::real_or_report(real);                                    \
-    if (!fn) return ::memguard::interpose::kNoRuntime
+    static ::memguard::cuda::RealFunction<cudaError_t (*)(__VA_ARGS__)> real(#name);          \
+    auto fn = ::memguard::cuda::real_or_report(real);                                         \
+    if (!fn) return ::memguard::cuda::kNoRuntime

@@ -19,13 +19,8 @@
 // Only x86-64 has the jump; elsewhere memguard does not define dlsym (lookups through dlsym on a
 // handle are then not covered).
 //
-// A sanitizer's runtime finds the functions it intercepts with dlsym(RTLD_NEXT) while it
-// initializes, before any constructor runs, and with libmemguard.so preloaded that dlsym is ours: the
-// first call reaches mg_resolve_real_dlsym. So that path is built without sanitizer instrumentation
-// (MG_NO_INSTRUMENT): in a libmemguard.so built with -fsanitize=thread its function-entry hook ran
-// on ThreadSanitizer's thread state before that existed, and a TSan program crashed before main
-// (tests/preload/sanitized_hosts_test.cpp, in the TSan job of .ci/run). It touches nothing but its
-// own pointer and dlvsym.
+// The real dlsym and its resolution (mg_real_dlsym_ptr, mg_resolve_real_dlsym, which the
+// assembly below reads and calls) are the CUDA door's (cuda/real.cpp).
 #include "interpose/driver_table.h"
 
 #include <dlfcn.h>
@@ -37,31 +32,10 @@
 
 using memguard::interpose::ErrnoKeeper;
 
-#if defined(__clang__)
-#define MG_NO_INSTRUMENT __attribute__((disable_sanitizer_instrumentation))
-#else
-#define MG_NO_INSTRUMENT __attribute__((no_sanitize("address", "thread", "undefined")))
-#endif
-
-namespace memguard::interpose {
-namespace {
-
-MG_NO_INSTRUMENT void* resolve_real_dlsym() noexcept;
-
-}  // namespace
-}  // namespace memguard::interpose
-
 extern "C" {
-// Read by the assembly below: the real dlsym once resolved, else null.
-__attribute__((visibility("hidden"))) void* mg_real_dlsym_ptr = nullptr;
-
-__attribute__((visibility("hidden"))) MG_NO_INSTRUMENT void* mg_resolve_real_dlsym() {
-    return memguard::interpose::resolve_real_dlsym();
-}
-
 /// dlsym on a real handle (the assembly jumps here for anything but RTLD_DEFAULT and RTLD_NEXT).
 __attribute__((visibility("hidden"))) void* mg_dlsym_handle(void* handle, const char* name) {
-    void* p = memguard::interpose::real_dlsym(handle, name);
+    void* p = memguard::cuda::real_dlsym(handle, name);
     if (p && name && name[0] == 'c' && name[1] == 'u') {
         memguard::interpose::Variant v;
         if (memguard::interpose::variant_by_symbol(name, &v)) {
@@ -120,23 +94,11 @@ dlsym:
 namespace memguard::interpose {
 namespace {
 
-MG_NO_INSTRUMENT void* resolve_real_dlsym() noexcept {
-    void* p = __atomic_load_n(&mg_real_dlsym_ptr, __ATOMIC_ACQUIRE);
-    if (p) return p;
-    // dlvsym is not interposed, and RTLD_NEXT from here is the object after libmemguard.so.
-    p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    if (p) __atomic_store_n(&mg_real_dlsym_ptr, p, __ATOMIC_RELEASE);
-    return p;
-}
-
-using DlsymFn = void* (*)(void*, const char*);
-
 int runtime_version() {
     static std::atomic<int> cached{0};
     int v = cached.load(std::memory_order_relaxed);
     if (v) return v;
-    static RealFunction<cudaError_t (*)(int*)> get_version("cudaRuntimeGetVersion");
+    static cuda::RealFunction<cudaError_t (*)(int*)> get_version("cudaRuntimeGetVersion");
     auto fn = get_version.get();
     if (!fn || fn(&v) != cudaSuccess || v <= 0) v = CUDART_VERSION;
     cached.store(v, std::memory_order_relaxed);
@@ -151,12 +113,6 @@ bool per_thread(unsigned long long flags, bool ptsz_entry) {
 }
 
 }  // namespace
-
-void* real_dlsym(void* handle, const char* name) noexcept {
-    auto fn = reinterpret_cast<DlsymFn>(resolve_real_dlsym());
-    return fn ? fn(handle, name) : nullptr;
-}
-
 }  // namespace memguard::interpose
 
 // --- the runtime's entry-point functions --------------------------------------------------------

@@ -47,7 +47,7 @@ auto allocate_and_record(const AllocCall& what, Out* out, Call&& call, Device&& 
     using Result = decltype(call());
     ensure_initialized();
     track::HookScope scope;
-    track::Recorder& rec = track::Recorder::instance();
+    track::Recorder& rec = runtime::recorder();
     if (!scope.outermost() || !rec.active()) return call();
     if (track::is_potentially_unsafe(what.api) && what.requested > 0) {
         ErrnoKeeper keep_errno;
@@ -75,7 +75,7 @@ auto release_and_record(track::Api api, uintptr_t ptr, track::StreamArg stream, 
     using Result = decltype(call());
     ensure_initialized();
     track::HookScope scope;
-    track::Recorder& rec = track::Recorder::instance();
+    track::Recorder& rec = runtime::recorder();
     if (!scope.outermost() || !rec.active() || ptr == 0) return call();
     auto block = [&] {
         ErrnoKeeper keep_errno;

@@ -22,7 +22,7 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t 
 namespace {
 
 int current_device() {
-    static memguard::interpose::RealFunction<cudaError_t (*)(int*)> get_device("cudaGetDevice");
+    static memguard::cuda::RealFunction<cudaError_t (*)(int*)> get_device("cudaGetDevice");
     int device = 0;
     auto fn = get_device.get();
     if (!fn || fn(&device) != cudaSuccess) return 0;

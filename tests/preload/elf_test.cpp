@@ -80,9 +80,9 @@ TEST(Elf, LibmemguardExportsOnlyCudaFunctionsAndItsApi) {
         // dlsym: the lookup interposer of the driver entry points (src/interpose/lookup_hooks.cpp).
         bool allowed = starts_with(symbol.name, "cu") || starts_with(symbol.name, "memguard_") ||
                        symbol.name == "dlsym" || version_node ||
-                       // NVTX's entry point of an injection library (src/interpose/nvtx.cpp).
+                       // NVTX's entry point of an injection library (src/runtime/nvtx.cpp).
                        symbol.name == "InitializeInjectionNvtx2" ||
-                       // ThreadSanitizer's default suppressions (src/interpose/sanitizers.cpp).
+                       // ThreadSanitizer's default suppressions (src/runtime/sanitizers.cpp).
                        symbol.name == "__tsan_default_suppressions";
         EXPECT_TRUE(allowed) << "libmemguard.so exports " << symbol.name
                              << (starts_with(symbol.name, "_Z") ? " (C++)" : "")

@@ -111,7 +111,7 @@ TEST_F(SanitizedHost, AsanRefusesToStartBehindMemguard) {
 // program runs on. With libunwind's per-thread cache, each such thread crashed at its exit inside
 // ThreadSanitizer's pthread_mutex_lock (src/track/unwind.cpp); and ThreadSanitizer, blind to the
 // uninstrumented library's own locks, took the report buffer's copies for data races and changed the
-// exit code to 66 (src/interpose/sanitizers.cpp).
+// exit code to 66 (src/runtime/sanitizers.cpp).
 TEST_F(SanitizedHost, TsanThreadsAllocateAndExit) {
     ChildResult result = run_host(APP_TSAN_HOST, preload_env());
     ASSERT_EQ(result.exit_code, k_host_exit_code) << describe(result);

@@ -8,12 +8,12 @@
 #include <new>
 #include <string>
 
-#include "interpose/torch_error.h"
+#include "allocmode/torch_error.h"
 
-using memguard::interpose::OutOfMemory;
-using memguard::interpose::resolve_torch_oom;
-using memguard::interpose::throw_torch_oom;
-using memguard::interpose::TorchOomSymbols;
+using memguard::allocmode::OutOfMemory;
+using memguard::allocmode::resolve_torch_oom;
+using memguard::allocmode::throw_torch_oom;
+using memguard::allocmode::TorchOomSymbols;
 
 namespace {
 

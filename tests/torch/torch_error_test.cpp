@@ -16,13 +16,13 @@
 #include <string>
 #include <typeinfo>
 
-#include "interpose/torch_error.h"
+#include "allocmode/torch_error.h"
 
-using memguard::interpose::kTorchErrorReserve;
-using memguard::interpose::OutOfMemory;
-using memguard::interpose::resolve_torch_oom;
-using memguard::interpose::throw_torch_oom;
-using memguard::interpose::TorchOomSymbols;
+using memguard::allocmode::kTorchErrorReserve;
+using memguard::allocmode::OutOfMemory;
+using memguard::allocmode::resolve_torch_oom;
+using memguard::allocmode::throw_torch_oom;
+using memguard::allocmode::TorchOomSymbols;
 
 static_assert(sizeof(c10::OutOfMemoryError) <= kTorchErrorReserve, "the reserve must hold the object");
 static_assert(sizeof(c10::OutOfMemoryError) == sizeof(c10::Error), "OutOfMemoryError adds no members");
@@ -32,11 +32,11 @@ namespace {
 const std::string kMessage = "CUDA out of memory (memguard allocator, test): tried to allocate 42 bytes";
 
 // This test links libc10, so its symbols are in the global scope (under Python, torch loads it
-// RTLD_LOCAL and libmemguard.so searches the loaded objects: interpose/real.cpp).
+// RTLD_LOCAL and libmemguard.so searches the loaded objects: cuda/real.cpp).
 void* lookup_default(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 
 void* lookup_without_typeinfo(const char* name) {
-    return std::string(name) == memguard::interpose::kTorchOomTypeinfo ? nullptr : lookup_default(name);
+    return std::string(name) == memguard::allocmode::kTorchOomTypeinfo ? nullptr : lookup_default(name);
 }
 
 /// The Python exception type PyTorch's binding would raise: the order of CATCH_CORE_ERRORS

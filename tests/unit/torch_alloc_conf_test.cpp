@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "common/torch_alloc_conf.h"
+#include "allocmode/torch_alloc_conf.h"
 
-using memguard::parse_torch_alloc_conf;
+using memguard::allocmode::parse_torch_alloc_conf;
 
 TEST(TorchAllocConf, UnsetMeansPyTorchsDefaults) {
     auto c = parse_torch_alloc_conf(nullptr);

@@ -1,13 +1,11 @@
-// Allocator mode's exported functions (allocator_api.cpp), declared for the library's own use
-// (their addresses go to the Python hook) and for test programs that call them as PyTorch does.
+// Allocator mode's exported functions (api.cpp), declared for the library's own use (their
+// addresses go to PyTorch, torch_bridge.cpp) and for programs that call them as PyTorch does.
 #pragma once
 
 #include <cstddef>
 #include <cuda_runtime_api.h>
 #include <functional>
 #include <utility>
-
-#include "python/allocator_mode.h"
 
 extern "C" {
 __attribute__((visibility("default"))) void* memguard_alloc(size_t size, int device, cudaStream_t stream);
@@ -23,8 +21,3 @@ __attribute__((visibility("default"))) void memguard_allocator_end_pool(
 __attribute__((visibility("default"))) void memguard_allocator_release_pool(
     int device, std::pair<unsigned long long, unsigned long long> id);
 }
-
-namespace memguard::interpose {
-/// The addresses and statistics functions the Python hook needs to install the allocator.
-python::AllocatorBridge allocator_bridge();
-}  // namespace memguard::interpose

@@ -1,10 +1,10 @@
-#include "interpose/torch_error.h"
+#include "allocmode/torch_error.h"
 
 #include <cstdint>
 #include <cxxabi.h>
 #include <typeinfo>
 
-namespace memguard::interpose {
+namespace memguard::allocmode {
 
 const char* const kTorchOomOwnCtor =
     "_ZN3c1016OutOfMemoryErrorC1ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE";
@@ -71,4 +71,4 @@ void throw_torch_oom(const TorchOomSymbols& syms, const std::string& message, bo
     abi::__cxa_throw(obj, static_cast<std::type_info*>(syms.type), &destroy_via_vtable);
 }
 
-}  // namespace memguard::interpose
+}  // namespace memguard::allocmode

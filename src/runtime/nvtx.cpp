@@ -30,18 +30,17 @@
 #include <vector>
 
 #include "common/log.h"
-#include "interpose/init.h"
-#include "interpose/nvtx.h"
+#include "runtime/nvtx.h"
+#include "runtime/process.h"
 #include "memguard/memguard.h"
 #include "track/recorder.h"
 
 extern "C" int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get);
 
-namespace memguard::interpose {
+namespace memguard::runtime {
 namespace {
 
 using track::PhaseSource;
-using track::Recorder;
 
 std::atomic<bool> g_nvtx_on{false};  // MEMGUARD_ENABLE and MEMGUARD_NVTX
 std::atomic<int> g_instances{0};     // NVTX copies that attached to memguard
@@ -133,7 +132,7 @@ int level_of(nvtxDomainHandle_t domain) {
 
 int push(nvtxDomainHandle_t domain, std::string message) {
     int level = level_of(domain);
-    uint64_t id = Recorder::instance().record_phase_begin(PhaseSource::Nvtx, full_name(domain, std::move(message)));
+    uint64_t id = recorder().record_phase_begin(PhaseSource::Nvtx, full_name(domain, std::move(message)));
     t_pushed.push_back({domain, id});
     return level;
 }
@@ -143,18 +142,18 @@ int pop(nvtxDomainHandle_t domain) {
         if (t_pushed[i].domain != domain) continue;
         uint64_t id = t_pushed[i].phase;
         t_pushed.erase(t_pushed.begin() + static_cast<ptrdiff_t>(i));
-        Recorder::instance().record_phase_end(id);
+        recorder().record_phase_end(id);
         return level_of(domain);
     }
     return -1;  // NVTX: a pop without a push is an error
 }
 
 nvtxRangeId_t start(nvtxDomainHandle_t domain, std::string message) {
-    return Recorder::instance().record_phase_begin(PhaseSource::NvtxRange, full_name(domain, std::move(message)));
+    return recorder().record_phase_begin(PhaseSource::NvtxRange, full_name(domain, std::move(message)));
 }
 
 void mark(nvtxDomainHandle_t domain, std::string message) {
-    Recorder::instance().record_mark(PhaseSource::Nvtx, full_name(domain, std::move(message)));
+    recorder().record_mark(PhaseSource::Nvtx, full_name(domain, std::move(message)));
 }
 
 // --- the callbacks (NVTX_API is empty on Linux) -------------------------------------------------------
@@ -164,7 +163,7 @@ void MarkW(const wchar_t* m) { mark(nullptr, utf8(m)); }
 nvtxRangeId_t RangeStartEx(const nvtxEventAttributes_t* a) { return start(nullptr, message_of(a)); }
 nvtxRangeId_t RangeStartA(const char* m) { return start(nullptr, m ? m : ""); }
 nvtxRangeId_t RangeStartW(const wchar_t* m) { return start(nullptr, utf8(m)); }
-void RangeEnd(nvtxRangeId_t id) { Recorder::instance().record_phase_end(id); }
+void RangeEnd(nvtxRangeId_t id) { recorder().record_phase_end(id); }
 int RangePushEx(const nvtxEventAttributes_t* a) { return push(nullptr, message_of(a)); }
 int RangePushA(const char* m) { return push(nullptr, m ? m : ""); }
 int RangePushW(const wchar_t* m) { return push(nullptr, utf8(m)); }
@@ -174,7 +173,7 @@ void DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { mark(d
 nvtxRangeId_t DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
     return start(d, message_of(a));
 }
-void DomainRangeEnd(nvtxDomainHandle_t, nvtxRangeId_t id) { Recorder::instance().record_phase_end(id); }
+void DomainRangeEnd(nvtxDomainHandle_t, nvtxRangeId_t id) { recorder().record_phase_end(id); }
 int DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { return push(d, message_of(a)); }
 int DomainRangePop(nvtxDomainHandle_t d) { return pop(d); }
 nvtxStringHandle_t DomainRegisterStringA(nvtxDomainHandle_t, const char* s) {
@@ -272,12 +271,12 @@ void register_nvtx_injection(bool enabled) {
 
 int nvtx_instances() { return g_instances.load(std::memory_order_relaxed); }
 
-}  // namespace memguard::interpose
+}  // namespace memguard::runtime
 
 /// NVTX's entry point, called once per NVTX copy (concurrently from different threads for
 /// different copies). Returning 0 turns that copy's NVTX calls into no-ops.
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get) {
-    using namespace memguard::interpose;
+    using namespace memguard::runtime;
     ensure_initialized();
     if (!g_nvtx_on.load(std::memory_order_acquire) || !get) return 0;
     if (!preloaded()) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace memguard {
+namespace memguard::allocmode {
 
 struct TorchAllocConf {
     size_t max_split_size = static_cast<size_t>(-1);   // max_split_size_mb (bytes); SIZE_MAX: none
@@ -21,4 +21,4 @@ struct TorchAllocConf {
 /// Parses "key:value,key:value" as PyTorch does (keys and values as PyTorch names them).
 TorchAllocConf parse_torch_alloc_conf(const char* value);
 
-}  // namespace memguard
+}  // namespace memguard::allocmode

@@ -1,7 +1,7 @@
 // NVTX v3 injection (nvtx.cpp): NVTX ranges become phases, NVTX marks become marks.
 #pragma once
 
-namespace memguard::interpose {
+namespace memguard::runtime {
 
 /// From the library constructor: names libmemguard.so in NVTX_INJECTION64_PATH when the variable
 /// is unset; when it names another tool (Nsight Systems, ...), logs one info line and stays out.
@@ -11,5 +11,5 @@ void register_nvtx_injection(bool enabled);
 /// How many NVTX copies (libraries with their own NVTX globals) attached so far.
 int nvtx_instances();
 
-}  // namespace memguard::interpose
+}  // namespace memguard::runtime
 

@@ -1,21 +1,22 @@
-#include "interpose/cuda_backend.h"
+#include "allocmode/cuda_backend.h"
 
-#include "interpose/hook_support.h"
-#include "track/recorder.h"
+#include <cuda_runtime_api.h>
 
-namespace memguard::interpose {
+#include "common/errno_keeper.h"
+#include "cuda/real.h"
+
+namespace memguard::allocmode {
 
 namespace {
 
-using track::Recorder;
+using cuda::kNoRuntime;
+using cuda::RealFunction;
 
 thread_local SegmentContext t_context;
 
 template <typename Fn>
 Fn real(RealFunction<Fn>& f) {
-    Fn fn = f.get();
-    if (!fn) report_missing(f.name());
-    return fn;
+    return cuda::real_or_report(f);
 }
 
 RealFunction<cudaError_t (*)(void**, size_t)> r_malloc("cudaMalloc");
@@ -88,9 +89,8 @@ int CudaBackend::segment_malloc(int device, size_t size, void** ptr) {
     cleared(err);  // the core frees its cache and retries, or reports the OOM itself
     if (err == cudaSuccess && *ptr && t_context.record) {
         ErrnoKeeper keep_errno;
-        Recorder::instance().record_alloc_interned(track::Api::cudaMalloc, track::Kind::Device,
-                                                   reinterpret_cast<uintptr_t>(*ptr), size, device, track::StreamArg{},
-                                                   t_context.stack_id, t_context.python_stack_id);
+        rec_.record_alloc_interned(track::Api::cudaMalloc, track::Kind::Device, reinterpret_cast<uintptr_t>(*ptr), size,
+                                   device, track::StreamArg{}, t_context.stack_id, t_context.python_stack_id);
     }
     return err;
 }
@@ -99,7 +99,7 @@ int CudaBackend::segment_free(int device, void* ptr) {
     (void)device;  // cudaFree finds the device from the pointer
     auto fn = real(r_free);
     if (!fn) return kNoRuntime;
-    Recorder& rec = Recorder::instance();
+    track::Recorder& rec = rec_;
     // Recorded before the real call, like the cudaFree hook: a reuse of the address by another
     // thread is then always written after the free.
     auto block = rec.record_free(track::Api::cudaFree, reinterpret_cast<uintptr_t>(ptr), track::StreamArg{});
@@ -164,7 +164,7 @@ bool CudaBackend::stream_capturing(int device, alloc::Stream stream) {
 
 bool CudaBackend::any_capture_active(int) {
     // Every capture begun through the runtime or the driver passes memguard's hooks (preload).
-    return Recorder::instance().captures().active() > 0;
+    return rec_.captures().active() > 0;
 }
 
 int CudaBackend::exchange_capture_mode(int* mode) {
@@ -183,4 +183,4 @@ int real_device_count() noexcept {
     return n;
 }
 
-}  // namespace memguard::interpose
+}  // namespace memguard::allocmode

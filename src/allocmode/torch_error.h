@@ -16,7 +16,7 @@
 #include <new>
 #include <string>
 
-namespace memguard::interpose {
+namespace memguard::allocmode {
 
 /// The exception thrown when PyTorch's error type cannot be built: a std::bad_alloc (which
 /// PyTorch's binding reports as a RuntimeError) carrying the same message.
@@ -60,4 +60,4 @@ TorchOomSymbols resolve_torch_oom(void* (*lookup)(const char* name));
 /// `use_own_ctor` false forces the base-constructor path (tests cover both on one torch).
 [[noreturn]] void throw_torch_oom(const TorchOomSymbols& syms, const std::string& message, bool use_own_ctor = true);
 
-}  // namespace memguard::interpose
+}  // namespace memguard::allocmode

@@ -1,11 +1,11 @@
-#include "common/torch_alloc_conf.h"
+#include "allocmode/torch_alloc_conf.h"
 
 #include <cerrno>
 #include <cstdlib>
 
 #include "common/config.h"
 
-namespace memguard {
+namespace memguard::allocmode {
 namespace {
 
 std::string trim(const std::string& s) {
@@ -87,4 +87,4 @@ TorchAllocConf parse_torch_alloc_conf(const char* value) {
     return c;
 }
 
-}  // namespace memguard
+}  // namespace memguard::allocmode

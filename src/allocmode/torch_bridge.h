@@ -1,0 +1,35 @@
+// Allocator mode's torch bridge (MEMGUARD_ALLOCATOR=memguard): installing memguard as PyTorch's CUDA
+// allocator through the pluggable-allocator interface, answering PyTorch's memory statistics from
+// memguard, and the garbage collection of the out-of-memory rescue.
+//
+// When: on the first "import" audit event after torch.cuda.memory has finished loading (during
+// `import torch`, well before anything can initialize CUDA: the swap must precede CUDA's lazy
+// initialization, which makes PyTorch's allocator "initialized" for good).
+//
+// How: torch._C._cuda_customAllocator(alloc, free) with the addresses of libmemguard.so's
+// exported memguard_alloc / memguard_free (what torch.cuda.memory.CUDAPluggableAllocator does
+// after its ctypes lookup), the hook setters of the returned object with the addresses of the
+// other exported hooks, then torch._C._cuda_changeCurrentAllocator. PyTorch's statistics entry
+// points (torch._C._cuda_memoryStats, _cuda_resetPeakMemoryStats,
+// _cuda_resetAccumulatedMemoryStats), which raise for a pluggable allocator, are replaced by ones
+// answered from memguard's allocator; the entry points that cannot work with a pluggable
+// allocator (snapshots, memory history, CUDA graph trees' pool checkpoints) warn once, naming
+// the limit, and then fail as they would.
+#pragma once
+
+#include "track/recorder.h"
+
+namespace memguard::allocmode {
+
+/// From start-up, before the Python hook is installed, when MEMGUARD_ALLOCATOR=memguard: hands the
+/// switch to the Python hook (python/allocator_mode.h), which runs it on an import event. `rec`
+/// learns that it records an allocator-mode process once the switch happened.
+void arm_torch_switch(track::Recorder& rec);
+
+/// The allocator's out-of-memory rescue: one full gc.collect() when this thread holds the GIL or
+/// can take it (it has a Python thread state and holds no memguard lock: the caller guarantees
+/// the latter), the interpreter runs, and no stream capture is in progress (`capture_underway`:
+/// one the allocator or the recorder knows of). Returns whether a collection ran.
+bool oom_rescue_collect(bool capture_underway);
+
+}  // namespace memguard::allocmode

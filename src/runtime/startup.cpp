@@ -1,0 +1,46 @@
+// The library's composition root: start-up at load (or at the first hook, whichever comes first)
+// and the end record at exit.
+#include <cstdlib>
+#include <mutex>
+#include <sys/auxv.h>
+
+#include "allocmode/torch_bridge.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "python/hook.h"
+#include "runtime/fork.h"
+#include "runtime/nvtx.h"
+#include "runtime/process.h"
+
+namespace memguard::runtime {
+
+std::atomic<bool> g_initialized{false};
+
+void initialize_once() noexcept {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        // Decided here, before anything reads the environment: in a setuid, setgid or capability
+        // program (AT_SECURE) the environment is a less privileged user's, and memguard stays off
+        // without reading it (startup_config). secure_getenv keeps that true of this lookup even
+        // if the two ever disagreed.
+        ConfigResult parsed =
+            startup_config(getauxval(AT_SECURE), [](const char* name) { return secure_getenv(name); });
+        set_log_level(parsed.config.log_level);
+        for (const std::string& problem : parsed.problems) MG_LOG_WARN("{}", problem);
+        recorder().init(parsed.config);
+        register_fork_handlers(parsed.config.enabled);
+        if (parsed.config.enabled) {
+            if (parsed.config.allocator == AllocatorMode::Memguard) allocmode::arm_torch_switch(recorder());
+            python::install({parsed.config.collect_compile_garbage, parsed.config.python_stacks,
+                             parsed.config.compile_window, parsed.config.native_below_python});
+        }
+        register_nvtx_injection(parsed.config.enabled && parsed.config.nvtx);
+        g_initialized.store(true, std::memory_order_release);
+    });
+}
+
+}  // namespace memguard::runtime
+
+__attribute__((constructor)) static void memguard_library_init() { memguard::runtime::initialize_once(); }
+
+__attribute__((destructor)) static void memguard_library_fini() { memguard::runtime::recorder().shutdown(); }
