@@ -19,7 +19,7 @@ std::atomic<int> g_unwinding{0};
 std::atomic<bool> g_fork_pending{false};
 
 /// Held while a thread unwinds. Entering waits while a fork is pending (forks are rare and short).
-/// Entering (count up, then look at the flag) and block_unwinding_for_fork (raise the flag, then
+/// Entering (count up, then look at the flag) and NativeUnwinder::before_fork (raise the flag, then
 /// look at the count) are each a store followed by a load of the other variable: only sequential
 /// consistency on all four keeps both sides from missing each other (on x86 the increment is a
 /// locked instruction either way, and the loads are plain ones).
