@@ -1,7 +1,7 @@
 // The report file and its writer thread: the recorder's sink in production (event_sink.h). Hooks
-// only append whole records to an in-memory buffer;
-// a background thread writes the buffer at least every kFlushInterval, with a heartbeat record,
-// so that a killed process leaves a file that is valid up to the last flush.
+// only append whole records to an in-memory buffer; a background thread writes the buffer at least
+// every kFlushInterval, with a heartbeat record, so that a killed process leaves a file that is
+// valid up to the last flush.
 //
 // The records written on every tensor allocation and free (allocator mode's T and t) are
 // appended packed: their numbers, in as few bytes as they need, and the function that formats
