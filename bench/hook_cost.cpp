@@ -32,8 +32,9 @@ double run_alloc(long iterations) {
 
 double run_unwind(long iterations) {
     uintptr_t ips[300];
+    memguard::track::NativeUnwinder unwinder;
     auto t0 = std::chrono::steady_clock::now();
-    for (long i = 0; i < iterations; ++i) g_sink += memguard::track::capture_stack(ips, 64);
+    for (long i = 0; i < iterations; ++i) g_sink += unwinder.capture(ips, 64);
     auto t1 = std::chrono::steady_clock::now();
     return std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(iterations);
 }

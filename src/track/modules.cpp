@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "track/line.h"
-#include "track/writer.h"
+#include "track/event_sink.h"
 
 namespace memguard::track {
 namespace {
@@ -106,7 +106,7 @@ bool ModuleMap::covered_locked(uintptr_t ip) const {
     return ip < it->hi;
 }
 
-void ModuleMap::refresh_locked(ReportWriter& out) {
+void ModuleMap::refresh_locked(EventSink& out) {
     std::vector<Object> objects;
     dl_iterate_phdr(collect, &objects);
     for (Object& o : objects) {
@@ -128,7 +128,7 @@ void ModuleMap::refresh_locked(ReportWriter& out) {
     }
 }
 
-void ModuleMap::ensure_covered(const uintptr_t* ips, int n, ReportWriter& out) {
+void ModuleMap::ensure_covered(const uintptr_t* ips, int n, EventSink& out) {
     std::lock_guard<std::mutex> lock(mu_);
     for (int i = 0; i < n; ++i) {
         if (!covered_locked(ips[i])) {
@@ -138,7 +138,7 @@ void ModuleMap::ensure_covered(const uintptr_t* ips, int n, ReportWriter& out) {
     }
 }
 
-void ModuleMap::refresh(ReportWriter& out) {
+void ModuleMap::refresh(EventSink& out) {
     std::lock_guard<std::mutex> lock(mu_);
     refresh_locked(out);
 }

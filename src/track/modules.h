@@ -9,15 +9,15 @@
 
 namespace memguard::track {
 
-class ReportWriter;
+class EventSink;
 
 class ModuleMap {
 public:
     /// Makes sure every ip in ips[0..n) lies in a module already written to `out`; rescans the
     /// loaded objects (dl_iterate_phdr) and writes the new ones when one does not.
-    void ensure_covered(const uintptr_t* ips, int n, ReportWriter& out);
+    void ensure_covered(const uintptr_t* ips, int n, EventSink& out);
     /// Writes every loaded module not written yet.
-    void refresh(ReportWriter& out);
+    void refresh(EventSink& out);
 
     void clear();
     std::mutex& mutex() { return mu_; }
@@ -27,7 +27,7 @@ private:
         uintptr_t lo, hi;
     };
     bool covered_locked(uintptr_t ip) const;
-    void refresh_locked(ReportWriter& out);
+    void refresh_locked(EventSink& out);
 
     std::mutex mu_;
     std::vector<Range> ranges_;  // sorted by lo

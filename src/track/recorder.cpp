@@ -9,24 +9,13 @@
 #include "common/log.h"
 #include "common/path_template.h"
 #include "memguard/memguard.h"
-#include "track/clock.h"
 #include "track/line.h"
-#include "track/stamp_clock.h"
-#include "track/unwind.h"
 
 namespace memguard::track {
 
 thread_local int HookScope::depth_ = 0;
 
 namespace {
-
-std::atomic<int64_t> g_t0_mono{0};
-std::atomic<int64_t> g_t0_unix{0};
-
-void reset_clock_origin() {
-    g_t0_mono.store(monotonic_ns(), std::memory_order_relaxed);
-    g_t0_unix.store(realtime_ns(), std::memory_order_relaxed);
-}
 
 std::string read_small_file(const char* path) {
     std::string out;
@@ -70,23 +59,9 @@ void put_stream(Line& line, StreamArg s) {
 
 }  // namespace
 
-Recorder& Recorder::instance() {
-    static Recorder* r = new Recorder();
-    return *r;
-}
-
-Recorder::Recorder() : writer_(&Recorder::now) {
-    reset_clock_origin();
-    stamp::init();
-    self_range_ = object_range_of(reinterpret_cast<const void*>(&Recorder::instance));
-}
-
-int64_t Recorder::now() noexcept { return monotonic_ns() - g_t0_mono.load(std::memory_order_relaxed); }
-
-int64_t Recorder::time_of_stamp(uint64_t s) noexcept {
-    // A stamp made right at the origin can convert a few nanoseconds before it.
-    const int64_t t = stamp::to_monotonic_ns(s) - g_t0_mono.load(std::memory_order_relaxed);
-    return t < 0 ? 0 : t;
+Recorder::Recorder(const Config& config, EventSink& sink, Clock& clock, Unwinder& unwinder)
+    : writer_(sink), clock_(clock), unwinder_(unwinder), self_range_(unwinder.own_code()) {
+    init(config);
 }
 
 void Recorder::init(const Config& config) {
@@ -95,10 +70,9 @@ void Recorder::init(const Config& config) {
 }
 
 void Recorder::set_native_cut(TextRange interpreter) noexcept {
-    static TextRange stored;
     if (interpreter.hi <= interpreter.lo) return;
-    stored = interpreter;
-    native_cut_.store(&stored, std::memory_order_release);
+    native_cut_range_ = interpreter;
+    native_cut_.store(&native_cut_range_, std::memory_order_release);
 }
 
 namespace {
@@ -131,7 +105,7 @@ int Recorder::unwind_stack(uintptr_t* ips) const noexcept {
     int n = 0, skip = 0, boundary = -1;
     // Unwinds up to `asked` frames: memguard's own frames on top (skip), the first interpreter frame.
     auto unwind = [&](int asked) {
-        n = track::capture_stack(ips, asked);
+        n = unwinder_.capture(ips, asked);
         skip = 0;
         while (skip < n && self_range_.contains(ips[skip])) ++skip;
         boundary = cut ? first_in(*cut, ips, skip, n) : -1;
@@ -206,10 +180,10 @@ std::string Recorder::header() const {
     info("cmdline", command_line());
     info("host", host_name());
     info("rank", rank_from_env(std::getenv("RANK"), std::getenv("LOCAL_RANK")));
-    info("t0_unix_ns", std::to_string(g_t0_unix.load(std::memory_order_relaxed)));
+    info("t0_unix_ns", std::to_string(clock_.origin_unix_ns()));
     info("memguard_version", MEMGUARD_VERSION_STRING);
     info("stack_depth", std::to_string(config_.stack_depth));
-    info("unwinder", unwinder_name());
+    info("unwinder", unwinder_.name());
     if (allocator_mode_.load(std::memory_order_acquire)) info("allocator", "memguard");
     return header;
 }
@@ -555,11 +529,11 @@ void Recorder::before_fork() {
     graphs_.mutex().lock();
     writer_.lock_for_fork();
     phases_.mutex().lock();
-    block_unwinding_for_fork();  // last: a thread inside the unwinder holds none of the locks above
+    unwinder_.before_fork();  // last: a thread inside the unwinder holds none of the locks above
 }
 
 void Recorder::after_fork_parent() {
-    allow_unwinding_after_fork();
+    unwinder_.after_fork();
     phases_.mutex().unlock();
     writer_.unlock_after_fork();
     graphs_.mutex().unlock();
@@ -574,7 +548,7 @@ void Recorder::after_fork_child() {
     // The child is a new process: its own clock origin, its own (lazily created) report, and none
     // of the parent's blocks, stacks or modules.
     reset_tid_cache();
-    reset_clock_origin();
+    clock_.restart();
     writer_.reset_in_child();
     blocks_.clear();
     stacks_.clear();

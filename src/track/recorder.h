@@ -1,9 +1,11 @@
-// The recorder: what the interposition hooks call. It owns the live-block table, the stack table,
-// the module map and the report writer, and turns each observed call into report records.
+// The recorder: what the interposition hooks call. It owns the live-block table, the stack table
+// and the module map, and turns each observed call into report records for its sink. Its
+// environment is injected: the sink (the report file in production), the clock and the unwinder,
+// so that tests build one in-process (testing/) and production wires the real ones
+// (production.h).
 //
-// Thread safety: every method may be called from any thread at any time after init(). The report
-// file is created on the first recorded allocation, so a process that never allocates CUDA memory
-// leaves no file.
+// Thread safety: every method may be called from any thread at any time. The report is started on
+// the first recorded allocation, so a process that never allocates CUDA memory leaves no file.
 #pragma once
 
 #include <atomic>
@@ -16,17 +18,26 @@
 #include "common/config.h"
 #include "track/block_table.h"
 #include "track/capture.h"
+#include "track/clock.h"
+#include "track/event_sink.h"
 #include "track/events.h"
 #include "track/modules.h"
 #include "track/phases.h"
 #include "track/stack_table.h"
-#include "track/writer.h"
+#include "track/unwind.h"
 
 namespace memguard::track {
 
 class Recorder {
 public:
-    /// The process-wide recorder. Never destroyed: hooks may run during process teardown.
+    /// A recorder that writes into `sink`, with the times of `clock` and the stacks of
+    /// `unwinder`, all of which outlive it. `config` applies as by init().
+    Recorder(const Config& config, EventSink& sink, Clock& clock, Unwinder& unwinder);
+    Recorder(const Recorder&) = delete;
+    Recorder& operator=(const Recorder&) = delete;
+
+    /// The process-wide recorder over the report file, the system clock and the native unwinder
+    /// (production.cpp). Never destroyed: hooks may run during process teardown.
     static Recorder& instance();
 
     /// Applies the configuration; called once from the library constructor (or the first hook).
@@ -196,15 +207,11 @@ public:
     void after_fork_child();
 
     /// Nanoseconds since this run's clock origin.
-    static int64_t now() noexcept;
-    /// now()'s time of a stamp (stamp_clock.h) made since recording started; on the writer's
-    /// thread, after its anchor for the batch.
-    static int64_t time_of_stamp(uint64_t stamp) noexcept;
+    int64_t now() const noexcept { return clock_.now(); }
 
 private:
     enum class State { Off, Idle, Recording, Failed, Finished };
 
-    Recorder();
     bool ensure_started() {
         // On every record: the started case inline, the first start (and a failed one) out of line.
         return state_.load(std::memory_order_acquire) == State::Recording || start_recording();
@@ -223,12 +230,15 @@ private:
 
     std::atomic<State> state_{State::Off};
     Config config_;
+    EventSink& writer_;  // the report's sink
+    Clock& clock_;
+    Unwinder& unwinder_;
     std::mutex start_mu_;
     StackTable stacks_;
     BlockTable blocks_;
     ModuleMap modules_;
-    ReportWriter writer_;
-    TextRange self_range_;
+    TextRange self_range_;  // the unwinder's own code: frames dropped from the top of a stack
+    TextRange native_cut_range_;  // set_native_cut's range, published through native_cut_
     std::atomic<const TextRange*> native_cut_{nullptr};
     CaptureView captures_;
     GraphRegistry graphs_;

@@ -8,7 +8,6 @@
 #include "track/clock.h"
 #include "track/line.h"
 #include "track/recorder.h"
-#include "track/stamp_clock.h"
 
 namespace memguard::track {
 
@@ -27,7 +26,7 @@ void Recorder::set_allocator_mode() {
 namespace {
 
 // T and t are written on every tensor allocation and free: the hook packs their numbers and the
-// writer thread formats them (ReportWriter::append_packed). A payload is the struct's bytes up to
+// writer thread formats them (EventSink::append_packed). A payload is the struct's bytes up to
 // its last field in use: a block of the default pools has no pool fields (the record says "-").
 // Thread ids fit 32 bits (the kernel's PID_MAX_LIMIT is 2^22).
 struct BlockAllocPayload {
@@ -47,7 +46,7 @@ struct BlockFreePayload {
 };
 constexpr uint32_t kFreeBytes = offsetof(BlockFreePayload, during_gc) + 1;
 
-static_assert(kPrivatePoolBytes <= ReportWriter::kMaxPackedBytes);
+static_assert(kPrivatePoolBytes <= EventSink::kMaxPackedBytes);
 
 template <typename Payload>
 Payload unpack(const unsigned char* bytes, uint32_t n) {
@@ -56,10 +55,10 @@ Payload unpack(const unsigned char* bytes, uint32_t n) {
     return p;
 }
 
-void format_block_alloc(const unsigned char* bytes, uint32_t n, std::string& out) {
+void format_block_alloc(const unsigned char* bytes, uint32_t n, const Clock& clock, std::string& out) {
     const auto f = unpack<BlockAllocPayload>(bytes, n);
     Line line('T');
-    line.sdec(Recorder::time_of_stamp(f.stamp)).dec(f.tid).hex(f.addr).dec(f.size).dec(f.requested);
+    line.sdec(clock.time_of_stamp(f.stamp)).dec(f.tid).hex(f.addr).dec(f.size).dec(f.requested);
     line.sdec(f.device).hex(f.stream).dec(f.stack).dec(f.python_stack).dec(f.capture);
     if (n == kPrivatePoolBytes) {
         char pool[48];
@@ -73,10 +72,10 @@ void format_block_alloc(const unsigned char* bytes, uint32_t n, std::string& out
     out.append(line.finish());
 }
 
-void format_block_free(const unsigned char* bytes, uint32_t n, std::string& out) {
+void format_block_free(const unsigned char* bytes, uint32_t n, const Clock& clock, std::string& out) {
     const auto f = unpack<BlockFreePayload>(bytes, n);
     Line line('t');
-    line.sdec(Recorder::time_of_stamp(f.stamp)).dec(f.tid).hex(f.addr).dec(f.during_gc);
+    line.sdec(clock.time_of_stamp(f.stamp)).dec(f.tid).hex(f.addr).dec(f.during_gc);
     out.append(line.finish());
 }
 
@@ -85,7 +84,7 @@ void format_block_free(const unsigned char* bytes, uint32_t n, std::string& out)
 void Recorder::record_block_alloc(const TensorBlock& b) {
     if (!ensure_started()) return;
     BlockAllocPayload f;
-    f.stamp = stamp::now();
+    f.stamp = clock_.stamp();
     f.addr = b.addr;
     f.size = b.size;
     f.requested = b.requested;
@@ -109,7 +108,7 @@ void Recorder::record_block_alloc(const TensorBlock& b) {
 void Recorder::record_block_free(uintptr_t addr, bool during_gc) {
     if (state_.load(std::memory_order_acquire) != State::Recording) return;
     BlockFreePayload f;
-    f.stamp = stamp::now();
+    f.stamp = clock_.stamp();
     f.addr = addr;
     f.tid = static_cast<uint32_t>(current_tid());
     f.during_gc = during_gc ? 1 : 0;

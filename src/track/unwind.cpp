@@ -14,12 +14,12 @@ namespace memguard::track {
 
 namespace {
 
-// The fork gate (unwind.h): threads inside capture_stack, and whether a fork is waiting for them.
+// The fork gate (unwind.h): threads inside NativeUnwinder::capture, and whether a fork is waiting for them.
 std::atomic<int> g_unwinding{0};
 std::atomic<bool> g_fork_pending{false};
 
 /// Held while a thread unwinds. Entering waits while a fork is pending (forks are rare and short).
-/// Entering (count up, then look at the flag) and block_unwinding_for_fork (raise the flag, then
+/// Entering (count up, then look at the flag) and NativeUnwinder::before_fork (raise the flag, then
 /// look at the count) are each a store followed by a load of the other variable: only sequential
 /// consistency on all four keeps both sides from missing each other (on x86 the increment is a
 /// locked instruction either way, and the loads are plain ones).
@@ -40,12 +40,14 @@ public:
 
 }  // namespace
 
-void block_unwinding_for_fork() noexcept {
+NativeUnwinder::NativeUnwinder() : own_code_(object_range_of(reinterpret_cast<const void*>(&object_range_of))) {}
+
+void NativeUnwinder::before_fork() noexcept {
     g_fork_pending.store(true, std::memory_order_seq_cst);
     while (g_unwinding.load(std::memory_order_seq_cst) != 0) sched_yield();
 }
 
-void allow_unwinding_after_fork() noexcept {
+void NativeUnwinder::after_fork() noexcept {
     // In the child only the forking thread exists, and it was not unwinding: the count is 0.
     g_unwinding.store(0, std::memory_order_relaxed);
     g_fork_pending.store(false, std::memory_order_release);
@@ -105,7 +107,7 @@ const bool g_use_libgcc = mutex_lock_interposed();
 
 #if MEMGUARD_USE_LIBUNWIND
 
-__attribute__((noinline)) int capture_stack(uintptr_t* ips, int max) noexcept {
+__attribute__((noinline)) int NativeUnwinder::capture(uintptr_t* ips, int max) noexcept {
     if (max <= 0) return 0;
     UnwindGate gate;
     if (__builtin_expect(g_use_libgcc, 0)) return libgcc_backtrace(ips, max, 1);
@@ -118,17 +120,17 @@ __attribute__((noinline)) int capture_stack(uintptr_t* ips, int max) noexcept {
     return n - 1;
 }
 
-const char* unwinder_name() noexcept { return g_use_libgcc ? "libgcc" : "libunwind"; }
+const char* NativeUnwinder::name() const noexcept { return g_use_libgcc ? "libgcc" : "libunwind"; }
 
 #else
 
-__attribute__((noinline)) int capture_stack(uintptr_t* ips, int max) noexcept {
+__attribute__((noinline)) int NativeUnwinder::capture(uintptr_t* ips, int max) noexcept {
     if (max <= 0) return 0;
     UnwindGate gate;
     return libgcc_backtrace(ips, max, 1);
 }
 
-const char* unwinder_name() noexcept { return "libgcc"; }
+const char* NativeUnwinder::name() const noexcept { return "libgcc"; }
 
 #endif
 

@@ -1,25 +1,50 @@
-// Native backtraces: raw return addresses only, symbolized offline by the CLI.
-// With MEMGUARD_USE_LIBUNWIND the nongnu libunwind's unw_backtrace (fast trace cache) is used;
-// otherwise libgcc's _Unwind_Backtrace. docs/unwinding.md explains the choice.
+// Native backtraces: raw return addresses only, symbolized offline by the CLI. The recorder gets
+// its unwinder injected (Unwinder); NativeUnwinder is the real one, testing/fake_unwinder.h the
+// tests'. With MEMGUARD_USE_LIBUNWIND the nongnu libunwind's unw_backtrace (fast trace cache) is
+// used; otherwise libgcc's _Unwind_Backtrace. docs/unwinding.md explains the choice.
 #pragma once
 
 #include <cstdint>
 
+#include "track/modules.h"
+
 namespace memguard::track {
 
-/// Fills `ips` (innermost first) with up to `max` return addresses of the calling thread,
-/// starting at the caller of capture_stack. Returns how many were written.
-int capture_stack(uintptr_t* ips, int max) noexcept;
+/// Captures the calling thread's native stack. Thread safety: capture() from any thread; the
+/// fork pair from the fork handlers.
+class Unwinder {
+public:
+    virtual ~Unwinder() = default;
+    /// Fills `ips` (innermost first) with up to `max` return addresses of the calling thread,
+    /// starting at the caller of capture(). Returns how many were written.
+    virtual int capture(uintptr_t* ips, int max) noexcept = 0;
+    /// The code of the caller's own frames on top of every stack (memguard's), which the
+    /// recorder drops; empty when there is none to drop.
+    virtual TextRange own_code() const noexcept = 0;
+    /// The header's `unwinder` ("libunwind", "libgcc").
+    virtual const char* name() const noexcept = 0;
+    /// fork(2): an unwinder may take locks of its own (libunwind's global lock, the loader's),
+    /// which a fork while another thread unwinds would copy held into the child, hanging its first
+    /// stack. before_fork waits until no thread is inside capture() and keeps new ones out until
+    /// after_fork (parent and child). Called by the recorder's fork handlers after they took every
+    /// other lock: no thread holds a memguard lock while it unwinds.
+    virtual void before_fork() noexcept = 0;
+    virtual void after_fork() noexcept = 0;
+};
 
-/// Name of the unwinder compiled in ("libunwind" or "libgcc").
-const char* unwinder_name() noexcept;
+/// The process's unwinder (libunwind or libgcc, chosen once when the library loads). Its own
+/// code is the object it is linked into (libmemguard.so).
+class NativeUnwinder final : public Unwinder {
+public:
+    NativeUnwinder();
+    int capture(uintptr_t* ips, int max) noexcept override;
+    TextRange own_code() const noexcept override { return own_code_; }
+    const char* name() const noexcept override;
+    void before_fork() noexcept override;
+    void after_fork() noexcept override;
 
-/// fork(2): the unwinders take locks of their own (libunwind's global lock, the loader's), which a
-/// fork while another thread unwinds would copy held into the child, hanging its first stack.
-/// Waits until no thread is inside capture_stack and keeps new ones out until
-/// allow_unwinding_after_fork() (parent and child). Called by the recorder's fork handlers after
-/// they took every other lock: no thread holds a memguard lock while it unwinds.
-void block_unwinding_for_fork() noexcept;
-void allow_unwinding_after_fork() noexcept;
+private:
+    TextRange own_code_;
+};
 
 }  // namespace memguard::track

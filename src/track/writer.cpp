@@ -12,8 +12,8 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "track/clock.h"
 #include "track/line.h"
-#include "track/stamp_clock.h"
 
 namespace memguard::track {
 
@@ -30,6 +30,24 @@ const char* type_name(mode_t mode) {
 }
 
 }  // namespace
+
+Line heartbeat_record(int64_t t) noexcept {
+    Line hb('H');
+    hb.sdec(t);
+    return hb;
+}
+
+Line lost_record(int64_t t, int64_t since, uint64_t records) noexcept {
+    Line u('U');
+    u.sdec(t).sdec(since).dec(records);
+    return u;
+}
+
+Line end_record(int64_t t) noexcept {
+    Line z('Z');
+    z.sdec(t);
+    return z;
+}
 
 bool ReportWriter::start(const std::string& path, const std::string& name_in_directory, std::string_view header,
                          std::string* error) {
@@ -116,7 +134,7 @@ bool ReportWriter::note_dropped_locked(uint64_t records) noexcept {
     const bool first = !dropped_;
     dropped_ = true;
     if (records > 0) {
-        if (lost_ == 0) lost_since_ = clock_();
+        if (lost_ == 0) lost_since_ = clock_.now();
         lost_ += records;
     }
     return first;
@@ -133,8 +151,7 @@ void ReportWriter::add_lost(uint64_t records) noexcept {
 
 void ReportWriter::append_lost_locked() noexcept {
     if (lost_ == 0) return;
-    Line u('U');
-    u.sdec(clock_()).sdec(lost_since_).dec(lost_);
+    Line u = lost_record(clock_.now(), lost_since_, lost_);
     // Still out of memory: the count waits for the next flush.
     if (buffer_.append(u.finish())) lost_ = 0;
 }
@@ -143,8 +160,8 @@ bool ReportWriter::write_formatted(std::string_view raw) {
     // Text runs go out as they are; packed records are formatted into chunk_, which is written
     // out before it could run out of room, so it keeps its capacity and formatting allocates
     // nothing (a record's text is at most Line::kCapacity).
-    // Every stamp in `raw` was made before this pair is read (stamp_clock.h).
-    stamp::anchor_now();
+    // Every stamp in `raw` was made before this anchor (stamp_clock.h).
+    clock_.anchor();
     uint64_t lost = 0;
     bool can_format = true;
     try {
@@ -178,7 +195,7 @@ bool ReportWriter::write_formatted(std::string_view raw) {
             }
             if (chunk_.size() + Line::kCapacity > chunk_.capacity()) ok = drain();
             try {
-                format(payload, bytes, chunk_);
+                format(payload, bytes, clock_, chunk_);
             } catch (...) {
                 ++lost;
             }
@@ -252,8 +269,7 @@ void ReportWriter::write_pending(bool heartbeat) {
         }
         if (heartbeat) {
             append_lost_locked();
-            Line hb('H');
-            hb.sdec(clock_());
+            Line hb = heartbeat_record(clock_.now());
             // Out of host memory, this flush goes without its heartbeat (append's comment).
             (void)buffer_.append(hb.finish());
         }
@@ -289,8 +305,7 @@ void ReportWriter::finish() {
         std::lock_guard<FutexLock> lock(mu_);
         append_lost_locked();  // before the end record, which is the file's last line
     }
-    Line z('Z');
-    z.sdec(clock_());
+    Line z = end_record(clock_.now());
     append(z.finish());
     write_pending(false);  // the end record is the file's last line
 }

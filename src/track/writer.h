@@ -1,6 +1,7 @@
-// The report file and its writer thread. Hooks only append whole records to an in-memory buffer;
-// a background thread writes the buffer at least every kFlushInterval, with a heartbeat record,
-// so that a killed process leaves a file that is valid up to the last flush.
+// The report file and its writer thread: the recorder's sink in production (event_sink.h). Hooks
+// only append whole records to an in-memory buffer; a background thread writes the buffer at least
+// every kFlushInterval, with a heartbeat record, so that a killed process leaves a file that is
+// valid up to the last flush.
 //
 // The records written on every tensor allocation and free (allocator mode's T and t) are
 // appended packed: their numbers, in as few bytes as they need, and the function that formats
@@ -19,14 +20,23 @@
 
 #include "common/futex_lock.h"
 #include "track/byte_buffer.h"
+#include "track/event_sink.h"
+#include "track/line.h"
 
 namespace memguard::track {
 
-class ReportWriter {
-public:
-    using Clock = int64_t (*)();
+class Clock;
 
-    explicit ReportWriter(Clock clock) : clock_(clock) {}
+/// The records a sink writes of its own (docs/report-format.md), the same from every sink.
+Line heartbeat_record(int64_t t) noexcept;
+/// `records` lost since `since`.
+Line lost_record(int64_t t, int64_t since, uint64_t records) noexcept;
+Line end_record(int64_t t) noexcept;
+
+class ReportWriter final : public EventSink {
+public:
+    /// `clock` gives the times of the writer's own records and converts packed records' stamps.
+    explicit ReportWriter(Clock& clock) : clock_(clock) {}
 
     /// Creates the report file, writes `header` to it before returning (so that a process that
     /// ends before the first flush, by _exit or a signal, still leaves a file a reader takes) and
@@ -36,44 +46,37 @@ public:
     /// symbolic link, device, FIFO or socket there, no file is created. On failure returns false
     /// and sets *error (one line).
     bool start(const std::string& path, const std::string& name_in_directory, std::string_view header,
-               std::string* error);
+               std::string* error) override;
 
     bool started() const { return fd_ >= 0; }
-    const std::string& path() const { return path_; }
+    const std::string& path() const override { return path_; }
 
     /// Appends complete records (each ending in '\n'). Never blocks on I/O and never throws:
     /// when host memory runs out the records are dropped (logged once; dropped() turns true) and
     /// counted; the next flush that can appends a `U` record with the count (docs/report-format.md).
-    void append(std::string_view records) noexcept;
+    void append(std::string_view records) noexcept override;
 
-    /// Formats a packed record's payload (`bytes` of it) as its text (at most Line::kCapacity
-    /// bytes), appending it to `out`. Runs on the thread that writes the buffer out.
-    using PackedFormat = void (*)(const unsigned char* payload, uint32_t bytes, std::string& out);
-    static constexpr uint32_t kMaxPackedBytes = 128;
-    /// Appends one record as a payload of `bytes` (at most kMaxPackedBytes) and the function that
-    /// formats it at write time; ordered with append()'s records as if formatted here. Like
-    /// append(), never blocks on I/O and never throws.
-    void append_packed(PackedFormat format, const void* payload, uint32_t bytes) noexcept;
+    /// Packed records are formatted by the thread that writes the buffer out. Like append(),
+    /// never blocks on I/O and never throws.
+    void append_packed(PackedFormat format, const void* payload, uint32_t bytes) noexcept override;
     bool dropped() const {
         std::lock_guard<FutexLock> lock(mu_);
         return dropped_;
     }
     /// Counts `records` lost before they reached the writer (made before the report existed);
     /// they are reported in a `U` record like the writer's own drops.
-    void add_lost(uint64_t records) noexcept;
+    void add_lost(uint64_t records) noexcept override;
 
     /// Writes everything appended so far, with a heartbeat, from the calling thread.
-    void flush();
+    void flush() override;
 
     /// Appends the end record, writes everything and stops the writer thread.
-    void finish();
+    void finish() override;
 
-    // fork(2) support: the prepare/parent pair brackets fork in the parent; in the child the
-    // writer forgets the parent's file, buffer and thread.
-    void lock_for_fork();
-    void unlock_after_fork();
-    /// In the child, after unlock_after_fork.
-    void reset_in_child();
+    // fork(2) support: in the child the writer forgets the parent's file, buffer and thread.
+    void lock_for_fork() override;
+    void unlock_after_fork() override;
+    void reset_in_child() override;
 
     static constexpr int64_t kFlushIntervalMs = 250;
     static constexpr size_t kWakeThreshold = 1 << 20;
@@ -106,7 +109,7 @@ private:
     /// Writes `raw` with its packed records formatted, in order; false when a write failed.
     bool write_formatted(std::string_view raw);
 
-    Clock clock_;
+    Clock& clock_;
     // Guards buffer_, dropped_, lost_, lost_since_, has_packed_. Every hook's record takes it.
     mutable FutexLock mu_;
     std::mutex wake_mu_;  // guards stop_; the writer thread waits on cv_ with it

@@ -14,11 +14,13 @@
 #include <unistd.h>
 #include <vector>
 
+#include "track/testing/fake_clock.h"
 #include "track/writer.h"
 
 namespace {
 
-int64_t zero_clock() { return 0; }
+// The writers' clock: it stands at 0.
+memguard::track::testing::FakeClock zero_clock;
 
 /// A temporary directory for one test's report files, removed with them.
 class ReportDir {
@@ -59,7 +61,7 @@ bool cap_address_space(unsigned long extra, rlimit* before) {
 /// A writer of a new report file at `path`, with `header`; null (and a failure) when it cannot start.
 std::unique_ptr<memguard::track::ReportWriter> started_writer(const std::string& path,
                                                               const std::string& header = "") {
-    auto w = std::make_unique<memguard::track::ReportWriter>(&zero_clock);
+    auto w = std::make_unique<memguard::track::ReportWriter>(zero_clock);
     std::string error;
     if (!w->start(path, "in-directory.mgr", header, &error)) {
         ADD_FAILURE() << error;
@@ -94,7 +96,7 @@ TEST(ReportWriter, AppendDropsRecordsInsteadOfThrowingWhenHostMemoryRunsOut) {
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-        auto* w = new memguard::track::ReportWriter(&zero_clock);  // not started: nothing is written out
+        auto* w = new memguard::track::ReportWriter(zero_clock);  // not started: nothing is written out
         const std::string record(1 << 20, 'x');
         rlimit before{};
         if (!cap_address_space(256ul << 20, &before)) _exit(4);
@@ -114,7 +116,7 @@ std::string read_without_heartbeats(const std::string& path) {
 }
 
 // A packed record's text: "P" and its payload's bytes, to check they arrive whole and in order.
-void format_bytes(const unsigned char* payload, uint32_t bytes, std::string& out) {
+void format_bytes(const unsigned char* payload, uint32_t bytes, const memguard::track::Clock&, std::string& out) {
     out += 'P';
     for (uint32_t i = 0; i < bytes; ++i) out += ' ' + std::to_string(payload[i]);
     out += '\n';
@@ -123,7 +125,7 @@ void format_bytes(const unsigned char* payload, uint32_t bytes, std::string& out
 // A packed record of 64-bit fields, appended and expected.
 void append_fields(memguard::track::ReportWriter& w, const uint64_t* fields, uint32_t count, std::string& expect) {
     w.append_packed(&format_bytes, fields, count * 8);
-    format_bytes(reinterpret_cast<const unsigned char*>(fields), count * 8, expect);
+    format_bytes(reinterpret_cast<const unsigned char*>(fields), count * 8, zero_clock, expect);
 }
 
 // Packed records come out formatted, in the order of appending, between the text records around
@@ -146,7 +148,7 @@ TEST_F(ReportWriterFile, PackedRecordsAreFormattedInPlace) {
             }
             const unsigned char odd[3] = {'\n', 1, 'T'};  // a payload of any length
             w.append_packed(&format_bytes, odd, 3);
-            format_bytes(odd, 3, expect);
+            format_bytes(odd, 3, zero_clock, expect);
             w.append("X after\n");
             expect += "X after\n";
             uint64_t one = 0x0a;
@@ -205,7 +207,7 @@ TEST_F(ReportWriterFile, UnderscoreExitRightAfterTheFirstRecordLeavesTheHeader) 
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-        auto* w = new memguard::track::ReportWriter(&zero_clock);
+        auto* w = new memguard::track::ReportWriter(zero_clock);
         std::string error;
         if (!w->start(path, "in-directory.mgr", kHeader, &error)) _exit(6);
         w->append("A 1 2 7f00 4096 device cudaMalloc 0 - 0\n");
@@ -228,7 +230,7 @@ TEST_F(ReportWriterFile, AHeaderThatCannotBeWrittenLeavesNoFile) {
         rlimit small{1, 1};  // the file may hold one byte: the write fails with EFBIG
         signal(SIGXFSZ, SIG_IGN);
         if (setrlimit(RLIMIT_FSIZE, &small) != 0) _exit(4);
-        memguard::track::ReportWriter w(&zero_clock);
+        memguard::track::ReportWriter w(zero_clock);
         std::string error;
         if (w.start(path, "in-directory.mgr", kHeader, &error)) _exit(5);
         _exit(error.find("cannot write report file") != std::string::npos ? 0 : 7);
@@ -241,7 +243,7 @@ TEST_F(ReportWriterFile, AHeaderThatCannotBeWrittenLeavesNoFile) {
 /// Starts a writer at `path` (with `in_directory` as the name inside a directory); the file it
 /// created, or "" and *error.
 std::string start_at(const std::string& path, const std::string& in_directory, std::string* error) {
-    memguard::track::ReportWriter w(&zero_clock);
+    memguard::track::ReportWriter w(zero_clock);
     if (!w.start(path, in_directory, kHeader, error)) return "";
     const std::string created = w.path();
     w.finish();
@@ -355,7 +357,7 @@ TEST_F(ReportWriterFile, DroppedRecordsAreCountedInTheReport) {
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-        auto* w = new memguard::track::ReportWriter(&zero_clock);
+        auto* w = new memguard::track::ReportWriter(zero_clock);
         std::string error;
         if (!w->start(path, "in-directory.mgr", "", &error)) _exit(6);
         std::string record(256 << 10, 'x');
@@ -402,7 +404,8 @@ TEST_F(ReportWriterFile, LostRecordsAddedByTheCallerComeBeforeTheEnd) {
 }  // namespace
 
 // A packed record of a thread's number and its sequence number.
-static void format_thread_seq(const unsigned char* payload, uint32_t bytes, std::string& out) {
+static void format_thread_seq(const unsigned char* payload, uint32_t bytes, const memguard::track::Clock&,
+                              std::string& out) {
     uint32_t f[2] = {0, 0};
     std::memcpy(f, payload, bytes < sizeof f ? bytes : sizeof f);
     out += "P " + std::to_string(f[0]) + ' ' + std::to_string(f[1]) + '\n';

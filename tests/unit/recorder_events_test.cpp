@@ -1,0 +1,163 @@
+// The recorder in-process: phases and marks, and the records made before the report exists.
+#include <string>
+
+#include "recorder_fixture.h"
+
+namespace memguard::track::testing {
+namespace {
+
+using report::Report;
+
+Recorder::Collection automatic_collection(int generation) {
+    Recorder::Collection c;
+    c.trigger = "automatic";
+    c.generation = generation;
+    c.duration_ns = 1500;
+    c.collected = 7;
+    c.uncollectable = 0;
+    c.cuda_bytes_freed = -1;
+    c.mark_age_ns = -1;
+    return c;
+}
+
+TEST_F(RecorderTest, PhasesGetIdsNestAndEndOnce) {
+    alloc(0x1000, 1);
+    clock.set(100);
+    const uint64_t outer = recorder->record_phase_begin(PhaseSource::Api, "epoch");
+    clock.set(110);
+    const uint64_t inner = recorder->record_phase_begin(PhaseSource::Nvtx, "forward");
+    EXPECT_EQ(outer, 1u);
+    EXPECT_EQ(inner, 2u);
+    clock.set(120);
+    alloc(0x2000, 2);
+    clock.set(130);
+    EXPECT_TRUE(recorder->record_phase_end(inner));
+    clock.set(140);
+    EXPECT_TRUE(recorder->record_phase_end(outer));
+    EXPECT_FALSE(recorder->record_phase_end(outer)) << "ended twice";
+    EXPECT_FALSE(recorder->record_phase_end(77)) << "never handed out";
+    EXPECT_FALSE(recorder->record_phase_end(0));
+    EXPECT_EQ(lines_of('b').size(), 2u) << "an end of an unknown id writes nothing";
+    const Report r = read();
+    ASSERT_EQ(r.phases.size(), 2u);
+    EXPECT_EQ(r.phases[0].id, outer);
+    EXPECT_EQ(r.phases[0].name, "epoch");
+    EXPECT_EQ(r.phases[0].source, report::PhaseSource::Api);
+    EXPECT_EQ(r.phases[0].t_begin, 100);
+    EXPECT_EQ(r.phases[0].t_end, std::optional<int64_t>(140));
+    EXPECT_EQ(r.phases[1].name, "forward");
+    EXPECT_EQ(r.phases[1].source, report::PhaseSource::Nvtx);
+    EXPECT_EQ(r.phases[1].t_begin, 110);
+    EXPECT_EQ(r.phases[1].t_end, std::optional<int64_t>(130));
+    // Nested: the inner phase lies within the outer, and the second allocation within both.
+    EXPECT_LT(r.phases[0].events_at_begin, r.phases[1].events_at_begin + 1);
+    EXPECT_EQ(r.phases[1].events_at_end - r.phases[1].events_at_begin, 1u);
+    EXPECT_GE(r.phases[0].events_at_end, r.phases[1].events_at_end);
+}
+
+TEST_F(RecorderTest, AnOpenPhaseStaysOpenInTheReport) {
+    alloc(0x1000, 1);
+    const uint64_t id = recorder->record_phase_begin(PhaseSource::NvtxRange, "warmup");
+    EXPECT_NE(id, 0u);
+    const Report r = read();
+    ASSERT_EQ(r.phases.size(), 1u);
+    EXPECT_FALSE(r.phases[0].t_end.has_value());
+    EXPECT_EQ(r.phases[0].source, report::PhaseSource::NvtxRange);
+}
+
+TEST_F(RecorderTest, MarksAreJRecordsWithTheirSourceAndName) {
+    alloc(0x1000, 1);
+    clock.set(55);
+    recorder->record_mark(PhaseSource::Api, "checkpoint saved");
+    recorder->record_mark(PhaseSource::Nvtx, std::string(kMaxPhaseName + 50, 'n'));
+    const Report r = read();
+    ASSERT_EQ(r.marks.size(), 2u);
+    EXPECT_EQ(r.marks[0].t, 55);
+    EXPECT_EQ(r.marks[0].name, "checkpoint saved");
+    EXPECT_EQ(r.marks[0].source, report::PhaseSource::Api);
+    EXPECT_EQ(r.marks[0].events_before, 1u);
+    EXPECT_EQ(r.marks[1].name, std::string(kMaxPhaseName, 'n')) << "a long name is cut";
+    EXPECT_EQ(r.marks[1].source, report::PhaseSource::Nvtx);
+}
+
+// --- before the report exists ----------------------------------------------------------------------
+
+TEST_F(RecorderTest, RecordsBeforeTheReportWaitAndFollowTheHeader) {
+    clock.set(5);
+    recorder->record_collection(automatic_collection(2));
+    clock.set(6);
+    const uint64_t phase = recorder->record_phase_begin(PhaseSource::Api, "setup");
+    EXPECT_EQ(phase, 1u);
+    clock.set(7);
+    recorder->record_mark(PhaseSource::Api, "ready");
+    recorder->record_compile("0/1");
+    clock.set(8);
+    EXPECT_TRUE(recorder->record_phase_end(phase));
+    EXPECT_EQ(sink.report_count(), 0u) << "none of these starts the report";
+    EXPECT_EQ(recorder->report_path(), "");
+    clock.set(20);
+    alloc(0x1000, 1);
+    ASSERT_EQ(sink.report_count(), 1u);
+    const Report r = read();
+    ASSERT_EQ(r.collections.size(), 1u);
+    EXPECT_EQ(r.collections[0].t, 5);
+    EXPECT_EQ(r.collections[0].generation, 2);
+    EXPECT_EQ(r.collections[0].trigger, report::GcTrigger::Automatic);
+    ASSERT_EQ(r.phases.size(), 1u);
+    EXPECT_EQ(r.phases[0].t_begin, 6);
+    EXPECT_EQ(r.phases[0].t_end, std::optional<int64_t>(8));
+    ASSERT_EQ(r.marks.size(), 1u);
+    EXPECT_EQ(r.marks[0].t, 7);
+    ASSERT_EQ(r.compiles.size(), 1u);
+    EXPECT_EQ(r.compiles[0].id, "0/1");
+    // In the order they were made, after the header and before the allocation that started it.
+    const size_t y = position_of('Y'), b = position_of('B'), j = position_of('J'), x = position_of('X'),
+                 e = position_of('b'), a = position_of('A');
+    EXPECT_GT(y, sink.text().find("\nI unwinder "));
+    EXPECT_LT(y, b);
+    EXPECT_LT(b, j);
+    EXPECT_LT(j, x);
+    EXPECT_LT(x, e);
+    EXPECT_LT(e, a);
+    EXPECT_EQ(r.lost_records, 0u);
+}
+
+TEST_F(RecorderTest, MemguardsOwnCollectionStartsTheReport) {
+    Recorder::Collection c = automatic_collection(0);
+    c.trigger = "memguard";
+    c.compile_ids = "0/0,1/0";
+    c.mark_age_ns = 300;
+    recorder->record_collection(c);
+    ASSERT_EQ(sink.report_count(), 1u);
+    const Report r = read();
+    ASSERT_EQ(r.collections.size(), 1u);
+    EXPECT_EQ(r.collections[0].trigger, report::GcTrigger::Memguard);
+    EXPECT_EQ(r.collections[0].compile_ids, (std::vector<std::string>{"0/0", "1/0"}));
+    EXPECT_EQ(r.collections[0].mark_age_ns, std::optional<int64_t>(300));
+}
+
+TEST_F(RecorderTest, RecordsBeyondTheBoundBeforeTheReportAreCountedAsLost) {
+    // Marks with the longest name: about 1 KiB each, over a MiB in all.
+    const std::string name(kMaxPhaseName, 'm');
+    const size_t made = 1100;
+    clock.set(3);
+    for (size_t i = 0; i < made; ++i) recorder->record_mark(PhaseSource::Api, name);
+    clock.set(9);
+    alloc(0x1000, 1);
+    recorder->flush();
+    const Report r = read();
+    ASSERT_GT(r.marks.size(), 0u);
+    EXPECT_GT(r.lost_records, 0u);
+    EXPECT_EQ(r.marks.size() + r.lost_records, made);
+    const std::vector<std::string> marks = lines_of('J');
+    ASSERT_EQ(marks.size(), r.marks.size());
+    // What was kept is the first of them, as much as fits in the bound (a MiB) and no more.
+    const size_t bytes = marks[0].size() + 1;
+    EXPECT_LE(marks.size() * bytes, size_t{1} << 20);
+    EXPECT_GT((marks.size() + 1) * bytes, size_t{1} << 20);
+    EXPECT_EQ(r.lost_first_t, 9) << "counted when the report started";
+    EXPECT_EQ(lines_of('U').size(), 1u);
+}
+
+}  // namespace
+}  // namespace memguard::track::testing
