@@ -40,7 +40,8 @@ void initialize_once() noexcept {
             pthread_atfork(before_fork, after_fork_parent, after_fork_child);
             if (parsed.config.allocator == AllocatorMode::Memguard) python::set_allocator_bridge(allocator_bridge());
             python::install({parsed.config.collect_compile_garbage, parsed.config.python_stacks,
-                             parsed.config.compile_window, parsed.config.native_below_python});
+                             parsed.config.compile_window, parsed.config.native_below_python},
+                            track::Recorder::instance());
         }
         register_nvtx_injection(parsed.config.enabled && parsed.config.nvtx);
         g_initialized.store(true, std::memory_order_release);
