@@ -18,11 +18,6 @@ using track::PhaseSource;
 
 PyObject* new_long(long long v) { return capi()->PyLong_FromLongLong(v); }
 
-PyObject* none() {
-    capi()->Py_IncRef(capi()->none);
-    return capi()->none;
-}
-
 /// The first argument as UTF-8, or nullptr with a Python exception set.
 const char* str_arg(PyObject* args) {
     const CApi* a = capi();
@@ -39,18 +34,18 @@ PyObject* native_begin(PyObject*, PyObject* args) {
 
 PyObject* native_end(PyObject*, PyObject* args) {
     const CApi* a = capi();
-    if (a->PyTuple_Size(args) != 1) return none();
+    if (a->PyTuple_Size(args) != 1) return new_none();
     long long id = a->PyLong_AsLongLong(a->PyTuple_GetItem(args, 0));
     if (id == -1 && a->PyErr_Occurred()) return nullptr;
     if (id > 0) recorder().record_phase_end(static_cast<uint64_t>(id));
-    return none();
+    return new_none();
 }
 
 PyObject* native_mark(PyObject*, PyObject* args) {
     const char* name = str_arg(args);
     if (!name) return nullptr;
     recorder().record_mark(PhaseSource::Api, name);
-    return none();
+    return new_none();
 }
 
 PyObject* native_active(PyObject*, PyObject*) { return new_long(recorder().active() ? 1 : 0); }
@@ -133,7 +128,8 @@ void install_module() {
     ErrorGuard keep_error;
     Ref ns(new_module("_memguard_import_hook"));
     Ref make(ns ? a->PyCFunction_NewEx(&g_make_def, nullptr, nullptr) : nullptr);
-    if (!make || a->PyObject_SetAttrString(ns.get(), "_make", make.get()) != 0 || !run_source(ns.get(), kMemguardFinderPy)) {
+    if (!make || a->PyObject_SetAttrString(ns.get(), "_make", make.get()) != 0 ||
+        !run_source(ns.get(), kMemguardFinderPy)) {
         MG_LOG_WARN("cannot install the memguard Python module; `import memguard` is unavailable");
         return;
     }
