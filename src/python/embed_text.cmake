@@ -2,16 +2,13 @@
 #   cmake -DINPUT=file.py -DOUTPUT=header.h -DNAME=kSymbol -P embed_text.cmake
 # The header declares memguard::python::embedded::NAME, the file's exact bytes.
 file(READ "${INPUT}" hex HEX)
-string(REGEX REPLACE "([0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f])"
-       "\\1\n" hex "${hex}")
+string(REPEAT "[0-9a-f]" 24 line_of_hex)  # 12 bytes a line
+string(REGEX REPLACE "(${line_of_hex})" "\\1\n" hex "${hex}")
 string(REGEX REPLACE "([0-9a-f][0-9a-f])" "'\\\\x\\1'," bytes "${hex}")
 get_filename_component(source "${INPUT}" NAME)
-file(WRITE "${OUTPUT}.tmp"
+file(WRITE "${OUTPUT}"
      "// Generated from ${source} by embed_text.cmake at build time; edit ${source}, not this.\n"
      "#pragma once\n\n"
      "namespace memguard::python::embedded {\n"
      "inline constexpr char ${NAME}[] = {\n${bytes}'\\0'};\n"
      "}  // namespace memguard::python::embedded\n")
-# Only a changed header is rewritten, so that what includes it is rebuilt only when the text changed.
-file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)
-file(REMOVE "${OUTPUT}.tmp")
