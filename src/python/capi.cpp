@@ -103,4 +103,19 @@ const CApi* capi() {
     return api;
 }
 
+PyObject* new_none() {
+    capi()->Py_IncRef(capi()->none);
+    return capi()->none;
+}
+
+PyObject* make_function(PyMethodDef* def, PyObject* self) { return capi()->PyCFunction_NewEx(def, self, nullptr); }
+
+PyObject* module_attr(const char* module, const char* attr) {
+    const CApi* a = capi();
+    Ref name(a->PyUnicode_FromString(module));
+    Ref mod(name ? a->PyImport_GetModule(name.get()) : nullptr);
+    if (!mod) return nullptr;
+    return a->PyObject_GetAttrString(mod.get(), attr);
+}
+
 }  // namespace memguard::python

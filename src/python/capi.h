@@ -134,4 +134,11 @@ private:
     PyObject *type_ = nullptr, *value_ = nullptr, *tb_ = nullptr;
 };
 
+/// A new reference to None.
+PyObject* new_none();
+/// A builtin function object calling `def` with `self` (a new reference).
+PyObject* make_function(PyMethodDef* def, PyObject* self);
+/// module.attr of an already imported module (a new reference), or nullptr (an error may be set).
+PyObject* module_attr(const char* module, const char* attr);
+
 }  // namespace memguard::python

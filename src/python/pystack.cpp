@@ -22,7 +22,7 @@
 
 #include "python/capi.h"
 #include "python/frames.h"
-#include "python/hook.h"
+#include "python/pystack.h"
 #include "python/state.h"
 #include "track/line.h"
 #include "track/recorder.h"
@@ -301,13 +301,13 @@ uint32_t stack_without_gil(Tables& t, const RawFrame* raw, int n, track::Recorde
 
 }  // namespace
 
-void lock_python_stacks_for_fork() noexcept { tables().mu.lock(); }
-void unlock_python_stacks_after_fork() noexcept { tables().mu.unlock(); }
+void lock_stack_tables_for_fork() noexcept { tables().mu.lock(); }
+void unlock_stack_tables_after_fork() noexcept { tables().mu.unlock(); }
 
 uint32_t capture_python_stack() {
     const CApi* a = capi();
     if (!interpreter_running()) return 0;
-    track::Recorder& rec = track::Recorder::instance();
+    track::Recorder& rec = recorder();
     if (!rec.recording()) return 0;
     bool with_gil = !frames_calibrated();
     if (with_gil && !a->PyGILState_Check()) return 0;

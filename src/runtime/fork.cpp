@@ -6,6 +6,7 @@
 #include "allocmode/tracking_allocator.h"
 #include "common/errno_keeper.h"
 #include "common/log.h"
+#include "python/hook.h"
 #include "runtime/process.h"
 
 namespace memguard::runtime {
@@ -19,19 +20,22 @@ std::atomic<bool> g_recording{false};
 void before_fork() {
     allocmode::lock_for_fork();
     g_vmm_order.lock();
-    // The Python stack tables' lock comes here; python/hook.cpp still registers its own handlers
-    // (after these, so its prepare handler runs first: nothing takes it while holding the two above).
+    // The Python stack tables' lock before the recorder's: the stack provider appends its p/P
+    // records (writer buffer) while holding it.
+    python::prepare_fork();
     if (g_recording.load(std::memory_order_acquire)) recorder().before_fork();
 }
 
 void after_fork_parent() {
     if (g_recording.load(std::memory_order_acquire)) recorder().after_fork_parent();
+    python::after_fork_parent();
     g_vmm_order.unlock();
     allocmode::unlock_after_fork();
 }
 
 void after_fork_child() {
     if (g_recording.load(std::memory_order_acquire)) recorder().after_fork_child();
+    python::after_fork_child();
     g_vmm_order.unlock();
     allocmode::unlock_after_fork();
 }

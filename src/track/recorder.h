@@ -1,8 +1,8 @@
 // The recorder: what the interposition hooks call. It owns the live-block table, the stack table
 // and the module map, and turns each observed call into report records for its sink. Its
 // environment is injected: the sink (the report file in production), the clock and the unwinder,
-// so that tests build one in-process (testing/) and production wires the real ones
-// (production.h).
+// so that tests build one in-process (testing/) and the library wires the real ones
+// (runtime/process.h).
 //
 // Thread safety: every method may be called from any thread at any time. The report is started on
 // the first recorded allocation, so a process that never allocates CUDA memory leaves no file.
@@ -35,10 +35,6 @@ public:
     Recorder(const Config& config, EventSink& sink, Clock& clock, Unwinder& unwinder);
     Recorder(const Recorder&) = delete;
     Recorder& operator=(const Recorder&) = delete;
-
-    /// The process-wide recorder over the report file, the system clock and the native unwinder
-    /// (production.cpp). Never destroyed: hooks may run during process teardown.
-    static Recorder& instance();
 
     /// Applies the configuration; called once from the library constructor (or the first hook).
     void init(const Config& config);

@@ -1,9 +1,9 @@
-// The compile window's rule for the program's own gc.freeze() (python/hook.h), which the Python
+// The compile window's rule for the program's own gc.freeze() (python/compile_window.h), which the Python
 // tests can only exercise on the CPython that the CI runs: 3.11 and 3.13 start with nothing frozen,
 // 3.12 with a few hundred of its own tuples (375 in 3.12.1 and 3.12.3).
 #include <gtest/gtest.h>
 
-#include "python/hook.h"
+#include "python/compile_window.h"
 
 namespace memguard::python {
 namespace {
