@@ -108,17 +108,8 @@ struct Mark {
 };
 thread_local Mark t_mark;
 
-enum class Trigger { Automatic, Explicit, Memguard };
+using Trigger = format::GcTrigger;  // format/vocabulary.h
 thread_local Trigger t_trigger = Trigger::Automatic;
-
-const char* trigger_name(Trigger t) {
-    switch (t) {
-    case Trigger::Automatic: return "automatic";
-    case Trigger::Explicit: return "explicit";
-    case Trigger::Memguard: return "memguard";
-    }
-    return "automatic";
-}
 
 PyObject* new_none() {
     capi()->Py_IncRef(capi()->none);
@@ -216,7 +207,7 @@ PyObject* gc_callback(PyObject*, PyObject* args) {
     }
     set_collecting_on_this_thread(false);
     Recorder::Collection c;
-    c.trigger = trigger_name(g_gc.trigger);
+    c.trigger = g_gc.trigger;
     c.generation = g_gc.generation;
     c.duration_ns = track::monotonic_ns() - g_gc.t0;
     c.collected = dict_int(info, "collected");

@@ -12,7 +12,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
-#include "track/line.h"
+#include "format/encode.h"
 #include "track/stamp_clock.h"
 
 namespace memguard::track {
@@ -133,8 +133,8 @@ void ReportWriter::add_lost(uint64_t records) noexcept {
 
 void ReportWriter::append_lost_locked() noexcept {
     if (lost_ == 0) return;
-    Line u('U');
-    u.sdec(clock_()).sdec(lost_since_).dec(lost_);
+    format::Line u;
+    format::encode(format::rec::Lost{clock_(), lost_since_, lost_}, u);
     // Still out of memory: the count waits for the next flush.
     if (buffer_.append(u.finish())) lost_ = 0;
 }
@@ -142,7 +142,7 @@ void ReportWriter::append_lost_locked() noexcept {
 bool ReportWriter::write_formatted(std::string_view raw) {
     // Text runs go out as they are; packed records are formatted into chunk_, which is written
     // out before it could run out of room, so it keeps its capacity and formatting allocates
-    // nothing (a record's text is at most Line::kCapacity).
+    // nothing (a record's text is at most format::Line::kCapacity).
     // Every stamp in `raw` was made before this pair is read (stamp_clock.h).
     stamp::anchor_now();
     uint64_t lost = 0;
@@ -176,7 +176,7 @@ bool ReportWriter::write_formatted(std::string_view raw) {
                 ++lost;
                 continue;
             }
-            if (chunk_.size() + Line::kCapacity > chunk_.capacity()) ok = drain();
+            if (chunk_.size() + format::Line::kCapacity > chunk_.capacity()) ok = drain();
             try {
                 format(payload, bytes, chunk_);
             } catch (...) {
@@ -252,8 +252,8 @@ void ReportWriter::write_pending(bool heartbeat) {
         }
         if (heartbeat) {
             append_lost_locked();
-            Line hb('H');
-            hb.sdec(clock_());
+            format::Line hb;
+            format::encode(format::rec::Heartbeat{clock_()}, hb);
             // Out of host memory, this flush goes without its heartbeat (append's comment).
             (void)buffer_.append(hb.finish());
         }
@@ -289,8 +289,8 @@ void ReportWriter::finish() {
         std::lock_guard<FutexLock> lock(mu_);
         append_lost_locked();  // before the end record, which is the file's last line
     }
-    Line z('Z');
-    z.sdec(clock_());
+    format::Line z;
+    format::encode(format::rec::End{clock_()}, z);
     append(z.finish());
     write_pending(false);  // the end record is the file's last line
 }

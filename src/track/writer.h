@@ -46,7 +46,7 @@ public:
     /// counted; the next flush that can appends a `U` record with the count (docs/report-format.md).
     void append(std::string_view records) noexcept;
 
-    /// Formats a packed record's payload (`bytes` of it) as its text (at most Line::kCapacity
+    /// Formats a packed record's payload (`bytes` of it) as its text (at most format::Line::kCapacity
     /// bytes), appending it to `out`. Runs on the thread that writes the buffer out.
     using PackedFormat = void (*)(const unsigned char* payload, uint32_t bytes, std::string& out);
     static constexpr uint32_t kMaxPackedBytes = 128;
