@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string_view>
+#include <type_traits>
 
 #include "format/field.h"
 #include "format/records_blocks.h"
@@ -19,6 +20,23 @@
 #include "format/records_vmm.h"
 
 namespace memguard::format {
+
+namespace detail {
+template <class R, class = void>
+struct KeyOf {
+    static constexpr std::string_view value{};
+};
+template <class R>
+struct KeyOf<R, std::void_t<decltype(R::kKey)>> {
+    static constexpr std::string_view value = R::kKey;
+};
+}  // namespace detail
+
+/// True for the records of a letter that several records share, told apart by a key field (W).
+template <class R>
+constexpr bool is_keyed() {
+    return !detail::KeyOf<R>::value.empty();
+}
 
 template <class R>
 struct Type {
@@ -67,8 +85,6 @@ constexpr int table_minor() {
 }
 }  // namespace detail
 
-/// The major version in the header line (`MEMGUARD-REPORT 1`).
-constexpr int kFormatVersion = 1;
 /// `I format_minor`: the highest minor of the table, its records and their fields.
 constexpr int kFormatMinor = detail::table_minor();
 

@@ -34,21 +34,7 @@ struct Describer {
     void operator()(const Field& f, const Tail<T>&) { out->push_back(FieldInfo{f.name, f.enc, f.minor, true}); }
     void key(const Field& f, std::string_view) { out->push_back(FieldInfo{f.name, Enc::Name, f.minor, false, true}); }
 };
-template <class R, class = void>
-struct KeyOf {
-    static constexpr std::string_view value{};
-};
-template <class R>
-struct KeyOf<R, std::void_t<decltype(R::kKey)>> {
-    static constexpr std::string_view value = R::kKey;
-};
 }  // namespace detail
-
-/// True for records of a letter shared by several records, told apart by a key field (W).
-template <class R>
-constexpr bool is_keyed() {
-    return !detail::KeyOf<R>::value.empty();
-}
 
 template <class R>
 RecordInfo describe() {

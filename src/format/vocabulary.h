@@ -109,6 +109,10 @@ inline const char* rescue_name(Rescue r) noexcept { return name_of(r).data(); }
 // The hazard kinds are the keys of the W records (format/records.h: UnsafeCall, FreeLiveGraph,
 // WarmupRetention).
 
+/// The major version in the header line (`MEMGUARD-REPORT 1`). The minor is the record table's
+/// (format/records.h: kFormatMinor).
+constexpr int kFormatVersion = 1;
+
 // Bounds (docs/report-format.md, "Bounds"): what a writer never writes and a reader refuses.
 /// Device ordinals: -1 (pinned host memory, physical memory located elsewhere) to kMaxDevice.
 constexpr int kMaxDevice = 1023;
