@@ -72,8 +72,9 @@ uint64_t Decoder::hex_value(const Field& f, std::string_view s) const {
 }
 
 std::string& Decoder::storage() {
-    // A record has at most a few strings; the slots keep their capacity from record to record.
-    std::string& s = strings_[strings_used_ < strings_.size() - 1 ? strings_used_++ : strings_used_];
+    // A record has a few strings at most; the slots keep their capacity from record to record.
+    if (strings_used_ == strings_.size()) strings_.emplace_back();
+    std::string& s = strings_[strings_used_++];
     s.clear();
     return s;
 }

@@ -3,7 +3,7 @@
 // detail ("bad address 'xyz' (hex expected)"); the reader adds the file, the line and the record.
 #pragma once
 
-#include <array>
+#include <deque>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -129,7 +129,7 @@ private:
     bool done_ = false;
     size_t key_at_ = 0;
     std::optional<int64_t> time_;
-    std::array<std::string, 4> strings_;
+    std::deque<std::string> strings_;  // grows without moving the strings that views point into
     size_t strings_used_ = 0;
     std::vector<uint64_t> u64_;
     std::vector<uint32_t> u32_;

@@ -82,8 +82,8 @@ class Encoder {
 public:
     explicit Encoder(Line& line) noexcept : line_(line) {}
 
-    MG_FORMAT_INLINE void operator()(const Field& f, int64_t v) noexcept { line_.sdec(v); (void)f; }
-    MG_FORMAT_INLINE void operator()(const Field& f, int v) noexcept { line_.sdec(v); (void)f; }
+    MG_FORMAT_INLINE void operator()(const Field&, int64_t v) noexcept { line_.sdec(v); }
+    MG_FORMAT_INLINE void operator()(const Field&, int v) noexcept { line_.sdec(v); }
     MG_FORMAT_INLINE void operator()(const Field& f, uint64_t v) noexcept {
         if (f.enc == Enc::Hex) {
             line_.hex(v);
@@ -131,3 +131,5 @@ MG_FORMAT_INLINE void encode(const R& r, Line& line) noexcept {
 }
 
 }  // namespace memguard::format
+
+#undef MG_FORMAT_INLINE

@@ -1,7 +1,6 @@
 #include "track/recorder.h"
 
 #include <climits>
-#include <unordered_map>
 #include <cstdlib>
 #include <fcntl.h>
 #include <unistd.h>
