@@ -4,8 +4,15 @@
 // its fields in file order, listed by fields(v, r) for a visitor v: the writer's encoder
 // (format/encode.h), the reader's decoder (format/decode.h) and the table's descriptions for
 // tests and docs (format/table.h) all walk the same list. fields() is always inlined: the
-// encoder's calls then fold into the straight-line code the hooks had before the table. The records are defined by family in
-// records_<family>.h; this file lists them all and derives the format minor.
+// encoder's calls then fold into the straight-line code the hooks had before the table. The
+// records are defined by family in records_<family>.h; this file lists them all and derives the
+// format minor.
+//
+// Adding a record: its struct in records_<family>.h with the next minor, a line in
+// for_each_record, its row in docs/report-format.md (report.FormatDoc checks it), an apply() in
+// report/read_<family>.cpp, an emit() where the library records it, and its values in
+// tests/report/format_roundtrip_test.cpp (which fails until every field is compared). Adding a
+// trailing field: the field with .since(minor) at the end of fields(), the same places.
 #pragma once
 
 #include <string_view>

@@ -65,7 +65,8 @@ void Parser::apply(const rec::PhaseEnd& r) {
     const auto id = static_cast<uint32_t>(r.phase_id);
     auto it = phases_.find(id);
     if (it == phases_.end()) {
-        warn("unknown-phase", "b record ends phase " + std::to_string(id) + ", which no earlier B record began; ignored");
+        warn("unknown-phase",
+             "b record ends phase " + std::to_string(id) + ", which no earlier B record began; ignored");
         return;
     }
     Phase& p = report_.phases[it->second];
