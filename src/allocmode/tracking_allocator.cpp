@@ -110,7 +110,8 @@ void record_oom(Recorder& rec, const alloc::OomReport& r, uint32_t sid, uint32_t
     o.limit = r.limit_bytes;
     o.stack_id = sid;
     o.python_stack_id = py;
-    o.rescued = r.capture_underway ? "none" : (r.rescue_called && t_rescue_ran ? "gc" : "cache");
+    o.rescued = r.capture_underway ? format::Rescue::None
+                                   : (r.rescue_called && t_rescue_ran ? format::Rescue::Gc : format::Rescue::Cache);
     o.sites = sites.data();
     o.site_count = sites.size();
     rec.record_allocator_oom(o);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "format/vocabulary.h"
 #include "python/allocator_mode.h"
 #include "python/capi.h"
 #include "python/compile_window.h"
@@ -14,16 +15,8 @@
 namespace memguard::python {
 namespace {
 
-// The collection trigger: its one definition on the Python side, and its name in the report.
-enum class Trigger { Automatic, Explicit, Memguard };
-const char* trigger_name(Trigger t) {
-    switch (t) {
-    case Trigger::Automatic: return "automatic";
-    case Trigger::Explicit: return "explicit";
-    case Trigger::Memguard: return "memguard";
-    }
-    return "automatic";
-}
+// The collection trigger, as the report names it (format/vocabulary.h).
+using Trigger = format::GcTrigger;
 
 thread_local Trigger t_trigger = Trigger::Automatic;
 thread_local const CompileMark* t_mark = nullptr;  // the mark memguard's collection on this thread is for
@@ -95,7 +88,7 @@ void collection_started(PyObject* info) {
 void collection_stopped(PyObject* info) {
     set_collecting_on_this_thread(false);
     track::Recorder::Collection c;
-    c.trigger = trigger_name(g_gc.trigger);
+    c.trigger = g_gc.trigger;
     c.generation = g_gc.generation;
     c.duration_ns = track::monotonic_ns() - g_gc.t0;
     c.collected = dict_int(info, "collected");

@@ -24,7 +24,7 @@
 #include "python/frames.h"
 #include "python/pystack.h"
 #include "python/state.h"
-#include "track/line.h"
+#include "format/encode.h"
 #include "track/recorder.h"
 
 namespace memguard::python {
@@ -195,8 +195,8 @@ int capture_with_gil(Captured* out, int max) {
 
 void write_frame(uint32_t id, int line, const std::string& name, const std::string& filename,
                  track::Recorder& rec) {
-    track::Line p('p');
-    p.dec(id).sdec(line).str(name).str(filename);
+    format::Line p;
+    format::encode(format::rec::PyFrame{id, line, name, filename}, p);
     rec.append_records(p.finish());
 }
 
@@ -244,9 +244,8 @@ uint32_t intern_stack(Tables& t, std::vector<uint32_t> ids, track::Recorder& rec
     auto [it, inserted] = t.stacks.try_emplace(std::move(ids), 0);
     if (inserted) {
         it->second = static_cast<uint32_t>(t.stacks.size());
-        track::Line s('P');
-        s.dec(it->second);
-        for (uint32_t id : it->first) s.dec(id);
+        format::Line s;
+        format::encode(format::rec::PyStack{it->second, format::Tail<uint32_t>{it->first.data(), it->first.size()}}, s);
         rec.append_records(s.finish());
     }
     return it->second;

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "format/vocabulary.h"
+
 namespace memguard::report {
 
 /// Thrown for a file that cannot be read: missing, wrong magic or version, corrupt, truncated.
@@ -20,10 +22,19 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-enum class Kind { Device, Async, Managed, Pinned };
-const char* kind_name(Kind k);
-/// True for kinds that occupy GPU memory (device, async, managed).
-bool is_gpu(Kind k);
+// The vocabulary is the report format's (format/vocabulary.h), shared with the writer.
+using format::CaptureMode;
+using format::CapturePhase;
+using format::GcTrigger;
+using format::Kind;
+using format::PhaseSource;
+using format::capture_mode_name;
+using format::capture_phase_name;
+using format::is_gpu;
+using format::kind_name;
+using format::kTriggerCount;
+using format::phase_source_name;
+using format::trigger_name;
 
 struct Module {
     uint32_t id = 0;
@@ -68,10 +79,6 @@ struct FailedAlloc {
 };
 
 // --- minor 1: stream capture, CUDA graphs, hazards ---------------------------------------------
-
-/// CUDA's stream capture (interaction) modes.
-enum class CaptureMode { Global, ThreadLocal, Relaxed };
-const char* capture_mode_name(CaptureMode m);
 
 /// One stream capture: its C record and, once it ended, its c record.
 struct Capture {
@@ -130,9 +137,6 @@ struct FreeWhileGraphAlive {
     std::optional<size_t> exec_index;  // index into Report::execs (the most recent G of `exec`)
 };
 
-enum class CapturePhase { Begin, End };
-const char* capture_phase_name(CapturePhase p);
-
 /// W warmup_retention: one site's blocks, allocated since `since` and owned by no capture,
 /// still live at a capture boundary.
 struct WarmupRetention {
@@ -171,10 +175,6 @@ struct Compile {
     uint64_t tid = 0;
     std::string id;  // dynamo's compile id ("0/1"), or "?"
 };
-
-enum class GcTrigger { Automatic, Explicit, Memguard };
-constexpr size_t kTriggerCount = 3;
-const char* trigger_name(GcTrigger t);
 
 /// Y: a garbage collection ended at `t`.
 struct Collection {
@@ -230,11 +230,6 @@ struct Mapping {
 };
 
 // --- minor 4: phases and marks -------------------------------------------------------------------
-
-/// Where a phase or a mark came from: the C API / Python module, an NVTX push/pop range (per thread),
-/// or an NVTX start/end range (process-wide).
-enum class PhaseSource { Api, Nvtx, NvtxRange };
-const char* phase_source_name(PhaseSource s);
 
 /// B ... b: a named span. Positions are prefixes of Report::events, so the memory at its begin and
 /// end is the state after that many events, whatever kinds of events there are.
@@ -362,24 +357,18 @@ struct Report {
     const Capture* find_capture(uint32_t id) const;
 };
 
-/// Bounds on what a report may say (docs/report-format.md, "Bounds"). A record outside them is
-/// refused (ReportError), so that nothing the reader or a command computes from a report needs
-/// memory or time in proportion to a field's value, or overflows.
-///
-/// Device ordinals: -1 (pinned host memory, physical memory located elsewhere) to kMaxDevice. The
-/// writer records what CUDA answers (cudaGetDevice, cuCtxGetDevice, a cuMemCreate location), which
-/// is below the device count of one node; memory_viz's snapshot has one trace per device.
-constexpr int kMaxDevice = 1023;
-/// Times and durations, in nanoseconds, lie within -kMaxTimeNs..kMaxTimeNs (2^62 - 1 ns, 146 years):
-/// the difference of two of them, or one plus a wall-clock origin (t0_unix_ns), fits in 64 bits.
-constexpr int64_t kMaxTimeNs = (int64_t{1} << 62) - 1;
+/// Bounds on what a report may say (docs/report-format.md, "Bounds"; format/vocabulary.h). A record
+/// outside them is refused (ReportError), so that nothing the reader or a command computes from a
+/// report needs memory or time in proportion to a field's value, or overflows.
+using format::kMaxDevice;
+using format::kMaxTimeNs;
 
 /// Reads a whole report. Throws ReportError. A last record cut short (no '\n': a full disk) is left
 /// out with a warning, as a killed run's missing end record is; a cut header line is an error.
 Report load_report(const std::string& path);
 
 /// The major format version this reader understands.
-constexpr int kFormatVersion = 1;
+using format::kFormatVersion;
 
 /// Parses a report held in memory; `name` stands for the file in messages. Throws ReportError.
 Report parse_report(std::string_view content, const std::string& name);

@@ -2,15 +2,6 @@
 
 namespace memguard::track {
 
-const char* capture_mode_name(CaptureMode m) noexcept {
-    switch (m) {
-    case CaptureMode::Global: return "global";
-    case CaptureMode::ThreadLocal: return "thread_local";
-    case CaptureMode::Relaxed: return "relaxed";
-    }
-    return "global";
-}
-
 namespace {
 thread_local CaptureMode t_thread_mode = CaptureMode::Global;  // CUDA's default
 thread_local int t_untracked = 0;  // captures this thread began that did not fit in the view

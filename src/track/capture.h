@@ -13,13 +13,14 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "format/vocabulary.h"
 #include "track/events.h"
 
 namespace memguard::track {
 
-/// CUDA's cudaStreamCaptureMode values.
-enum class CaptureMode : int { Global = 0, ThreadLocal = 1, Relaxed = 2 };
-const char* capture_mode_name(CaptureMode m) noexcept;
+/// CUDA's cudaStreamCaptureMode values (format/vocabulary.h).
+using format::CaptureMode;
+using format::capture_mode_name;
 
 struct CaptureInfo {
     uint32_t id = 0;  // memguard's capture id, from 1; 0: none

@@ -31,7 +31,7 @@ public:
     /// be kept are counted as lost.
     virtual void append(std::string_view records) noexcept = 0;
 
-    /// Formats a packed record's payload (`bytes` of it) as its text (at most Line::kCapacity
+    /// Formats a packed record's payload (`bytes` of it) as its text (at most format::Line::kCapacity
     /// bytes), appending it to `out`; stamps in it are turned into times with `clock`. Runs on
     /// the thread that writes the records out, after clock.anchor().
     using PackedFormat = void (*)(const unsigned char* payload, uint32_t bytes, const Clock& clock, std::string& out);

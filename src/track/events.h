@@ -1,74 +1,19 @@
-// What the hooks report: allocation kinds and the CUDA functions, with their report names.
+// What the hooks report: allocation kinds and the CUDA functions (format/vocabulary.h), the stream a
+// call names.
 #pragma once
 
 #include <cstdint>
 
+#include "format/vocabulary.h"
+
 namespace memguard::track {
 
-enum class Kind : uint8_t { Device, Async, Managed, Pinned };
-
-inline const char* kind_name(Kind k) noexcept {
-    switch (k) {
-    case Kind::Device: return "device";
-    case Kind::Async: return "async";
-    case Kind::Managed: return "managed";
-    case Kind::Pinned: return "pinned";
-    }
-    return "device";
-}
-
-inline bool is_gpu(Kind k) noexcept { return k != Kind::Pinned; }
-
-/// CUDA functions whose calls are recorded. Names are the report's `api` field.
-enum class Api : uint8_t {
-    cudaMalloc,
-    cudaFree,
-    cudaMallocAsync,
-    cudaFreeAsync,
-    cudaMallocFromPoolAsync,
-    cudaMallocManaged,
-    cudaMallocPitch,
-    cudaMallocHost,
-    cudaHostAlloc,
-    cudaFreeHost,
-    // Driver API (docs/report-format.md, minor 3): the driver function's base name.
-    cuMemAlloc,
-    cuMemFree,
-    cuMemAllocAsync,
-    cuMemFreeAsync,
-    cuMemAllocFromPoolAsync,
-    cuMemAllocManaged,
-    cuMemAllocPitch,
-    cuMemHostAlloc,
-    cuMemFreeHost,
-    cuMemAllocHost,
-};
-
-inline const char* api_name(Api a) noexcept {
-    switch (a) {
-    case Api::cudaMalloc: return "cudaMalloc";
-    case Api::cudaFree: return "cudaFree";
-    case Api::cudaMallocAsync: return "cudaMallocAsync";
-    case Api::cudaFreeAsync: return "cudaFreeAsync";
-    case Api::cudaMallocFromPoolAsync: return "cudaMallocFromPoolAsync";
-    case Api::cudaMallocManaged: return "cudaMallocManaged";
-    case Api::cudaMallocPitch: return "cudaMallocPitch";
-    case Api::cudaMallocHost: return "cudaMallocHost";
-    case Api::cudaHostAlloc: return "cudaHostAlloc";
-    case Api::cudaFreeHost: return "cudaFreeHost";
-    case Api::cuMemAlloc: return "cuMemAlloc";
-    case Api::cuMemFree: return "cuMemFree";
-    case Api::cuMemAllocAsync: return "cuMemAllocAsync";
-    case Api::cuMemFreeAsync: return "cuMemFreeAsync";
-    case Api::cuMemAllocFromPoolAsync: return "cuMemAllocFromPoolAsync";
-    case Api::cuMemAllocManaged: return "cuMemAllocManaged";
-    case Api::cuMemAllocPitch: return "cuMemAllocPitch";
-    case Api::cuMemHostAlloc: return "cuMemHostAlloc";
-    case Api::cuMemFreeHost: return "cuMemFreeHost";
-    case Api::cuMemAllocHost: return "cuMemAllocHost";
-    }
-    return "unknown";
-}
+// The vocabulary is the report format's (format/vocabulary.h).
+using format::Api;
+using format::api_name;
+using format::is_gpu;
+using format::Kind;
+using format::kind_name;
 
 /// Calls that CUDA forbids while a stream capture makes "potentially unsafe" calls illegal
 /// (cudaStreamCaptureMode). Stream-ordered allocation is legal during capture.

@@ -7,7 +7,7 @@
 #include <link.h>
 #include <unistd.h>
 
-#include "track/line.h"
+#include "format/encode.h"
 #include "track/event_sink.h"
 
 namespace memguard::track {
@@ -112,14 +112,8 @@ void ModuleMap::refresh_locked(EventSink& out) {
     for (Object& o : objects) {
         if (covered_locked(o.lo)) continue;
         if (o.path.empty()) o.path = self_exe_path();
-        Line line('M');
-        line.dec(next_id_++).hex(o.lo).hex(o.hi).hex(o.bias);
-        if (o.build_id.empty()) {
-            line.word("-");
-        } else {
-            line.word(o.build_id);
-        }
-        line.str(o.path);
+        format::Line line;
+        format::encode(format::rec::Module{next_id_++, o.lo, o.hi, o.bias, o.build_id, o.path}, line);
         out.append(line.finish());
         Range r{o.lo, o.hi};
         ranges_.insert(std::upper_bound(ranges_.begin(), ranges_.end(), r,

@@ -2,15 +2,6 @@
 
 namespace memguard::track {
 
-const char* phase_source_name(PhaseSource source) noexcept {
-    switch (source) {
-    case PhaseSource::Api: return "api";
-    case PhaseSource::Nvtx: return "nvtx";
-    case PhaseSource::NvtxRange: return "nvtx_range";
-    }
-    return "api";
-}
-
 std::string_view cut_phase_name(std::string_view name) noexcept {
     if (name.size() <= kMaxPhaseName) return name;
     size_t n = kMaxPhaseName;

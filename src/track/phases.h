@@ -11,11 +11,12 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "format/vocabulary.h"
+
 namespace memguard::track {
 
-enum class PhaseSource { Api, Nvtx, NvtxRange };
-
-const char* phase_source_name(PhaseSource source) noexcept;
+using format::PhaseSource;  // format/vocabulary.h
+using format::phase_source_name;
 
 /// Longest phase or mark name written (bytes); longer names are cut at a UTF-8 character boundary.
 constexpr size_t kMaxPhaseName = 1024;

@@ -1,15 +1,16 @@
 #include "track/recorder.h"
 
 #include <climits>
-#include <unordered_map>
 #include <cstdlib>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "common/path_template.h"
+#include "format/encode.h"
 #include "memguard/memguard.h"
-#include "track/line.h"
+#include "track/clock.h"
+#include "track/unwind.h"
 
 namespace memguard::track {
 
@@ -47,14 +48,6 @@ std::string command_line() {
         if (c == '\0') c = ' ';
     }
     return raw;
-}
-
-void put_stream(Line& line, StreamArg s) {
-    if (s.present) {
-        line.hex(s.handle);
-    } else {
-        line.word("-");
-    }
 }
 
 }  // namespace
@@ -166,14 +159,13 @@ bool Recorder::start_recording() {
 }
 
 std::string Recorder::header() const {
-    std::string header = "MEMGUARD-REPORT 1\n";
-    auto info = [&header](const char* key, std::string_view value) {
-        Line line('I');
-        line.word(key).str(value);
+    std::string header = "MEMGUARD-REPORT " + std::to_string(format::kFormatVersion) + "\n";
+    format::Line line;
+    auto info = [&header, &line](const char* key, std::string_view value) {
+        format::encode(format::rec::Info{key, value}, line);
         header += line.finish();
     };
-    // docs/report-format.md: minor 3 driver memory, 4 phases, 5 allocator mode, 6 lost records
-    info("format_minor", "6");
+    info("format_minor", std::to_string(format::kFormatMinor));  // the record table's highest minor
     info("pid", std::to_string(getpid()));
     info("ppid", std::to_string(getppid()));
     info("exe", exe_path());
@@ -191,240 +183,12 @@ std::string Recorder::header() const {
 void Recorder::on_new_stack(void* self, uint32_t id, const uintptr_t* ips, int n) {
     auto* r = static_cast<Recorder*>(self);
     r->modules_.ensure_covered(ips, n, r->writer_);
-    Line line('S');
-    line.dec(id);
-    for (int i = 0; i < n; ++i) line.hex(ips[i]);
-    r->writer_.append(line.finish());
+    r->emit(format::rec::Stack{id, format::Tail<uint64_t>{ips, static_cast<size_t>(n)}});
 }
 
 uint32_t Recorder::intern(const uintptr_t* ips, int n) {
     if (n <= 0) return 0;
     return stacks_.intern(ips, n, &Recorder::on_new_stack, this);
-}
-
-void Recorder::record_alloc(Api api, Kind kind, uintptr_t addr, uint64_t size, int device, StreamArg stream,
-                            const uintptr_t* ips, int n) {
-    if (!ensure_started()) return;
-    uint32_t py = python_stack();
-    uint32_t sid = intern(ips, n);
-    record_alloc_interned(api, kind, addr, size, device, stream, sid, py);
-}
-
-void Recorder::record_alloc_interned(Api api, Kind kind, uintptr_t addr, uint64_t size, int device, StreamArg stream,
-                                     uint32_t sid, uint32_t py) {
-    if (!ensure_started()) return;
-    if (is_gpu(kind)) gpu_seen_.store(true, std::memory_order_relaxed);
-    int64_t t = now();
-    uint64_t tid = current_tid();
-    uint32_t owner = captures_.owner_for(stream, tid).id;
-    auto replaced = blocks_.insert(addr, LiveBlock{size, sid, kind, device, owner, t});
-    if (replaced) {
-        // The earlier block at this address was released by a path memguard does not see.
-        Line f('F');
-        f.sdec(t).dec(tid).hex(addr).dec(replaced->size).word("unseen").word("-");
-        writer_.append(f.finish());
-    }
-    Line line('A');
-    line.sdec(t).dec(tid).hex(addr).dec(size).word(kind_name(kind)).word(api_name(api)).sdec(device);
-    put_stream(line, stream);
-    line.dec(sid).dec(owner).dec(py);
-    writer_.append(line.finish());
-}
-
-void Recorder::record_alloc_failed(Api api, Kind kind, uint64_t size, int device, StreamArg stream,
-                                   const uintptr_t* ips, int n, int error) {
-    if (!ensure_started()) return;
-    uint32_t py = python_stack();
-    uint32_t sid = intern(ips, n);
-    Line line('E');
-    line.sdec(now()).dec(current_tid()).dec(size).word(kind_name(kind)).word(api_name(api)).sdec(device);
-    put_stream(line, stream);
-    line.dec(sid).sdec(error).dec(blocks_.gpu_live_bytes(device)).dec(py);
-    writer_.append(line.finish());
-}
-
-std::optional<LiveBlock> Recorder::record_free(Api api, uintptr_t addr, StreamArg stream) {
-    if (state_.load(std::memory_order_acquire) != State::Recording) return std::nullopt;
-    auto b = blocks_.remove(addr);
-    if (!b) return std::nullopt;
-    int64_t t = now();
-    uint64_t tid = current_tid();
-    Line line('F');
-    line.sdec(t).dec(tid).hex(addr).dec(b->size).word(api_name(api));
-    put_stream(line, stream);
-    writer_.append(line.finish());
-    if (b->capture_id != 0) {
-        // Freeing a capture's block while a graph exec from it lives lets a later allocation (or
-        // capture) alias memory the graph still reads and writes on replay.
-        if (uintptr_t exec = graphs_.live_exec_of(b->capture_id)) {
-            Line w('W');
-            w.sdec(t).dec(tid).word("free_live_graph").hex(addr).dec(b->size).dec(b->capture_id).hex(exec);
-            writer_.append(w.finish());
-        }
-    }
-    return b;
-}
-
-void Recorder::record_free_failed(uintptr_t addr, const LiveBlock& block, int error) {
-    if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    blocks_.insert(addr, block);
-    Line line('R');
-    line.sdec(now()).dec(current_tid()).hex(addr).sdec(error);
-    writer_.append(line.finish());
-}
-
-void Recorder::record_capture_begin(StreamArg stream, CaptureMode mode, uintptr_t target_graph) {
-    uint64_t tid = current_tid();
-    uint32_t id = captures_.begin(stream, mode, tid);
-    if (id == 0) {
-        MG_LOG_WARN("more than {} stream captures at once; capture on stream {:#x} is not tracked", CaptureView::kSlots,
-                    stream.handle);
-        return;
-    }
-    if (!ensure_started()) return;
-    Line line('C');
-    line.sdec(now()).dec(tid).dec(id).hex(stream.handle).word(capture_mode_name(mode));
-    if (target_graph) {
-        line.hex(target_graph);
-    } else {
-        line.word("-");
-    }
-    writer_.append(line.finish());
-    write_warmup_retention(id, "begin");
-}
-
-void Recorder::record_capture_end(StreamArg stream, int error, uintptr_t graph) {
-    CaptureInfo c = captures_.end(stream, current_tid());
-    if (c.id == 0) return;
-    if (graph) graphs_.captured(graph, c.id);
-    if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    int64_t t = now();
-    Line line('c');
-    line.sdec(t).dec(current_tid()).dec(c.id).sdec(error);
-    if (graph) {
-        line.hex(graph);
-    } else {
-        line.word("-");
-    }
-    writer_.append(line.finish());
-    write_warmup_retention(c.id, "end");
-    last_capture_end_t_.store(t, std::memory_order_relaxed);
-}
-
-void Recorder::write_warmup_retention(uint32_t capture_id, const char* phase) {
-    struct Site {
-        uint64_t blocks = 0, bytes = 0;
-    };
-    std::unordered_map<uint32_t, Site> sites;
-    int64_t since = last_capture_end_t_.load(std::memory_order_relaxed);
-    blocks_.for_each([&](uintptr_t, const LiveBlock& b) {
-        if (b.capture_id == 0 && is_gpu(b.kind) && b.t_alloc >= since) {
-            Site& s = sites[b.stack_id];
-            s.blocks += 1;
-            s.bytes += b.size;
-        }
-    });
-    int64_t t = now();
-    uint64_t tid = current_tid();
-    for (const auto& [stack_id, site] : sites) {
-        Line w('W');
-        w.sdec(t).dec(tid).word("warmup_retention").dec(capture_id).word(phase).sdec(since).dec(stack_id);
-        w.dec(site.blocks).dec(site.bytes);
-        writer_.append(w.finish());
-    }
-}
-
-void Recorder::record_instantiate(uintptr_t exec, uintptr_t graph) {
-    uint32_t capture = graphs_.instantiated(exec, graph);
-    if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    Line line('G');
-    line.sdec(now()).dec(current_tid()).hex(exec).hex(graph).dec(capture);
-    writer_.append(line.finish());
-}
-
-void Recorder::record_launch(uintptr_t exec, uintptr_t stream) {
-    if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    Line line('L');
-    line.sdec(now()).dec(current_tid()).hex(exec).hex(stream);
-    writer_.append(line.finish());
-}
-
-void Recorder::record_exec_destroy(uintptr_t exec) {
-    graphs_.exec_destroyed(exec);
-    if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    Line line('D');
-    line.sdec(now()).dec(current_tid()).hex(exec);
-    writer_.append(line.finish());
-}
-
-void Recorder::record_graph_destroy(uintptr_t graph) {
-    graphs_.graph_destroyed(graph);
-    if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    Line line('K');
-    line.sdec(now()).dec(current_tid()).hex(graph);
-    writer_.append(line.finish());
-}
-
-void Recorder::record_reserve(uintptr_t va, uint64_t size, const uintptr_t* ips, int n) {
-    if (!ensure_started()) return;
-    uint32_t py = python_stack();
-    uint32_t sid = intern(ips, n);
-    Line line('V');
-    line.sdec(now()).dec(current_tid()).hex(va).dec(size).dec(sid).dec(py);
-    writer_.append(line.finish());
-}
-
-void Recorder::record_address_free(uintptr_t va, uint64_t size) {
-    if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    Line line('v');
-    line.sdec(now()).dec(current_tid()).hex(va).dec(size);
-    writer_.append(line.finish());
-}
-
-void Recorder::record_create(uintptr_t handle, uint64_t size, int device, const uintptr_t* ips, int n) {
-    if (!ensure_started()) return;
-    if (device >= 0) gpu_seen_.store(true, std::memory_order_relaxed);
-    uint32_t py = python_stack();
-    uint32_t sid = intern(ips, n);
-    uint64_t tid = current_tid();
-    // No stream is named: a capture owns the handle when this thread is capturing.
-    uint32_t owner = captures_.owner_for(StreamArg{}, tid).id;
-    Line line('N');
-    line.sdec(now()).dec(tid).hex(handle).dec(size).sdec(device).dec(sid).dec(py).dec(owner);
-    writer_.append(line.finish());
-}
-
-void Recorder::record_release(uintptr_t handle) {
-    if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    Line line('n');
-    line.sdec(now()).dec(current_tid()).hex(handle);
-    writer_.append(line.finish());
-}
-
-void Recorder::record_map(uintptr_t va, uint64_t size, uint64_t offset, uintptr_t handle) {
-    if (!ensure_started()) return;
-    Line line('Q');
-    line.sdec(now()).dec(current_tid()).hex(va).dec(size).dec(offset).hex(handle);
-    writer_.append(line.finish());
-}
-
-void Recorder::record_unmap(uintptr_t va, uint64_t size) {
-    if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    Line line('q');
-    line.sdec(now()).dec(current_tid()).hex(va).dec(size);
-    writer_.append(line.finish());
-}
-
-void Recorder::check_unsafe_call(Api api) {
-    if (captures_.active() == 0) return;
-    uint64_t tid = current_tid();
-    CaptureMode mode = thread_capture_mode();
-    CaptureInfo c = captures_.prohibiting(tid, mode);
-    if (c.id == 0 || !ensure_started()) return;
-    Line w('W');
-    w.sdec(now()).dec(tid).word("unsafe_call").word(api_name(api)).dec(c.id).word(capture_mode_name(c.mode));
-    w.word(capture_mode_name(mode));
-    writer_.append(w.finish());
 }
 
 void Recorder::append_or_defer(std::string_view record) {
@@ -442,62 +206,6 @@ void Recorder::append_or_defer(std::string_view record) {
             ++deferred_dropped_;
         }
     }
-}
-
-void Recorder::record_compile(std::string_view compile_id) {
-    if (!active()) return;
-    Line line('X');
-    line.sdec(now()).dec(current_tid()).str(compile_id);
-    append_or_defer(line.finish());
-}
-
-void Recorder::record_collection(const Collection& c) {
-    if (!active()) return;
-    bool own = std::string_view(c.trigger) == "memguard";
-    if (own && !ensure_started()) return;
-    Line line('Y');
-    line.sdec(now()).dec(current_tid()).word(c.trigger).sdec(c.generation).sdec(c.duration_ns);
-    line.sdec(c.collected).sdec(c.uncollectable);
-    if (c.cuda_bytes_freed >= 0) {
-        line.sdec(c.cuda_bytes_freed);
-    } else {
-        line.word("-");
-    }
-    if (c.compile_ids.empty()) {
-        line.word("-");
-    } else {
-        line.str(c.compile_ids);
-    }
-    if (c.mark_age_ns >= 0) {
-        line.sdec(c.mark_age_ns);
-    } else {
-        line.word("-");
-    }
-    append_or_defer(line.finish());
-}
-
-uint64_t Recorder::record_phase_begin(PhaseSource source, std::string_view name) {
-    if (!active()) return 0;
-    uint64_t id = phases_.open();
-    Line line('B');
-    line.sdec(now()).dec(current_tid()).dec(id).word(phase_source_name(source)).str(cut_phase_name(name));
-    append_or_defer(line.finish());
-    return id;
-}
-
-bool Recorder::record_phase_end(uint64_t id) {
-    if (!phases_.close(id)) return false;
-    Line line('b');
-    line.sdec(now()).dec(current_tid()).dec(id);
-    append_or_defer(line.finish());
-    return true;
-}
-
-void Recorder::record_mark(PhaseSource source, std::string_view name) {
-    if (!active()) return;
-    Line line('J');
-    line.sdec(now()).dec(current_tid()).word(phase_source_name(source)).str(cut_phase_name(name));
-    append_or_defer(line.finish());
 }
 
 void Recorder::append_records(std::string_view records) {

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "common/config.h"
+#include "format/encode.h"
 #include "track/block_table.h"
 #include "track/capture.h"
 #include "track/clock.h"
@@ -108,7 +109,7 @@ public:
     void record_compile(std::string_view compile_id);
 
     struct Collection {
-        const char* trigger;      // "automatic", "explicit" or "memguard"
+        format::GcTrigger trigger = format::GcTrigger::Automatic;
         int generation;
         int64_t duration_ns;
         int64_t collected, uncollectable;
@@ -168,7 +169,7 @@ public:
         int device = 0;
         uint64_t requested = 0, rounded = 0, allocated = 0, reserved = 0, limit = 0;
         uint32_t stack_id = 0, python_stack_id = 0;
-        const char* rescued = "none";  // none, cache, gc
+        format::Rescue rescued = format::Rescue::None;
         const OomSite* sites = nullptr;
         size_t site_count = 0;
     };
@@ -221,7 +222,7 @@ private:
     uint32_t intern(const uintptr_t* ips, int n);
     /// Warm-up retention: blocks allocated since the last capture ended that are still live and
     /// not owned by a capture, one W record per allocation site.
-    void write_warmup_retention(uint32_t capture_id, const char* phase);
+    void write_warmup_retention(uint32_t capture_id, format::CapturePhase phase);
     static void on_new_stack(void* self, uint32_t id, const uintptr_t* ips, int n);
 
     std::atomic<State> state_{State::Off};
@@ -250,6 +251,21 @@ private:
     uint64_t deferred_dropped_ = 0;
     static constexpr size_t kDeferredLimit = 1 << 20;
     void append_or_defer(std::string_view record);
+    /// Appends record `r` (format/records.h) to the report: every record the recorder writes is
+    /// encoded here (the packed T and t records by their formatters, track/records_tensors.cpp).
+    template <class R>
+    __attribute__((always_inline)) void emit(const R& r) noexcept {
+        format::Line line;
+        format::encode(r, line);
+        writer_.append(line.finish());
+    }
+    /// Like emit, for the records that wait in memory until the report exists (append_or_defer).
+    template <class R>
+    void emit_or_defer(const R& r) {
+        format::Line line;
+        format::encode(r, line);
+        append_or_defer(line.finish());
+    }
     uint32_t python_stack() const noexcept {
         PythonStackFn fn = python_stack_.load(std::memory_order_acquire);
         return fn ? fn() : 0;

@@ -12,8 +12,8 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "format/encode.h"
 #include "track/clock.h"
-#include "track/line.h"
 
 namespace memguard::track {
 
@@ -30,24 +30,6 @@ const char* type_name(mode_t mode) {
 }
 
 }  // namespace
-
-Line heartbeat_record(int64_t t) noexcept {
-    Line hb('H');
-    hb.sdec(t);
-    return hb;
-}
-
-Line lost_record(int64_t t, int64_t since, uint64_t records) noexcept {
-    Line u('U');
-    u.sdec(t).sdec(since).dec(records);
-    return u;
-}
-
-Line end_record(int64_t t) noexcept {
-    Line z('Z');
-    z.sdec(t);
-    return z;
-}
 
 bool ReportWriter::start(const std::string& path, const std::string& name_in_directory, std::string_view header,
                          std::string* error) {
@@ -151,7 +133,8 @@ void ReportWriter::add_lost(uint64_t records) noexcept {
 
 void ReportWriter::append_lost_locked() noexcept {
     if (lost_ == 0) return;
-    Line u = lost_record(clock_.now(), lost_since_, lost_);
+    format::Line u;
+    format::encode(format::rec::Lost{clock_.now(), lost_since_, lost_}, u);
     // Still out of memory: the count waits for the next flush.
     if (buffer_.append(u.finish())) lost_ = 0;
 }
@@ -159,7 +142,7 @@ void ReportWriter::append_lost_locked() noexcept {
 bool ReportWriter::write_formatted(std::string_view raw) {
     // Text runs go out as they are; packed records are formatted into chunk_, which is written
     // out before it could run out of room, so it keeps its capacity and formatting allocates
-    // nothing (a record's text is at most Line::kCapacity).
+    // nothing (a record's text is at most format::Line::kCapacity).
     // Every stamp in `raw` was made before this anchor (stamp_clock.h).
     clock_.anchor();
     uint64_t lost = 0;
@@ -193,7 +176,7 @@ bool ReportWriter::write_formatted(std::string_view raw) {
                 ++lost;
                 continue;
             }
-            if (chunk_.size() + Line::kCapacity > chunk_.capacity()) ok = drain();
+            if (chunk_.size() + format::Line::kCapacity > chunk_.capacity()) ok = drain();
             try {
                 format(payload, bytes, clock_, chunk_);
             } catch (...) {
@@ -269,7 +252,8 @@ void ReportWriter::write_pending(bool heartbeat) {
         }
         if (heartbeat) {
             append_lost_locked();
-            Line hb = heartbeat_record(clock_.now());
+            format::Line hb;
+            format::encode(format::rec::Heartbeat{clock_.now()}, hb);
             // Out of host memory, this flush goes without its heartbeat (append's comment).
             (void)buffer_.append(hb.finish());
         }
@@ -305,7 +289,8 @@ void ReportWriter::finish() {
         std::lock_guard<FutexLock> lock(mu_);
         append_lost_locked();  // before the end record, which is the file's last line
     }
-    Line z = end_record(clock_.now());
+    format::Line z;
+    format::encode(format::rec::End{clock_.now()}, z);
     append(z.finish());
     write_pending(false);  // the end record is the file's last line
 }

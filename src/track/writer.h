@@ -19,19 +19,14 @@
 #include <string_view>
 
 #include "common/futex_lock.h"
+#include "format/encode.h"
 #include "track/byte_buffer.h"
 #include "track/event_sink.h"
-#include "track/line.h"
 
 namespace memguard::track {
 
 class Clock;
 
-/// The records a sink writes of its own (docs/report-format.md), the same from every sink.
-Line heartbeat_record(int64_t t) noexcept;
-/// `records` lost since `since`.
-Line lost_record(int64_t t, int64_t since, uint64_t records) noexcept;
-Line end_record(int64_t t) noexcept;
 
 class ReportWriter final : public EventSink {
 public:

@@ -11,8 +11,8 @@
 
 # The documented layering: what each module target may see (its own folder included).
 set(allowed_memguard_format format)
-set(allowed_memguard_common common)
-set(allowed_memguard_alloc alloc common)
+set(allowed_memguard_common common format)
+set(allowed_memguard_alloc alloc common format)
 set(allowed_memguard_track track format common)
 set(allowed_memguard_python_rules python)
 set(allowed_memguard_python python track format common)

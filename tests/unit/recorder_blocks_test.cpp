@@ -16,7 +16,7 @@ uint64_t this_tid() { return static_cast<uint64_t>(syscall(SYS_gettid)); }
 
 Recorder::Collection automatic_collection() {
     Recorder::Collection c;
-    c.trigger = "automatic";
+    c.trigger = format::GcTrigger::Automatic;
     c.generation = 0;
     c.duration_ns = 10;
     c.collected = c.uncollectable = 0;

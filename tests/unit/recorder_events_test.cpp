@@ -10,7 +10,7 @@ using report::Report;
 
 Recorder::Collection automatic_collection(int generation) {
     Recorder::Collection c;
-    c.trigger = "automatic";
+    c.trigger = format::GcTrigger::Automatic;
     c.generation = generation;
     c.duration_ns = 1500;
     c.collected = 7;
@@ -124,7 +124,7 @@ TEST_F(RecorderTest, RecordsBeforeTheReportWaitAndFollowTheHeader) {
 
 TEST_F(RecorderTest, MemguardsOwnCollectionStartsTheReport) {
     Recorder::Collection c = automatic_collection(0);
-    c.trigger = "memguard";
+    c.trigger = format::GcTrigger::Memguard;
     c.compile_ids = "0/0,1/0";
     c.mark_age_ns = 300;
     recorder->record_collection(c);

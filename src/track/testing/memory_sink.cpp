@@ -1,5 +1,6 @@
 #include "track/testing/memory_sink.h"
 
+#include "format/encode.h"
 #include "track/clock.h"
 #include "track/writer.h"
 
@@ -55,11 +56,13 @@ void MemorySink::write_pending_locked(bool heartbeat) {
     if (pending_.empty() && lost_ == 0) return;
     if (heartbeat) {
         if (lost_ > 0) {
-            Line u = lost_record(clock_.now(), lost_since_, lost_);
+            format::Line u;
+            format::encode(format::rec::Lost{clock_.now(), lost_since_, lost_}, u);
             pending_.push_back(Entry{std::string(u.finish()), nullptr, {}});
             lost_ = 0;
         }
-        Line hb = heartbeat_record(clock_.now());
+        format::Line hb;
+        format::encode(format::rec::Heartbeat{clock_.now()}, hb);
         pending_.push_back(Entry{std::string(hb.finish()), nullptr, {}});
     }
     // Like the file's writer: records appended before the report started, or after it ended,
@@ -87,11 +90,13 @@ void MemorySink::flush() {
 void MemorySink::finish() {
     std::lock_guard<std::mutex> lock(mu_);
     if (lost_ > 0) {
-        Line u = lost_record(clock_.now(), lost_since_, lost_);
+        format::Line u;
+        format::encode(format::rec::Lost{clock_.now(), lost_since_, lost_}, u);
         pending_.push_back(Entry{std::string(u.finish()), nullptr, {}});
         lost_ = 0;
     }
-    Line z = end_record(clock_.now());
+    format::Line z;
+    format::encode(format::rec::End{clock_.now()}, z);
     pending_.push_back(Entry{std::string(z.finish()), nullptr, {}});
     write_pending_locked(false);
     finished_ = true;

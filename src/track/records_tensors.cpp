@@ -1,12 +1,12 @@
 // The Recorder's allocator-mode records (docs/report-format.md, minor 5): tensor blocks that
 // memguard's own caching allocator hands to PyTorch (T, t) and its out-of-memory events (O, o).
-// The segments it takes from the device are ordinary A/F records (record_alloc_interned).
+// The segments it takes from the device are ordinary A/F records (record_alloc_interned). The
+// reader's side is report/read_tensors.cpp.
 #include <cstddef>
 #include <cstring>
 
-#include "common/text.h"
+#include "format/encode.h"
 #include "track/clock.h"
-#include "track/line.h"
 #include "track/recorder.h"
 
 namespace memguard::track {
@@ -17,9 +17,7 @@ void Recorder::set_allocator_mode() {
     // A report started before the switch (rare: the switch happens before CUDA is initialized)
     // gets the info record now; write_header() writes it otherwise.
     if (state_.load(std::memory_order_acquire) == State::Recording) {
-        Line line('I');
-        line.word("allocator").str("memguard");
-        writer_.append(line.finish());
+        emit(format::rec::Info{"allocator", "memguard"});
     }
 }
 
@@ -55,28 +53,34 @@ Payload unpack(const unsigned char* bytes, uint32_t n) {
     return p;
 }
 
+// The packed records' text, from the table's T and t records like every other record's.
+template <class R>
+void format_record(const R& r, std::string& out) {
+    format::Line line;
+    format::encode(r, line);
+    out.append(line.finish());
+}
+
 void format_block_alloc(const unsigned char* bytes, uint32_t n, const Clock& clock, std::string& out) {
     const auto f = unpack<BlockAllocPayload>(bytes, n);
-    Line line('T');
-    line.sdec(clock.time_of_stamp(f.stamp)).dec(f.tid).hex(f.addr).dec(f.size).dec(f.requested);
-    line.sdec(f.device).hex(f.stream).dec(f.stack).dec(f.python_stack).dec(f.capture);
+    char pool[48];
+    size_t len = 0;
     if (n == kPrivatePoolBytes) {
-        char pool[48];
-        size_t len = text::put_dec(pool, f.pool_first);
+        len = format::put_dec(pool, f.pool_first);
         pool[len++] = '.';
-        len += text::put_dec(pool + len, f.pool_second);
-        line.word(std::string_view(pool, len));
+        len += format::put_dec(pool + len, f.pool_second);
     } else {
-        line.word("-");
+        pool[len++] = '-';
     }
-    out.append(line.finish());
+    format_record(format::rec::TensorAlloc{clock.time_of_stamp(f.stamp), f.tid, f.addr, f.size, f.requested,
+                                           f.device, f.stream, f.stack, f.python_stack, f.capture,
+                                           std::string_view(pool, len)},
+                  out);
 }
 
 void format_block_free(const unsigned char* bytes, uint32_t n, const Clock& clock, std::string& out) {
     const auto f = unpack<BlockFreePayload>(bytes, n);
-    Line line('t');
-    line.sdec(clock.time_of_stamp(f.stamp)).dec(f.tid).hex(f.addr).dec(f.during_gc);
-    out.append(line.finish());
+    format_record(format::rec::TensorFree{clock.time_of_stamp(f.stamp), f.tid, f.addr, f.during_gc != 0}, out);
 }
 
 }  // namespace
@@ -118,16 +122,16 @@ void Recorder::record_block_free(uintptr_t addr, bool during_gc) {
 void Recorder::record_allocator_oom(const AllocatorOom& oom) {
     if (!ensure_started()) return;
     const int64_t t = now();
-    Line line('O');
-    line.sdec(t).dec(current_tid()).sdec(oom.device).dec(oom.requested).dec(oom.rounded).dec(oom.allocated);
-    line.dec(oom.reserved).dec(oom.limit).dec(oom.stack_id).dec(oom.python_stack_id).word(oom.rescued);
+    format::Line line;
+    format::encode(format::rec::TensorOom{t, current_tid(), oom.device, oom.requested, oom.rounded, oom.allocated,
+                                          oom.reserved, oom.limit, oom.stack_id, oom.python_stack_id, oom.rescued},
+                   line);
     // One append for the event and its sites, so that no other record lands between them.
     std::string records(line.finish());
     for (size_t i = 0; i < oom.site_count; ++i) {
         const OomSite& s = oom.sites[i];
-        Line site('o');
-        site.sdec(t).dec(s.stack_id).dec(s.python_stack_id).dec(s.blocks).dec(s.bytes);
-        records.append(site.finish());
+        format::encode(format::rec::TensorOomSite{t, s.stack_id, s.python_stack_id, s.blocks, s.bytes}, line);
+        records.append(line.finish());
     }
     writer_.append(records);
 }

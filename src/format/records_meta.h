@@ -1,0 +1,128 @@
+// The record table's meta records (format/records.h says how a record is described).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "format/field.h"
+
+namespace memguard::format::rec {
+
+// --- header and interned definitions (minor 0, 2, 6) ---------------------------------------------
+
+/// I key value: information about the run.
+struct Info {
+    static constexpr char kLetter = 'I';
+    static constexpr int kMinor = 0;
+    static constexpr Family kFamily = Family::Meta;
+    std::string_view key, value;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(Field{"key", "key", Enc::Str}, r.key);
+        v(Field{"value", "value", Enc::Str}, r.value);
+    }
+};
+
+/// M: a loaded module.
+struct Module {
+    static constexpr char kLetter = 'M';
+    static constexpr int kMinor = 0;
+    static constexpr Family kFamily = Family::Meta;
+    uint32_t module_id = 0;
+    uint64_t lo = 0, hi = 0, bias = 0;
+    std::string_view build_id;  // empty: none (`-`)
+    std::string_view path;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(Field{"module_id", "module id", Enc::Id}, r.module_id);
+        v(Field{"lo", "lo", Enc::Hex}, r.lo);
+        v(Field{"hi", "hi", Enc::Hex}, r.hi);
+        v(Field{"bias", "bias", Enc::Hex}, r.bias);
+        v(Field{"build_id", "build-id", Enc::BuildId}, r.build_id);
+        v(Field{"path", "path", Enc::Str}, r.path);
+    }
+};
+
+/// S: an interned native stack, innermost frame first.
+struct Stack {
+    static constexpr char kLetter = 'S';
+    static constexpr int kMinor = 0;
+    static constexpr Family kFamily = Family::Meta;
+    uint32_t stack_id = 0;
+    Tail<uint64_t> ips;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(field::stack_id.nonzero("stack id 0 is reserved for \"no stack\""), r.stack_id);
+        v(Field{"ip", "ip", Enc::Hex}, r.ips);
+    }
+};
+
+/// H: heartbeat, written with each flush.
+struct Heartbeat {
+    static constexpr char kLetter = 'H';
+    static constexpr int kMinor = 0;
+    static constexpr Family kFamily = Family::Meta;
+    int64_t t = 0;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) { v(field::t, r.t); }
+};
+
+/// Z: the run ended cleanly.
+struct End {
+    static constexpr char kLetter = 'Z';
+    static constexpr int kMinor = 0;
+    static constexpr Family kFamily = Family::Meta;
+    int64_t t = 0;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) { v(field::t, r.t); }
+};
+
+/// p: an interned Python frame.
+struct PyFrame {
+    static constexpr char kLetter = 'p';
+    static constexpr int kMinor = 2;
+    static constexpr Family kFamily = Family::Meta;
+    uint32_t frame_id = 0;
+    int line = 0;
+    std::string_view function, filename;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(Field{"frame_id", "frame id", Enc::Id}.nonzero("Python frame id 0 is not allowed (ids start at 1)"),
+          r.frame_id);
+        v(Field{"line", "line", Enc::Int}, r.line);
+        v(Field{"function", "function", Enc::Str}, r.function);
+        v(Field{"filename", "filename", Enc::Str}, r.filename);
+    }
+};
+
+/// P: an interned Python stack of p ids, innermost first.
+struct PyStack {
+    static constexpr char kLetter = 'P';
+    static constexpr int kMinor = 2;
+    static constexpr Family kFamily = Family::Meta;
+    uint32_t python_stack_id = 0;
+    Tail<uint32_t> frames;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(field::python_stack_id.nonzero("Python stack id 0 is reserved for \"no stack\""), r.python_stack_id);
+        v(Field{"frame_id", "frame id", Enc::Id}, r.frames);
+    }
+};
+
+/// U: records lost for want of host memory.
+struct Lost {
+    static constexpr char kLetter = 'U';
+    static constexpr int kMinor = 6;
+    static constexpr Family kFamily = Family::Meta;
+    int64_t t = 0, first_t = 0;
+    uint64_t count = 0;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(field::t, r.t);
+        v(Field{"first_t", "time of the first lost record", Enc::Span}, r.first_t);
+        v(Field{"count", "record count", Enc::Dec}, r.count);
+    }
+};
+
+}  // namespace memguard::format::rec

@@ -1,0 +1,123 @@
+// The report's vocabulary (docs/report-format.md): the values a record names by a word, each
+// defined once, with the names the writer writes and the reader parses. Standard library only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace memguard::format {
+
+/// A word-valued field's names, indexed by the enum's value.
+template <class E, size_t N>
+struct Names {
+    std::string_view names[N];
+
+    constexpr std::string_view operator[](E e) const noexcept {
+        const auto i = static_cast<size_t>(e);
+        return i < N ? names[i] : std::string_view("unknown");
+    }
+    /// The value named `s`; false when no value has that name.
+    constexpr bool parse(std::string_view s, E* out) const noexcept {
+        for (size_t i = 0; i < N; ++i) {
+            if (names[i] == s) {
+                *out = static_cast<E>(i);
+                return true;
+            }
+        }
+        return false;
+    }
+    static constexpr size_t size() noexcept { return N; }
+};
+
+/// What kind of memory a block is (A and E records).
+enum class Kind : uint8_t { Device, Async, Managed, Pinned };
+inline constexpr Names<Kind, 4> kKindNames{{"device", "async", "managed", "pinned"}};
+constexpr std::string_view name_of(Kind k) noexcept { return kKindNames[k]; }
+inline const char* kind_name(Kind k) noexcept { return name_of(k).data(); }
+/// True for kinds that occupy GPU memory (device, async, managed); pinned is host memory.
+constexpr bool is_gpu(Kind k) noexcept { return k == Kind::Device || k == Kind::Async || k == Kind::Managed; }
+
+/// The CUDA functions whose calls are recorded: the `api` field of A, E, F and W unsafe_call.
+/// Driver functions (minor 3) go by their base name.
+enum class Api : uint8_t {
+    cudaMalloc,
+    cudaFree,
+    cudaMallocAsync,
+    cudaFreeAsync,
+    cudaMallocFromPoolAsync,
+    cudaMallocManaged,
+    cudaMallocPitch,
+    cudaMallocHost,
+    cudaHostAlloc,
+    cudaFreeHost,
+    cuMemAlloc,
+    cuMemFree,
+    cuMemAllocAsync,
+    cuMemFreeAsync,
+    cuMemAllocFromPoolAsync,
+    cuMemAllocManaged,
+    cuMemAllocPitch,
+    cuMemHostAlloc,
+    cuMemFreeHost,
+    cuMemAllocHost,
+};
+inline constexpr Names<Api, 20> kApiNames{{
+    "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaMallocFromPoolAsync",
+    "cudaMallocManaged", "cudaMallocPitch", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost",
+    "cuMemAlloc", "cuMemFree", "cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync",
+    "cuMemAllocManaged", "cuMemAllocPitch", "cuMemHostAlloc", "cuMemFreeHost", "cuMemAllocHost",
+}};
+constexpr std::string_view name_of(Api a) noexcept { return kApiNames[a]; }
+inline const char* api_name(Api a) noexcept { return name_of(a).data(); }
+/// The `api` of an F written for a block that a path memguard does not see released.
+inline constexpr std::string_view kUnseenApi = "unseen";
+
+/// CUDA's stream capture (interaction) modes, with cudaStreamCaptureMode's values (C, W).
+enum class CaptureMode : int { Global = 0, ThreadLocal = 1, Relaxed = 2 };
+inline constexpr Names<CaptureMode, 3> kCaptureModeNames{{"global", "thread_local", "relaxed"}};
+constexpr std::string_view name_of(CaptureMode m) noexcept { return kCaptureModeNames[m]; }
+inline const char* capture_mode_name(CaptureMode m) noexcept { return name_of(m).data(); }
+
+/// Where a phase or a mark came from (B, J): the C API or the Python module, an NVTX push/pop
+/// range (per thread), an NVTX start/end range (process-wide).
+enum class PhaseSource : uint8_t { Api, Nvtx, NvtxRange };
+inline constexpr Names<PhaseSource, 3> kPhaseSourceNames{{"api", "nvtx", "nvtx_range"}};
+constexpr std::string_view name_of(PhaseSource s) noexcept { return kPhaseSourceNames[s]; }
+inline const char* phase_source_name(PhaseSource s) noexcept { return name_of(s).data(); }
+
+/// What started a garbage collection (Y).
+enum class GcTrigger : uint8_t { Automatic, Explicit, Memguard };
+inline constexpr Names<GcTrigger, 3> kGcTriggerNames{{"automatic", "explicit", "memguard"}};
+constexpr size_t kTriggerCount = kGcTriggerNames.size();
+constexpr std::string_view name_of(GcTrigger t) noexcept { return kGcTriggerNames[t]; }
+inline const char* trigger_name(GcTrigger t) noexcept { return name_of(t).data(); }
+
+/// Which boundary of a capture a W warmup_retention was written at.
+enum class CapturePhase : uint8_t { Begin, End };
+inline constexpr Names<CapturePhase, 2> kCapturePhaseNames{{"begin", "end"}};
+constexpr std::string_view name_of(CapturePhase p) noexcept { return kCapturePhaseNames[p]; }
+inline const char* capture_phase_name(CapturePhase p) noexcept { return name_of(p).data(); }
+
+/// What allocator mode tried before giving up on an allocation (O): nothing (a capture was in
+/// progress), emptying its cache, or that and one full gc.collect().
+enum class Rescue : uint8_t { None, Cache, Gc };
+inline constexpr Names<Rescue, 3> kRescueNames{{"none", "cache", "gc"}};
+constexpr std::string_view name_of(Rescue r) noexcept { return kRescueNames[r]; }
+inline const char* rescue_name(Rescue r) noexcept { return name_of(r).data(); }
+
+// The hazard kinds are the keys of the W records (format/records.h: UnsafeCall, FreeLiveGraph,
+// WarmupRetention).
+
+/// The major version in the header line (`MEMGUARD-REPORT 1`). The minor is the record table's
+/// (format/records.h: kFormatMinor).
+constexpr int kFormatVersion = 1;
+
+// Bounds (docs/report-format.md, "Bounds"): what a writer never writes and a reader refuses.
+/// Device ordinals: -1 (pinned host memory, physical memory located elsewhere) to kMaxDevice.
+constexpr int kMaxDevice = 1023;
+/// Times and durations lie within -kMaxTimeNs..kMaxTimeNs (2^62 - 1 ns, 146 years): the difference
+/// of two of them, or one plus a wall-clock origin (t0_unix_ns), fits in 64 bits.
+constexpr int64_t kMaxTimeNs = (int64_t{1} << 62) - 1;
+
+}  // namespace memguard::format

@@ -1,0 +1,135 @@
+// The report reader's parser (docs/report-format.md): lines in, a Report out. The parser core
+// (report.cpp) reads the header, dispatches each record by its letter and the file's minor to the
+// record table's decoder (format/decode.h), and applies the meta records (I, M, S, H, Z, p, P, U);
+// each family's records are applied in read_<family>.cpp, as the writer's are written in
+// track/records_<family>.cpp. Private to report/.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "format/decode.h"
+#include "format/records.h"
+#include "report/report.h"
+#include "report/warnings.h"
+
+namespace memguard::report {
+
+namespace rec = format::rec;
+
+/// Turns the lines of one report into a Report. Line 1 is the header; records follow.
+class Parser {
+public:
+    explicit Parser(const std::string& name) { report_.path = name; }
+
+    void line(std::string_view text, size_t line_no);
+    /// The input ends inside line `line_no` (no '\n'): a cut header refuses the file; a cut record
+    /// is left out with a warning.
+    void partial_last_line(std::string_view text, size_t line_no, uint64_t file_size);
+    Report finish();
+
+    // Each record, decoded, applied to the report. Meta records (report.cpp):
+    void apply(const rec::Info& r);
+    void apply(const rec::Module& r);
+    void apply(const rec::Stack& r);
+    void apply(const rec::Heartbeat& r);
+    void apply(const rec::End& r);
+    void apply(const rec::PyFrame& r);
+    void apply(const rec::PyStack& r);
+    void apply(const rec::Lost& r);
+    // read_blocks.cpp
+    void apply(const rec::Alloc& r);
+    void apply(const rec::Free& r);
+    void apply(const rec::Restore& r);
+    void apply(const rec::Failure& r);
+    // read_graphs.cpp
+    void apply(const rec::CaptureBegin& r);
+    void apply(const rec::CaptureEnd& r);
+    void apply(const rec::Instantiate& r);
+    void apply(const rec::Launch& r);
+    void apply(const rec::ExecDestroy& r);
+    void apply(const rec::GraphDestroy& r);
+    void apply(const rec::UnsafeCall& r);
+    void apply(const rec::FreeLiveGraph& r);
+    void apply(const rec::WarmupRetention& r);
+    // read_events.cpp
+    void apply(const rec::Compile& r);
+    void apply(const rec::Collection& r);
+    void apply(const rec::PhaseBegin& r);
+    void apply(const rec::PhaseEnd& r);
+    void apply(const rec::Mark& r);
+    // read_vmm.cpp
+    void apply(const rec::Reserve& r);
+    void apply(const rec::AddressFree& r);
+    void apply(const rec::Create& r);
+    void apply(const rec::Release& r);
+    void apply(const rec::Map& r);
+    void apply(const rec::Unmap& r);
+    // read_tensors.cpp
+    void apply(const rec::TensorAlloc& r);
+    void apply(const rec::TensorFree& r);
+    void apply(const rec::TensorOom& r);
+    void apply(const rec::TensorOomSite& r);
+
+private:
+    [[noreturn]] void fail(const std::string& what) const;
+    /// "malformed <type> record: <detail>"
+    [[noreturn]] void malformed(const std::string& detail) const;
+    void warn(const char* cls, const std::string& what);
+
+    void header(std::string_view text);
+    void record();
+    /// After a record is decoded: its time counts towards the end time of a killed run.
+    void note_time();
+    /// Decodes record R from the line's fields and applies it.
+    template <class R>
+    void read();
+    /// A line of a keyed letter (W): its fields up to the key say which record it is.
+    template <char Letter>
+    void read_keyed();
+
+    void check_stack_ref(uint32_t stack_id, const char* record);
+    void check_capture_ref(uint32_t capture_id, const char* record);
+    void check_python_stack_ref(uint32_t python_stack_id, const char* record);
+    /// The most recent G of `exec` when it is still alive; warns and returns nothing otherwise.
+    std::optional<size_t> live_exec(uint64_t exec, const char* record);
+    void remove_mapping(std::map<uint64_t, size_t>::iterator it, int64_t t);
+    void add_event(Event::Type type, size_t block, int64_t t);
+    void warn_frames_outside_modules();
+
+    Report report_;
+    Warnings warnings_;
+    std::vector<std::string_view> f_;
+    format::Decoder decoder_;
+    size_t line_no_ = 0;
+    std::unordered_set<uint32_t> module_ids_;
+    std::unordered_map<uint64_t, size_t> live_;   // addr -> block
+    std::unordered_map<uint64_t, size_t> freed_;  // addr -> block most recently freed there
+    int64_t max_t_ = 0;
+    bool any_t_ = false;
+    std::optional<int64_t> heartbeat_t_;
+    std::optional<int64_t> end_t_;
+    int minor_ = 0;                                      // I format_minor so far
+    std::unordered_map<uint32_t, size_t> captures_;      // capture id -> index
+    std::unordered_map<uint64_t, size_t> execs_;         // exec handle -> its most recent G
+    std::unordered_map<uint64_t, size_t> live_graphs_;   // captured graph handle -> capture, until K
+    std::unordered_map<uint32_t, size_t> phases_;        // phase id -> index
+    std::unordered_map<uint64_t, size_t> reserved_;      // va -> reservation, until v
+    std::unordered_map<uint64_t, size_t> handles_;       // handle value -> its most recent N
+    std::vector<uint64_t> handle_maps_;                  // per handle: mappings now in place
+    std::map<uint64_t, size_t> mapped_;                  // va -> mapping, until q
+    std::unordered_map<uint64_t, size_t> live_tensors_;  // addr -> tensor, until t
+    std::unordered_map<uint64_t, std::vector<size_t>> gc_frees_;  // tid -> tensors freed in a collection, until Y
+};
+
+/// An address in a message: lowercase hex.
+std::string hex(uint64_t v);
+
+}  // namespace memguard::report

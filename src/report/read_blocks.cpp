@@ -1,0 +1,87 @@
+// The reader's block records (docs/report-format.md, minor 0): A, F, R, E. The writer's side is
+// track/records_blocks.cpp.
+#include <string>
+
+#include "report/parser.h"
+
+namespace memguard::report {
+
+void Parser::apply(const rec::Alloc& r) {
+    Block b;
+    b.t_alloc = r.t;
+    b.tid = r.tid;
+    b.addr = r.addr;
+    b.size = r.size;
+    b.kind = r.kind;
+    b.api = std::string(r.api);
+    b.device = r.device;
+    b.stream = r.stream;
+    b.stack_id = r.stack_id;
+    b.capture_id = r.capture_id;  // 0 before minor 1
+    b.python_stack_id = r.python_stack_id;  // 0 before minor 2
+    check_stack_ref(b.stack_id, "A");
+    check_capture_ref(b.capture_id, "A");
+    check_python_stack_ref(b.python_stack_id, "A");
+    size_t index = report_.blocks.size();
+    auto old = live_.find(b.addr);
+    if (old != live_.end()) {
+        warn("double-alloc", "allocation at " + hex(b.addr) + ", which is already live; the earlier block is "
+                             "taken as freed (a free was not recorded)");
+        Block& prev = report_.blocks[old->second];
+        prev.t_free = b.t_alloc;
+        prev.free_api = "(implicit)";
+        add_event(Event::Free, old->second, b.t_alloc);
+    }
+    live_[b.addr] = index;
+    freed_.erase(b.addr);
+    report_.blocks.push_back(std::move(b));
+    add_event(Event::Alloc, index, report_.blocks.back().t_alloc);
+}
+
+void Parser::apply(const rec::Free& r) {
+    auto it = live_.find(r.addr);
+    if (it == live_.end()) {
+        warn("free-not-live", "free of " + hex(r.addr) + ", which is not live; ignored");
+        return;
+    }
+    size_t index = it->second;
+    live_.erase(it);
+    freed_[r.addr] = index;
+    report_.blocks[index].t_free = r.t;
+    report_.blocks[index].free_api = std::string(r.api);
+    add_event(Event::Free, index, r.t);
+}
+
+void Parser::apply(const rec::Restore& r) {
+    auto it = freed_.find(r.addr);
+    if (it == freed_.end() || live_.count(r.addr) != 0) {
+        warn("restore-not-freed", "failed free of " + hex(r.addr) + ", which no earlier free released; ignored");
+        return;
+    }
+    size_t index = it->second;
+    freed_.erase(it);
+    live_[r.addr] = index;
+    report_.blocks[index].t_free.reset();
+    report_.blocks[index].free_api.clear();
+    add_event(Event::Restore, index, r.t);
+}
+
+void Parser::apply(const rec::Failure& r) {
+    FailedAlloc e;
+    e.t = r.t;
+    e.tid = r.tid;
+    e.size = r.size;
+    e.kind = r.kind;
+    e.api = std::string(r.api);
+    e.device = r.device;
+    e.stream = r.stream;
+    e.stack_id = r.stack_id;
+    e.error = r.error;
+    e.live_bytes = r.live_bytes;
+    e.python_stack_id = r.python_stack_id;  // 0 before minor 2
+    check_stack_ref(e.stack_id, "E");
+    check_python_stack_ref(e.python_stack_id, "E");
+    report_.failures.push_back(std::move(e));
+}
+
+}  // namespace memguard::report

@@ -1,0 +1,54 @@
+// The Recorder's event records: compiles (X) and collections (Y) from the Python hook (minor 2),
+// phases (B, b) and marks (J) (minor 4). They wait in memory until the report exists
+// (append_or_defer); the reader's side is report/read_events.cpp.
+#include <optional>
+
+#include "format/encode.h"
+#include "track/clock.h"
+#include "track/recorder.h"
+
+namespace memguard::track {
+
+void Recorder::record_compile(std::string_view compile_id) {
+    if (!active()) return;
+    emit_or_defer(format::rec::Compile{now(), current_tid(), compile_id});
+}
+
+void Recorder::record_collection(const Collection& c) {
+    if (!active()) return;
+    bool own = c.trigger == format::GcTrigger::Memguard;
+    if (own && !ensure_started()) return;
+    format::rec::Collection y;
+    y.t = now();
+    y.tid = current_tid();
+    y.trigger = c.trigger;
+    y.generation = c.generation;
+    y.duration_ns = c.duration_ns;
+    y.collected = c.collected;
+    y.uncollectable = c.uncollectable;
+    if (c.cuda_bytes_freed >= 0) y.cuda_bytes_freed = c.cuda_bytes_freed;
+    if (!c.compile_ids.empty()) y.compile_ids = c.compile_ids;
+    if (c.mark_age_ns >= 0) y.mark_age_ns = c.mark_age_ns;
+    emit_or_defer(y);
+}
+
+uint64_t Recorder::record_phase_begin(PhaseSource source, std::string_view name) {
+    if (!active()) return 0;
+    uint64_t id = phases_.open();
+    emit_or_defer(format::rec::PhaseBegin{now(), current_tid(), id, source,
+                                          cut_phase_name(name)});
+    return id;
+}
+
+bool Recorder::record_phase_end(uint64_t id) {
+    if (!phases_.close(id)) return false;
+    emit_or_defer(format::rec::PhaseEnd{now(), current_tid(), id});
+    return true;
+}
+
+void Recorder::record_mark(PhaseSource source, std::string_view name) {
+    if (!active()) return;
+    emit_or_defer(format::rec::Mark{now(), current_tid(), source, cut_phase_name(name)});
+}
+
+}  // namespace memguard::track
