@@ -1,0 +1,260 @@
+// Internals of the caching allocator shared by its translation units: the block and pool
+// types and DeviceCachingAllocator, one device's allocator. caching_allocator.cpp has the
+// malloc/free path and stream-ordered reuse, caching_allocator_release.cpp returns memory to the
+// device and keeps the private pools, caching_allocator_report.cpp the OOM report, snapshot and
+// invariant checks. Not part of the module's interface.
+#pragma once
+
+#include "alloc/caching_allocator.h"
+
+#include "alloc/ptr_map.h"
+#include "common/futex_lock.h"
+
+#include <deque>
+#include <map>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+namespace memguard::alloc {
+
+constexpr size_t kMinBlockSize = 512;       // every block size is a multiple of this
+constexpr size_t kSmallSize = 1u << 20;     // requests up to this come from the small pool
+constexpr size_t kSmallBuffer = 2u << 20;   // small-pool segment size
+constexpr size_t kMinLargeAlloc = 10u << 20;
+constexpr size_t kLargeBuffer = 20u << 20;  // segment size for requests between 1 and 10 MiB
+constexpr size_t kRoundLarge = 2u << 20;    // larger segments are rounded to this
+constexpr size_t kMaxRequest = size_t{1} << 56;  // 64 PiB: larger requests fail before rounding
+
+struct BlockPool;
+struct PrivatePool;
+
+struct Block {
+    Stream stream = 0;
+    size_t size = 0;
+    uintptr_t ptr = 0;
+    BlockPool* pool = nullptr;
+    Block* prev = nullptr;  // neighbours within the same segment
+    Block* next = nullptr;
+    size_t requested = 0;
+    SiteId site = 0;
+    bool allocated = false;
+    bool deferred = false;  // freed during a capture with uses on other streams; no events yet
+    int event_count = 0;    // outstanding events recorded at free
+    int device = 0;
+    std::vector<Stream> stream_uses;   // record_stream, other than the allocation stream
+    std::vector<Stream> capture_uses;  // those made on a capturing stream (no events for them)
+
+    bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
+    // Free and in its pool's set (not allocated, not waiting for events).
+    bool is_cached() const noexcept { return !allocated && !deferred && event_count == 0 && stream_uses.empty(); }
+};
+
+// Best fit per stream: ordered by stream, then size, then address.
+struct BlockLess {
+    bool operator()(const Block* a, const Block* b) const noexcept {
+        if (a->stream != b->stream) return a->stream < b->stream;
+        if (a->size != b->size) return a->size < b->size;
+        return a->ptr < b->ptr;
+    }
+};
+
+// Keeps the nodes a std::set frees for its next insert: a cached malloc/free pair erases and
+// inserts set nodes, and the system allocator would otherwise run each time. Used under the
+// device lock only.
+struct NodeCache {
+    std::vector<void*> spare;
+    size_t node_size = 0;
+    NodeCache() = default;
+    NodeCache(const NodeCache&) = delete;
+    ~NodeCache() {
+        for (void* p : spare) ::operator delete(p);
+    }
+};
+
+template <typename T>
+struct CachedAllocator {
+    using value_type = T;
+    NodeCache* cache;
+    explicit CachedAllocator(NodeCache* c) noexcept : cache(c) {}
+    template <typename U>
+    CachedAllocator(const CachedAllocator<U>& o) noexcept : cache(o.cache) {}
+    T* allocate(size_t n) {
+        if (n == 1 && cache->node_size == sizeof(T) && !cache->spare.empty()) {
+            void* p = cache->spare.back();
+            cache->spare.pop_back();
+            return static_cast<T*>(p);
+        }
+        return static_cast<T*>(::operator new(n * sizeof(T)));
+    }
+    void deallocate(T* p, size_t n) noexcept {
+        if (n == 1 && (cache->node_size == 0 || cache->node_size == sizeof(T)) && cache->spare.size() < 1024) {
+            cache->node_size = sizeof(T);
+            try {
+                cache->spare.push_back(p);
+                return;
+            } catch (...) {
+            }
+        }
+        ::operator delete(p);
+    }
+    template <typename U>
+    bool operator==(const CachedAllocator<U>& o) const noexcept { return cache == o.cache; }
+    template <typename U>
+    bool operator!=(const CachedAllocator<U>& o) const noexcept { return cache != o.cache; }
+};
+
+struct BlockPool {
+    BlockPool(bool small_, PrivatePool* owner_)
+        : blocks(BlockLess{}, CachedAllocator<Block*>(&nodes)), small(small_), owner(owner_) {}
+    NodeCache nodes;  // declared before the set: outlives it
+    std::set<Block*, BlockLess, CachedAllocator<Block*>> blocks;
+    const bool small;
+    PrivatePool* const owner;  // nullptr: a default pool
+};
+
+struct PrivatePool {
+    explicit PrivatePool(MempoolId id_) : id(id_), small(true, this), large(false, this) {}
+    MempoolId id;
+    int use_count = 1;  // captures and pool handles that still use it
+    int segments = 0;   // device allocations it holds
+    BlockPool small;
+    BlockPool large;
+};
+
+class DeviceCachingAllocator {
+public:
+    DeviceCachingAllocator(DeviceBackend& backend, int device, const AllocatorConfig& config)
+        : backend_(backend), device_(device), config_(config), small_(true, nullptr), large_(false, nullptr) {
+        stats_.max_split_size = config_.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(config_.max_split_size);
+        spare_blocks_.reserve(kMaxSpareBlocks);  // recycle() then never allocates
+    }
+
+    ~DeviceCachingAllocator() {
+        for (auto& [base, seg] : segments_) {
+            Block* b = seg.head;
+            while (b) {
+                Block* n = b->next;
+                delete b;
+                b = n;
+            }
+        }
+        for (Block* b : spare_blocks_) delete b;
+    }
+
+    /// A block's address, entered in the live-block map; nullptr with *error set.
+    void* malloc(size_t requested, Stream stream, SiteId site, const std::shared_ptr<const OomRescue>* rescue_slot,
+                 int* error, OomReport* oom, AllocatedBlock* out);
+    /// Takes the live block at ptr out of the map, calls before_reuse(ctx) and returns the block
+    /// to the cache, all under the lock. False when ptr is not a live block of this device.
+    bool free(uintptr_t ptr, void (*before_reuse)(void*), void* ctx);
+    bool record_stream(uintptr_t ptr, Stream stream);
+    bool block_sizes(uintptr_t ptr, size_t* size, size_t* requested) const;
+    bool empty_cache();
+    int set_memory_fraction(double fraction);
+    bool begin_allocate_to_pool(MempoolId id, StreamFilter filter);
+    bool end_allocate_to_pool(MempoolId id);
+    bool release_pool(MempoolId id);
+
+    DeviceStats stats() const {
+        std::lock_guard<FutexLock> lock(mu_);
+        return stats_;
+    }
+    void reset_peak_stats() {
+        std::lock_guard<FutexLock> lock(mu_);
+        stats_.reset_peak();
+    }
+    void reset_accumulated_stats() {
+        std::lock_guard<FutexLock> lock(mu_);
+        stats_.reset_accumulated();
+    }
+    std::vector<BlockInfo> snapshot() const;
+    std::string check_invariants() const;
+    void lock() { mu_.lock(); }
+    void unlock() { mu_.unlock(); }
+
+private:
+    struct Segment {
+        Block* head;  // the block at the segment's base address
+        size_t size;
+        BlockPool* pool;
+    };
+    struct Capture {
+        MempoolId id;
+        StreamFilter filter;
+        std::thread::id thread;  // that began it
+    };
+
+    size_t round_size(size_t size) const;
+    static size_t segment_size(size_t size);
+    bool capture_underway() const { return !captures_.empty() || backend_.any_capture_active(device_); }
+
+    Block* try_allocate(size_t size, Stream stream, int* error, size_t* seg_size);
+    BlockPool& pool_for(size_t size, Stream stream);
+    Block* take_free_block(BlockPool& pool, Stream stream, size_t size);
+    Block* alloc_segment(BlockPool& pool, Stream stream, size_t size, int* error);
+    void hand_out(Block* b, size_t size, size_t requested, SiteId site);
+    void free_locked(Block* b);
+    bool should_split(const Block* b, size_t size) const;
+    void free_block(Block* b);
+    bool try_merge(Block* dst, Block* src);
+    void insert_events(Block* b);
+    void process_events();
+    void synchronize_and_free_events();
+    bool release_segment(Block* b);
+    void release_pool_blocks(BlockPool& pool);
+    bool release_oversize_blocks(BlockPool& pool, Stream stream, size_t size);
+    bool release_cached_blocks();
+    void fill_oom_report(OomReport* r, size_t requested, size_t size, size_t seg_size, int error, bool rescued);
+    Event get_event();
+    void put_event(Event e) { free_events_.push_back(e); }
+    // Block objects are recycled: splitting and merging make and drop one per malloc/free pair.
+    Block* new_block() {
+        if (spare_blocks_.empty()) return new Block;
+        Block* b = spare_blocks_.back();
+        spare_blocks_.pop_back();
+        return b;
+    }
+    void recycle(Block* b) {
+        *b = Block{};
+        if (spare_blocks_.size() < kMaxSpareBlocks) spare_blocks_.push_back(b);
+        else delete b;
+    }
+
+    void stat_add(StatArray& a, const BlockPool* pool, uint64_t n) {
+        a[kStatAll].add(n);
+        a[pool->small ? kStatSmallPool : kStatLargePool].add(n);
+    }
+    void stat_sub(StatArray& a, const BlockPool* pool, uint64_t n) {
+        a[kStatAll].sub(n);
+        a[pool->small ? kStatSmallPool : kStatLargePool].sub(n);
+    }
+
+    static constexpr size_t kMaxSpareBlocks = 4096;
+    DeviceBackend& backend_;
+    const int device_;
+    const AllocatorConfig config_;
+    mutable FutexLock mu_;  // the device lock (common/futex_lock.h)
+
+    BlockPool small_;
+    BlockPool large_;
+    std::map<MempoolId, std::unique_ptr<PrivatePool>> pools_;
+    std::set<MempoolId> freeable_;      // pools with no uses left, freed at the next release
+    std::vector<Capture> captures_;     // begun and not ended, oldest first
+    std::map<uintptr_t, Segment> segments_;
+    // The blocks handed out: address -> block. Under the device lock, so that malloc and free
+    // take one lock each (PyTorch's frees name the device the block was allocated on).
+    PtrMap live_;
+
+    // Events recorded at free, per stream in recording order (a later event on a stream cannot
+    // complete before an earlier one, so the scan of a stream stops at the first pending one).
+    std::unordered_map<Stream, std::deque<std::pair<Event, Block*>>> outstanding_;
+    std::vector<Block*> deferred_;       // freed during a capture, with uses on other streams
+    std::vector<Event> free_events_;
+    std::vector<Block*> spare_blocks_;
+
+    size_t limit_ = SIZE_MAX;  // memory-fraction limit on reserved bytes
+    DeviceStats stats_;
+};
+
+}  // namespace memguard::alloc
