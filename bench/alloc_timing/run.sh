@@ -15,6 +15,8 @@
 # gain. With ALLOC_TIMING_KEEP=DIR the builds go to DIR and stay
 # (DIR/lib.I/build/lib/libmemguard.so), e.g. for bench/allocator_mode.py --lib ... --lib-b ....
 # ALLOC_TIMING_NO_TIMING=1 leaves out the timing builds and their arms.
+# Both patches are against the tree layout of issue 18 (src/allocmode/api.cpp and
+# tracking_allocator.cpp); older REFs need the patches of their own time, from git history.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 reps=${1:-3}
