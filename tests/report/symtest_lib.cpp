@@ -2,6 +2,8 @@
 // (the return address) belongs to the next line: only a lookup at ip - 1 finds the line of the call.
 #include "symtest_lib.h"
 
+// clang-format off: each `g_..._line = __LINE__; call();` must stay on one line (the line it names).
+
 namespace memguard_symtest {
 
 namespace {
@@ -48,3 +50,4 @@ int inlined_call_line() { return g_inlined_line; }
 int outer_call_line() { return g_outer_line; }
 
 }  // namespace memguard_symtest
+// clang-format on
