@@ -34,6 +34,8 @@ def driver_variants(src):
 def hook_names(text, prefix):
     """Names defined by MG_* hook macros at the start of a line (not in #define bodies)."""
     names = set()
+    # clang-format may break a long hook's arguments right after the opening parenthesis.
+    text = re.sub(r"^(MG_[A-Z0-9_]+\()\s*\n\s*", r"\1", text, flags=re.M)
     for line in text.splitlines():
         if line.lstrip().startswith("#"):
             continue

@@ -2,7 +2,8 @@
 // (the return address) belongs to the next line: only a lookup at ip - 1 finds the line of the call.
 #include "symtest_lib.h"
 
-// clang-format off: each `g_..._line = __LINE__; call();` must stay on one line (the line it names).
+// Each `g_..._line = __LINE__; call();` stays on one line (the line it names):
+// clang-format off
 
 namespace memguard_symtest {
 
