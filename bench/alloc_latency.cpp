@@ -71,9 +71,9 @@ double mixed_ns(CachingAllocator& a, int iters, uint64_t seed, Stream stream) {
     std::mt19937_64 rng(seed);
     auto size = [&] {
         const unsigned r = static_cast<unsigned>(rng() % 100);
-        if (r < 70) return size_t{512} << (rng() % 11);         // 512 B .. 512 KiB
+        if (r < 70) return size_t{512} << (rng() % 11);             // 512 B .. 512 KiB
         if (r < 95) return (size_t{1} << 20) + rng() % (8u << 20);  // 1 .. 9 MiB
-        return (size_t{16} << 20) + rng() % (48u << 20);          // 16 .. 64 MiB
+        return (size_t{16} << 20) + rng() % (48u << 20);            // 16 .. 64 MiB
     };
     std::vector<void*> live;
     for (int i = 0; i < 256; ++i) live.push_back(a.malloc(0, size(), stream));

@@ -60,8 +60,10 @@ double run_pairs(long iterations) {
     if (g_lines > 0 && !g_area) {
         // Touched once here, so that no page fault falls in the timed loops.
         g_area = static_cast<unsigned char*>(std::malloc(kArea));
-        if (g_area) std::memset(g_area, 0, kArea);
-        else g_lines = 0;
+        if (g_area)
+            std::memset(g_area, 0, kArea);
+        else
+            g_lines = 0;
     }
     auto t0 = std::chrono::steady_clock::now();
     for (long i = 0; i < iterations; ++i) {

@@ -28,8 +28,7 @@ constexpr size_t k_metrics_bytes = 64u << 10;
 
 void check(cudaError_t error, const char* what) {
     if (error == cudaSuccess) return;
-    std::fprintf(stderr, "alloc_demo: %s failed: %s (%s)\n", what, cudaGetErrorName(error),
-                 cudaGetErrorString(error));
+    std::fprintf(stderr, "alloc_demo: %s failed: %s (%s)\n", what, cudaGetErrorName(error), cudaGetErrorString(error));
     std::exit(1);
 }
 
@@ -91,8 +90,7 @@ __attribute__((noinline)) void train_step(int step, void* staging, cudaStream_t 
     check(cudaFree(gradients), "cudaFree(gradients)");
     check(cudaFree(batch), "cudaFree(batch)");
     record_metrics();
-    std::printf("step %d: sequence length %zu, %d layers of activations\n", step, sequence_length,
-                k_layers);
+    std::printf("step %d: sequence length %zu, %d layers of activations\n", step, sequence_length, k_layers);
 }
 
 }  // namespace

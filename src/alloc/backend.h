@@ -16,10 +16,10 @@ using Event = uintptr_t;
 /// Error codes are the CUDA runtime's (cudaError_t values), so that the real backend can return
 /// what the runtime returned and the bridge can hand it on unchanged.
 enum : int {
-    kSuccess = 0,                        // cudaSuccess
-    kErrorMemoryAllocation = 2,          // cudaErrorMemoryAllocation
-    kErrorNotReady = 600,                // cudaErrorNotReady
-    kErrorStreamCaptureUnsupported = 900 // cudaErrorStreamCaptureUnsupported
+    kSuccess = 0,                         // cudaSuccess
+    kErrorMemoryAllocation = 2,           // cudaErrorMemoryAllocation
+    kErrorNotReady = 600,                 // cudaErrorNotReady
+    kErrorStreamCaptureUnsupported = 900  // cudaErrorStreamCaptureUnsupported
 };
 
 /// cudaStreamCaptureMode values.

@@ -160,8 +160,8 @@ void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, S
 }
 
 void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId site,
-                                     const std::shared_ptr<const OomRescue>* rescue_slot, int* error,
-                                     OomReport* oom, AllocatedBlock* out) {
+                                     const std::shared_ptr<const OomRescue>* rescue_slot, int* error, OomReport* oom,
+                                     AllocatedBlock* out) {
     std::unique_lock<FutexLock> lock(mu_);
     live_.reserve_one();  // the insert below cannot fail once a block is taken
     if (requested > kMaxRequest) {
@@ -323,8 +323,10 @@ void DeviceCachingAllocator::process_events() {
             put_event(e);
             if (--b->event_count == 0 && b->is_cached()) free_block(b);
         }
-        if (q.empty()) it = outstanding_.erase(it);
-        else ++it;
+        if (q.empty())
+            it = outstanding_.erase(it);
+        else
+            ++it;
     }
 }
 
@@ -373,8 +375,10 @@ bool DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
     if (src == dst->prev) {
         dst->ptr = src->ptr;
         dst->prev = src->prev;
-        if (dst->prev) dst->prev->next = dst;
-        else segments_.at(dst->ptr).head = dst;
+        if (dst->prev)
+            dst->prev->next = dst;
+        else
+            segments_.at(dst->ptr).head = dst;
     } else {
         dst->next = src->next;
         if (dst->next) dst->next->prev = dst;
@@ -395,7 +399,7 @@ CachingAllocator::CachingAllocator(DeviceBackend& backend, int device_count, All
 CachingAllocator::~CachingAllocator() = default;
 
 void* CachingAllocator::malloc(int device, size_t size, Stream stream, SiteId site, int* error, OomReport* oom,
-                              AllocatedBlock* block) {
+                               AllocatedBlock* block) {
     int local = kSuccess;
     int& err = error ? *error : local;
     if (device < 0 || device >= device_count()) {

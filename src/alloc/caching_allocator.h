@@ -25,9 +25,7 @@ struct MempoolId {
     uint64_t second = 0;
     bool operator==(const MempoolId& o) const noexcept { return first == o.first && second == o.second; }
     bool operator!=(const MempoolId& o) const noexcept { return !(*this == o); }
-    bool operator<(const MempoolId& o) const noexcept {
-        return first != o.first ? first < o.first : second < o.second;
-    }
+    bool operator<(const MempoolId& o) const noexcept { return first != o.first ? first < o.first : second < o.second; }
 };
 
 /// Decides which allocations go to a private pool (PyTorch passes one that matches the capturing
@@ -53,7 +51,7 @@ struct AllocatorConfig {
 /// What the allocator hands the OOM rescue callback.
 struct OomRescueInfo {
     int device = 0;
-    size_t size = 0;             // the request
+    size_t size = 0;  // the request
     Stream stream = 0;
     bool capture_underway = false;  // a capture is in progress (the callback must not collect)
 };
@@ -64,22 +62,22 @@ using OomRescue = std::function<bool(const OomRescueInfo&)>;
 
 struct SiteUsage {
     SiteId site = 0;
-    uint64_t bytes = 0;   // block sizes (rounded)
+    uint64_t bytes = 0;  // block sizes (rounded)
     uint64_t blocks = 0;
 };
 
 /// Why an allocation failed, and what held the memory.
 struct OomReport {
     int device = 0;
-    int error = kSuccess;        // the backend's error, or kErrorMemoryAllocation
+    int error = kSuccess;  // the backend's error, or kErrorMemoryAllocation
     size_t requested = 0;
-    size_t rounded = 0;          // the block size the request needed
-    size_t segment_size = 0;     // the device allocation it tried
+    size_t rounded = 0;       // the block size the request needed
+    size_t segment_size = 0;  // the device allocation it tried
     size_t allocated_bytes = 0;
     size_t reserved_bytes = 0;
-    size_t limit_bytes = 0;      // memory-fraction limit, 0 when none
-    bool over_limit = false;     // refused by the memory fraction, not by the device
-    size_t device_free = 0;      // cudaMemGetInfo (0 when a capture prevented asking)
+    size_t limit_bytes = 0;   // memory-fraction limit, 0 when none
+    bool over_limit = false;  // refused by the memory fraction, not by the device
+    size_t device_free = 0;   // cudaMemGetInfo (0 when a capture prevented asking)
     size_t device_total = 0;
     bool capture_underway = false;
     bool rescue_called = false;
@@ -98,10 +96,10 @@ struct BlockInfo {
     uintptr_t segment = 0;  // base address of its device allocation
     uintptr_t ptr = 0;
     size_t size = 0;
-    size_t requested = 0;   // 0 unless allocated
+    size_t requested = 0;  // 0 unless allocated
     Stream stream = 0;
     SiteId site = 0;
-    MempoolId pool;         // {0,0}: the default pools
+    MempoolId pool;  // {0,0}: the default pools
     bool small_pool = false;
     enum class State { Allocated, Pending, Free } state = State::Free;  // Pending: waits for events
 };

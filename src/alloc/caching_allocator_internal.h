@@ -18,12 +18,12 @@
 
 namespace memguard::alloc {
 
-constexpr size_t kMinBlockSize = 512;       // every block size is a multiple of this
-constexpr size_t kSmallSize = 1u << 20;     // requests up to this come from the small pool
-constexpr size_t kSmallBuffer = 2u << 20;   // small-pool segment size
+constexpr size_t kMinBlockSize = 512;      // every block size is a multiple of this
+constexpr size_t kSmallSize = 1u << 20;    // requests up to this come from the small pool
+constexpr size_t kSmallBuffer = 2u << 20;  // small-pool segment size
 constexpr size_t kMinLargeAlloc = 10u << 20;
-constexpr size_t kLargeBuffer = 20u << 20;  // segment size for requests between 1 and 10 MiB
-constexpr size_t kRoundLarge = 2u << 20;    // larger segments are rounded to this
+constexpr size_t kLargeBuffer = 20u << 20;       // segment size for requests between 1 and 10 MiB
+constexpr size_t kRoundLarge = 2u << 20;         // larger segments are rounded to this
 constexpr size_t kMaxRequest = size_t{1} << 56;  // 64 PiB: larger requests fail before rounding
 
 struct BlockPool;
@@ -99,9 +99,13 @@ struct CachedAllocator {
         ::operator delete(p);
     }
     template <typename U>
-    bool operator==(const CachedAllocator<U>& o) const noexcept { return cache == o.cache; }
+    bool operator==(const CachedAllocator<U>& o) const noexcept {
+        return cache == o.cache;
+    }
     template <typename U>
-    bool operator!=(const CachedAllocator<U>& o) const noexcept { return cache != o.cache; }
+    bool operator!=(const CachedAllocator<U>& o) const noexcept {
+        return cache != o.cache;
+    }
 };
 
 struct BlockPool {
@@ -217,8 +221,10 @@ private:
     }
     void recycle(Block* b) {
         *b = Block{};
-        if (spare_blocks_.size() < kMaxSpareBlocks) spare_blocks_.push_back(b);
-        else delete b;
+        if (spare_blocks_.size() < kMaxSpareBlocks)
+            spare_blocks_.push_back(b);
+        else
+            delete b;
     }
 
     void stat_add(StatArray& a, const BlockPool* pool, uint64_t n) {
@@ -239,8 +245,8 @@ private:
     BlockPool small_;
     BlockPool large_;
     std::map<MempoolId, std::unique_ptr<PrivatePool>> pools_;
-    std::set<MempoolId> freeable_;      // pools with no uses left, freed at the next release
-    std::vector<Capture> captures_;     // begun and not ended, oldest first
+    std::set<MempoolId> freeable_;   // pools with no uses left, freed at the next release
+    std::vector<Capture> captures_;  // begun and not ended, oldest first
     std::map<uintptr_t, Segment> segments_;
     // The blocks handed out: address -> block. Under the device lock, so that malloc and free
     // take one lock each (PyTorch's frees name the device the block was allocated on).
@@ -249,7 +255,7 @@ private:
     // Events recorded at free, per stream in recording order (a later event on a stream cannot
     // complete before an earlier one, so the scan of a stream stops at the first pending one).
     std::unordered_map<Stream, std::deque<std::pair<Event, Block*>>> outstanding_;
-    std::vector<Block*> deferred_;       // freed during a capture, with uses on other streams
+    std::vector<Block*> deferred_;  // freed during a capture, with uses on other streams
     std::vector<Event> free_events_;
     std::vector<Block*> spare_blocks_;
 

@@ -44,8 +44,7 @@ bool DeviceCachingAllocator::release_oversize_blocks(BlockPool& pool, Stream str
     key.stream = stream;
     key.size = std::max(size, config_.max_split_size);
     auto it = pool.blocks.lower_bound(&key);
-    if (it != pool.blocks.end() && (*it)->stream == stream && !(*it)->is_split())
-        return release_segment(*it);
+    if (it != pool.blocks.end() && (*it)->stream == stream && !(*it)->is_split()) return release_segment(*it);
     std::vector<Block*> candidates;
     for (auto r = std::make_reverse_iterator(it); r != pool.blocks.rend(); ++r) {
         Block* b = *r;

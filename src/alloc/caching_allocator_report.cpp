@@ -56,7 +56,7 @@ std::vector<BlockInfo> DeviceCachingAllocator::snapshot() const {
             i.site = b->site;
             i.pool = b->pool->owner ? b->pool->owner->id : MempoolId{};
             i.small_pool = b->pool->small;
-            i.state = b->allocated ? BlockInfo::State::Allocated
+            i.state = b->allocated     ? BlockInfo::State::Allocated
                       : b->is_cached() ? BlockInfo::State::Free
                                        : BlockInfo::State::Pending;
             out.push_back(i);
@@ -90,7 +90,8 @@ std::string DeviceCachingAllocator::check_invariants() const {
             if (b->size == 0 || b->size % kMinBlockSize != 0) return "block size not a multiple of 512";
             at += b->size;
             const bool in_pool = b->pool->blocks.count(const_cast<Block*>(b)) != 0;
-            if (b->is_cached() != in_pool) return "cached block and pool membership disagree at " + std::to_string(b->ptr);
+            if (b->is_cached() != in_pool)
+                return "cached block and pool membership disagree at " + std::to_string(b->ptr);
             if (b->is_cached()) {
                 cached_seen++;
                 if (last && last->is_cached()) return "two adjacent free blocks at " + std::to_string(b->ptr);

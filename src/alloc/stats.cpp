@@ -6,8 +6,8 @@ namespace {
 
 template <typename Fn>
 void for_each_array(DeviceStats& s, Fn&& fn) {
-    for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-                         &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes})
+    for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes, &s.reserved_bytes,
+                         &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes})
         for (Stat& st : *a) fn(st);
     fn(s.oversize_allocations);
     fn(s.oversize_segments);

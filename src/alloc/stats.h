@@ -18,8 +18,10 @@ struct Stat {
 
     void update(int64_t delta) noexcept {
         current += delta;
-        if (delta > 0) allocated += delta;
-        else freed -= delta;
+        if (delta > 0)
+            allocated += delta;
+        else
+            freed -= delta;
         if (current > peak) peak = current;
     }
     /// update(+n) and update(-n) with the sign known where they are called, so without its tests
@@ -43,21 +45,21 @@ enum StatType : int { kStatAll = 0, kStatSmallPool = 1, kStatLargePool = 2, kNum
 using StatArray = std::array<Stat, kNumStatTypes>;
 
 struct DeviceStats {
-    StatArray allocation;            // allocated blocks
-    StatArray segment;               // device allocations held
-    StatArray active;                // allocated blocks plus freed ones waiting for events
-    StatArray inactive_split;        // free blocks that are part of a split segment
+    StatArray allocation;      // allocated blocks
+    StatArray segment;         // device allocations held
+    StatArray active;          // allocated blocks plus freed ones waiting for events
+    StatArray inactive_split;  // free blocks that are part of a split segment
     StatArray allocated_bytes;
     StatArray reserved_bytes;
     StatArray active_bytes;
     StatArray inactive_split_bytes;
-    StatArray requested_bytes;       // the sizes the callers asked for (before rounding)
-    Stat oversize_allocations;       // allocations of max_split_size or more
+    StatArray requested_bytes;  // the sizes the callers asked for (before rounding)
+    Stat oversize_allocations;  // allocations of max_split_size or more
     Stat oversize_segments;
-    int64_t num_alloc_retries = 0;   // allocations that had to free the cache and retry
+    int64_t num_alloc_retries = 0;  // allocations that had to free the cache and retry
     int64_t num_ooms = 0;
     int64_t num_sync_all_streams = 0;
-    int64_t num_device_alloc = 0;    // segment_malloc calls that succeeded
+    int64_t num_device_alloc = 0;  // segment_malloc calls that succeeded
     int64_t num_device_free = 0;
     int64_t max_split_size = 0;
 

@@ -77,8 +77,10 @@ TorchAllocConf parse_torch_alloc_conf(const char* value) {
             }
         } else if (key == "backend") {
             if (val != "native") {
-                c.notes.push_back(where + ": ignored, memguard's allocator replaces PyTorch's (set "
-                                          "MEMGUARD_ALLOCATOR=native to use " + val + ")");
+                c.notes.push_back(where +
+                                  ": ignored, memguard's allocator replaces PyTorch's (set "
+                                  "MEMGUARD_ALLOCATOR=native to use " +
+                                  val + ")");
             }
         } else {
             c.notes.push_back(where + ": not used by memguard's allocator");

@@ -31,7 +31,7 @@ track::Recorder* g_recorder = nullptr;  // set before the switch is armed
 thread_local bool t_in_rescue = false;
 
 // Strong references kept for the life of the process (GIL-protected).
-PyObject* g_allocator = nullptr;  // the torch._C._CUDAPluggableAllocator we installed
+PyObject* g_allocator = nullptr;   // the torch._C._CUDAPluggableAllocator we installed
 PyObject* g_gc_collect = nullptr;  // gc.collect as the program sees it (memguard's accounting wrapper)
 
 PyObject* new_none() {
@@ -150,9 +150,9 @@ PyObject* reset_accumulated(PyObject* self, PyObject* args) {
         return call_original(self, args);
     return new_none();
 }
-PyMethodDef g_reset_accumulated_def{
-    "_cuda_resetAccumulatedMemoryStats", reset_accumulated, METH_VARARGS,
-    "memguard (MEMGUARD_ALLOCATOR=memguard): resets the accumulated statistics of a device"};
+PyMethodDef
+    g_reset_accumulated_def{"_cuda_resetAccumulatedMemoryStats", reset_accumulated, METH_VARARGS,
+                            "memguard (MEMGUARD_ALLOCATOR=memguard): resets the accumulated statistics of a device"};
 
 // --- what a pluggable allocator cannot do ---------------------------------------------------------
 
@@ -198,9 +198,9 @@ void patch_torch(PyObject* torch_c) {
         const char* name;
         PyMethodDef* def;
     };
-    for (const Stat& s : {Stat{"_cuda_memoryStats", &g_memory_stats_def},
-                          Stat{"_cuda_resetPeakMemoryStats", &g_reset_peak_def},
-                          Stat{"_cuda_resetAccumulatedMemoryStats", &g_reset_accumulated_def}}) {
+    for (const Stat& s :
+         {Stat{"_cuda_memoryStats", &g_memory_stats_def}, Stat{"_cuda_resetPeakMemoryStats", &g_reset_peak_def},
+          Stat{"_cuda_resetAccumulatedMemoryStats", &g_reset_accumulated_def}}) {
         Ref original(a->PyObject_GetAttrString(torch_c, s.name));
         if (!original) {
             a->PyErr_Clear();
@@ -212,12 +212,11 @@ void patch_torch(PyObject* torch_c) {
         const char* name;
         Limit limit;
     };
-    for (const Limited& l : {Limited{"_cuda_memorySnapshot", kSnapshots},
-                             Limited{"_cuda_record_memory_history", kSnapshots},
-                             Limited{"_cuda_record_memory_history_legacy", kSnapshots},
-                             Limited{"_cuda_getCheckpointState", kGraphTrees},
-                             Limited{"_cuda_setCheckpointPoolState", kGraphTrees},
-                             Limited{"_cuda_checkPoolLiveAllocations", kGraphTrees}}) {
+    for (const Limited& l :
+         {Limited{"_cuda_memorySnapshot", kSnapshots}, Limited{"_cuda_record_memory_history", kSnapshots},
+          Limited{"_cuda_record_memory_history_legacy", kSnapshots}, Limited{"_cuda_getCheckpointState", kGraphTrees},
+          Limited{"_cuda_setCheckpointPoolState", kGraphTrees},
+          Limited{"_cuda_checkPoolLiveAllocations", kGraphTrees}}) {
         Ref original(a->PyObject_GetAttrString(torch_c, l.name));
         Ref pair(original ? a->PyTuple_New(2) : nullptr);
         Ref index(pair ? a->PyLong_FromLongLong(l.limit) : nullptr);

@@ -51,9 +51,7 @@ alloc::CachingAllocator* create_allocator(Recorder& rec, int device_count) {
     return a;
 }
 
-uint64_t site_of(uint32_t stack_id, uint32_t python_stack_id) {
-    return (uint64_t{python_stack_id} << 32) | stack_id;
-}
+uint64_t site_of(uint32_t stack_id, uint32_t python_stack_id) { return (uint64_t{python_stack_id} << 32) | stack_id; }
 
 std::string oom_message(const alloc::OomReport& r) {
     char text[512];
@@ -205,14 +203,14 @@ void deallocate(Recorder& rec, void* ptr, int device) {
     // is the one PyTorch recorded at allocation: the block is looked for there first.
     bool freed = false;
     try {
-        freed = a && a->free(
-                         ptr,
-                         [&] {  // record_block_free writes only while recording
-                             ErrnoKeeper keep_errno;
-                             rec.record_block_free(reinterpret_cast<uintptr_t>(ptr),
-                                                   python::collecting_on_this_thread());
-                         },
-                         device);
+        freed = a &&
+                a->free(
+                    ptr,
+                    [&] {  // record_block_free writes only while recording
+                        ErrnoKeeper keep_errno;
+                        rec.record_block_free(reinterpret_cast<uintptr_t>(ptr), python::collecting_on_this_thread());
+                    },
+                    device);
     } catch (...) {
         // Out of host memory inside the core (its free lists): the block stays out of the
         // cache, which loses its memory but not the program.

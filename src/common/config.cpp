@@ -15,9 +15,8 @@ struct LevelName {
     LogLevel level;
 };
 constexpr LevelName kLevels[] = {
-    {"trace", LogLevel::Trace}, {"debug", LogLevel::Debug}, {"info", LogLevel::Info},
-    {"warn", LogLevel::Warn},   {"warning", LogLevel::Warn}, {"error", LogLevel::Error},
-    {"critical", LogLevel::Critical}, {"off", LogLevel::Off},
+    {"trace", LogLevel::Trace},  {"debug", LogLevel::Debug}, {"info", LogLevel::Info},         {"warn", LogLevel::Warn},
+    {"warning", LogLevel::Warn}, {"error", LogLevel::Error}, {"critical", LogLevel::Critical}, {"off", LogLevel::Off},
 };
 
 std::string quoted(const char* v) { return "'" + echo_value(v) + "'"; }
@@ -59,7 +58,8 @@ void parse_level(const char* v, Config& c, std::vector<std::string>& problems) {
 
 void parse_output(const char* v, Config& c, std::vector<std::string>& problems) {
     if (*v == '\0') {
-        problems.push_back("MEMGUARD_OUTPUT is empty: expected a path template (%p pid, %h host, %r rank); keeping the default name");
+        problems.push_back(
+            "MEMGUARD_OUTPUT is empty: expected a path template (%p pid, %h host, %r rank); keeping the default name");
         return;
     }
     // Validate the template's escapes now, so that a typo is reported once at start-up.
@@ -70,8 +70,9 @@ void parse_output(const char* v, Config& c, std::vector<std::string>& problems) 
             ++p;
             continue;
         }
-        problems.push_back("MEMGUARD_OUTPUT=" + quoted(v) +
-                           " is not valid: '%' must be followed by p (pid), h (host), r (rank) or %; keeping the default name");
+        problems.push_back(
+            "MEMGUARD_OUTPUT=" + quoted(v) +
+            " is not valid: '%' must be followed by p (pid), h (host), r (rank) or %; keeping the default name");
         return;
     }
     c.output_template = v;

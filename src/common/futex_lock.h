@@ -60,8 +60,8 @@ private:
         const int saved_errno = errno;
         while (state_.exchange(kSleepers, std::memory_order_acquire) != kFree) {
             // Returns at once (EAGAIN) when the state is no longer kSleepers: released meanwhile.
-            syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, kSleepers, nullptr,
-                    nullptr, 0);
+            syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, kSleepers, nullptr, nullptr,
+                    0);
         }
         errno = saved_errno;
     }

@@ -18,7 +18,10 @@ std::string expand_template(const std::string& tmpl, const NameContext& ctx) {
         case 'h': out += ctx.host; break;
         case 'r': out += ctx.rank; break;
         case '%': out.push_back('%'); break;
-        default: out.push_back('%'); out.push_back(n); break;
+        default:
+            out.push_back('%');
+            out.push_back(n);
+            break;
         }
         ++i;
     }

@@ -8,8 +8,8 @@ namespace memguard {
 struct NameContext {
     long pid = 0;
     std::string host;
-    std::string rank = "0";   // RANK, else LOCAL_RANK, else "0"
-    std::string exe_name;     // base name of the executable
+    std::string rank = "0";  // RANK, else LOCAL_RANK, else "0"
+    std::string exe_name;    // base name of the executable
 };
 
 /// Expands %p, %h, %r and %%. Unknown escapes are kept literally (the config parser reports them).

@@ -11,8 +11,8 @@
 
 namespace memguard::text {
 
-using format::decode;
 using format::dec_digits;
+using format::decode;
 using format::encode;
 using format::hex_value;
 using format::needs_escape;

@@ -3,9 +3,9 @@
 // detail ("bad address 'xyz' (hex expected)"); the reader adds the file, the line and the record.
 #pragma once
 
-#include <deque>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -85,7 +85,9 @@ private:
         size_t n = 0;
         bool done = false;
         template <class T>
-        void operator()(const Field& f, const T&) { n += !done && f.minor <= minor ? 1 : 0; }
+        void operator()(const Field& f, const T&) {
+            n += !done && f.minor <= minor ? 1 : 0;
+        }
         template <class T>
         void operator()(const Field&, const Tail<T>&) {}
         void key(const Field&, std::string_view) {

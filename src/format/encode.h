@@ -32,13 +32,22 @@ public:
         buf_[len_++] = type;
     }
     void hex(uint64_t v) noexcept {
-        if (room(17)) { buf_[len_++] = ' '; len_ += put_hex(buf_ + len_, v); }
+        if (room(17)) {
+            buf_[len_++] = ' ';
+            len_ += put_hex(buf_ + len_, v);
+        }
     }
     void dec(uint64_t v) noexcept {
-        if (room(21)) { buf_[len_++] = ' '; len_ += put_dec(buf_ + len_, v); }
+        if (room(21)) {
+            buf_[len_++] = ' ';
+            len_ += put_dec(buf_ + len_, v);
+        }
     }
     void sdec(int64_t v) noexcept {
-        if (room(22)) { buf_[len_++] = ' '; len_ += put_sdec(buf_ + len_, v); }
+        if (room(22)) {
+            buf_[len_++] = ' ';
+            len_ += put_sdec(buf_ + len_, v);
+        }
     }
     /// A token that needs no escaping (vocabulary names, "-").
     void word(std::string_view w) noexcept {
@@ -52,7 +61,10 @@ public:
     void str(std::string_view s) noexcept {
         if (!room(2)) return;
         buf_[len_++] = ' ';
-        if (s.empty()) { buf_[len_++] = '%'; return; }
+        if (s.empty()) {
+            buf_[len_++] = '%';
+            return;
+        }
         static constexpr char digits[] = "0123456789ABCDEF";
         for (unsigned char c : s) {
             if (!room(4)) break;
@@ -103,7 +115,9 @@ public:
         }
     }
     template <class E, class = decltype(name_of(E{}))>
-    MG_FORMAT_INLINE void operator()(const Field&, E v) noexcept { line_.word(name_of(v)); }
+    MG_FORMAT_INLINE void operator()(const Field&, E v) noexcept {
+        line_.word(name_of(v));
+    }
     template <class T>
     MG_FORMAT_INLINE void operator()(const Field& f, const std::optional<T>& v) noexcept {
         if (v) {

@@ -36,8 +36,8 @@ struct Field {
     const char* name;   // docs/report-format.md's name
     const char* label;  // what the reader's messages call it ("bad <label> '...'")
     Enc enc;
-    int minor = 0;                // the format minor that added it (0: with the record)
-    const char* zero = nullptr;   // when the value 0 is refused: the reader's message
+    int minor = 0;               // the format minor that added it (0: with the record)
+    const char* zero = nullptr;  // when the value 0 is refused: the reader's message
 
     constexpr Field since(int m) const { return Field{name, label, enc, m, zero}; }
     constexpr Field nonzero(const char* message) const { return Field{name, label, enc, minor, message}; }
@@ -76,6 +76,5 @@ constexpr Field bytes{"bytes", "bytes", Enc::Dec};
 constexpr Field source{"source", "source", Enc::Name};
 constexpr Field name{"name", "name", Enc::Str};
 }  // namespace field
-
 
 }  // namespace memguard::format

@@ -38,10 +38,9 @@ inline size_t dec_digits(uint64_t v) noexcept {
 /// Appends `v` in decimal. `out` must have room for 20 chars.
 inline size_t put_dec(char* out, uint64_t v) noexcept {
     // Two digits per division, from a table: about half the work of one digit at a time.
-    static constexpr char pairs[] =
-        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-        "8081828384858687888990919293949596979899";
+    static constexpr char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                    "8081828384858687888990919293949596979899";
     const size_t n = dec_digits(v);
     size_t i = n;
     while (v >= 100) {

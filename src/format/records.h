@@ -72,7 +72,9 @@ namespace detail {
 struct MinorOf {
     int minor = 0;
     template <class T>
-    constexpr void operator()(const Field& f, const T&) { minor = f.minor > minor ? f.minor : minor; }
+    constexpr void operator()(const Field& f, const T&) {
+        minor = f.minor > minor ? f.minor : minor;
+    }
     constexpr void key(const Field&, std::string_view) {}
 };
 template <class R>

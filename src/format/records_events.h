@@ -37,7 +37,7 @@ struct Collection {
     GcTrigger trigger = GcTrigger::Automatic;
     int generation = 0;
     int64_t duration_ns = 0, collected = 0, uncollectable = 0;
-    std::optional<int64_t> cuda_bytes_freed;     // absent: CUDA not in use
+    std::optional<int64_t> cuda_bytes_freed;      // absent: CUDA not in use
     std::optional<std::string_view> compile_ids;  // comma-separated; absent: not memguard's collection
     std::optional<int64_t> mark_age_ns;
     template <class V, class R>

@@ -65,7 +65,9 @@ struct Heartbeat {
     static constexpr Family kFamily = Family::Meta;
     int64_t t = 0;
     template <class V, class R>
-    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) { v(field::t, r.t); }
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(field::t, r.t);
+    }
 };
 
 /// Z: the run ended cleanly.
@@ -75,7 +77,9 @@ struct End {
     static constexpr Family kFamily = Family::Meta;
     int64_t t = 0;
     template <class V, class R>
-    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) { v(field::t, r.t); }
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(field::t, r.t);
+    }
 };
 
 /// p: an interned Python frame.

@@ -29,9 +29,13 @@ namespace detail {
 struct Describer {
     std::vector<FieldInfo>* out;
     template <class T>
-    void operator()(const Field& f, const T&) { out->push_back(FieldInfo{f.name, f.enc, f.minor}); }
+    void operator()(const Field& f, const T&) {
+        out->push_back(FieldInfo{f.name, f.enc, f.minor});
+    }
     template <class T>
-    void operator()(const Field& f, const Tail<T>&) { out->push_back(FieldInfo{f.name, f.enc, f.minor, true}); }
+    void operator()(const Field& f, const Tail<T>&) {
+        out->push_back(FieldInfo{f.name, f.enc, f.minor, true});
+    }
     void key(const Field& f, std::string_view) { out->push_back(FieldInfo{f.name, Enc::Name, f.minor, false, true}); }
 };
 }  // namespace detail

@@ -63,10 +63,10 @@ enum class Api : uint8_t {
     cuMemAllocHost,
 };
 inline constexpr Names<Api, 20> kApiNames{{
-    "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaMallocFromPoolAsync",
-    "cudaMallocManaged", "cudaMallocPitch", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost",
-    "cuMemAlloc", "cuMemFree", "cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync",
-    "cuMemAllocManaged", "cuMemAllocPitch", "cuMemHostAlloc", "cuMemFreeHost", "cuMemAllocHost",
+    "cudaMalloc",        "cudaFree",        "cudaMallocAsync", "cudaFreeAsync",  "cudaMallocFromPoolAsync",
+    "cudaMallocManaged", "cudaMallocPitch", "cudaMallocHost",  "cudaHostAlloc",  "cudaFreeHost",
+    "cuMemAlloc",        "cuMemFree",       "cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync",
+    "cuMemAllocManaged", "cuMemAllocPitch", "cuMemHostAlloc",  "cuMemFreeHost",  "cuMemAllocHost",
 }};
 constexpr std::string_view name_of(Api a) noexcept { return kApiNames[a]; }
 inline const char* api_name(Api a) noexcept { return name_of(a).data(); }

@@ -76,7 +76,6 @@ bool family_has_per_thread(const char* family) noexcept {
 
 using cuda::is_ours;
 
-
 void* const* wrappers(Variant v) noexcept;  // at the end of the file, after every MG_DRIVER_HOOK
 
 // --- the bodies ---------------------------------------------------------------------------------
@@ -89,7 +88,9 @@ int context_device() {
     return device;
 }
 
-StreamArg stream_of(CUstream s, const char* variant) { return stream_arg(reinterpret_cast<cudaStream_t>(s), is_ptsz(variant)); }
+StreamArg stream_of(CUstream s, const char* variant) {
+    return stream_arg(reinterpret_cast<cudaStream_t>(s), is_ptsz(variant));
+}
 
 template <typename Out, typename Call>
 CUresult driver_allocate(const AllocCall& what, Out* out, Call&& call) {
@@ -189,7 +190,8 @@ void* bind_variant(Variant variant, void* real) noexcept {
         void* bound = g_bound[v][i].load(std::memory_order_acquire);
         if (bound == nullptr) {
             void* expected = nullptr;
-            if (g_bound[v][i].compare_exchange_strong(expected, real, std::memory_order_acq_rel)) return wrappers(variant)[i];
+            if (g_bound[v][i].compare_exchange_strong(expected, real, std::memory_order_acq_rel))
+                return wrappers(variant)[i];
             bound = expected;
         }
         if (bound == real) return wrappers(variant)[i];
@@ -227,45 +229,44 @@ using memguard::interpose::wrappers_of;
 
 /// Defines variant `name` with parameters PARAMS (parenthesized), the argument names ARGS
 /// (parenthesized) and the body (a compound statement using `fn`, the real function).
-#define MG_DRIVER_HOOK(name, PARAMS, ARGS, ...)                                                          \
-    namespace {                                                                                          \
-    using name##_fn = CUresult(CUDAAPI*) PARAMS;                                                         \
-    CUresult name##_impl(name##_fn fn, MG_STRIP PARAMS) __VA_ARGS__                                      \
-    template <int I>                                                                                     \
-    CUresult CUDAAPI name##_bound PARAMS {                                                               \
-        auto fn = reinterpret_cast<name##_fn>(bound_real(Variant::name, I));                             \
-        if (!fn) return CUDA_ERROR_NOT_INITIALIZED; /* unreachable: handed out only once bound */       \
-        return name##_impl(fn, MG_STRIP ARGS);                                                           \
-    }                                                                                                    \
-    }                                                                                                    \
-    namespace memguard::interpose {                                                                      \
-    template <>                                                                                          \
-    void* const* wrappers_of<Variant::name>() noexcept {                                                 \
-        static void* const w[] = {reinterpret_cast<void*>(&name##_bound<0>),                             \
-                                  reinterpret_cast<void*>(&name##_bound<1>),                             \
-                                  reinterpret_cast<void*>(&name##_bound<2>),                             \
-                                  reinterpret_cast<void*>(&name##_bound<3>)};                            \
-        static_assert(sizeof(w) / sizeof(w[0]) == memguard::interpose::kSubSlots);                      \
-        return w;                                                                                        \
-    }                                                                                                    \
-    }                                                                                                    \
-    MG_EXPORT CUresult CUDAAPI name PARAMS {                                                             \
-        static ::memguard::cuda::RealFunction<name##_fn> real(#name);                                    \
-        name##_fn fn = real.get();                                                                       \
-        if (!fn) {                                                                                       \
-            ::memguard::cuda::report_missing(#name);                                                     \
-            return CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;                                            \
-        }                                                                                                \
-        return name##_impl(fn, MG_STRIP ARGS);                                                           \
+#define MG_DRIVER_HOOK(name, PARAMS, ARGS, ...)                                                   \
+    namespace {                                                                                   \
+    using name##_fn = CUresult(CUDAAPI*) PARAMS;                                                  \
+    CUresult name##_impl(name##_fn fn, MG_STRIP PARAMS) __VA_ARGS__ template <int I>              \
+    CUresult CUDAAPI name##_bound PARAMS {                                                        \
+        auto fn = reinterpret_cast<name##_fn>(bound_real(Variant::name, I));                      \
+        if (!fn) return CUDA_ERROR_NOT_INITIALIZED; /* unreachable: handed out only once bound */ \
+        return name##_impl(fn, MG_STRIP ARGS);                                                    \
+    }                                                                                             \
+    }                                                                                             \
+    namespace memguard::interpose {                                                               \
+    template <>                                                                                   \
+    void* const* wrappers_of<Variant::name>() noexcept {                                          \
+        static void* const w[] = {reinterpret_cast<void*>(&name##_bound<0>),                      \
+                                  reinterpret_cast<void*>(&name##_bound<1>),                      \
+                                  reinterpret_cast<void*>(&name##_bound<2>),                      \
+                                  reinterpret_cast<void*>(&name##_bound<3>)};                     \
+        static_assert(sizeof(w) / sizeof(w[0]) == memguard::interpose::kSubSlots);                \
+        return w;                                                                                 \
+    }                                                                                             \
+    }                                                                                             \
+    MG_EXPORT CUresult CUDAAPI name PARAMS {                                                      \
+        static ::memguard::cuda::RealFunction<name##_fn> real(#name);                             \
+        name##_fn fn = real.get();                                                                \
+        if (!fn) {                                                                                \
+            ::memguard::cuda::report_missing(#name);                                              \
+            return CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;                                     \
+        }                                                                                         \
+        return name##_impl(fn, MG_STRIP ARGS);                                                    \
     }
 
 using memguard::interpose::driver_allocate;
 using memguard::interpose::driver_release;
+using memguard::interpose::mode_of;
 using memguard::interpose::observe_graph;
 using memguard::interpose::observe_vmm;
 using memguard::interpose::Order;
 using memguard::interpose::stream_of;
-using memguard::interpose::mode_of;
 
 // --- allocation ---------------------------------------------------------------------------------
 MG_DRIVER_HOOK(cuMemAlloc_v2, (CUdeviceptr * dptr, size_t size), (dptr, size), {
@@ -277,13 +278,13 @@ MG_DRIVER_HOOK(cuMemAllocManaged, (CUdeviceptr * dptr, size_t size, unsigned int
                            [&] { return fn(dptr, size, flags); });
 })
 
-MG_DRIVER_HOOK(cuMemAllocPitch_v2,
-               (CUdeviceptr * dptr, size_t* pitch, size_t width, size_t height, unsigned int element_size),
-               (dptr, pitch, width, height, element_size), {
-    // On failure the pitch is not set: the failure reports the bytes the caller asked for.
-    return driver_allocate({Api::cuMemAllocPitch, Kind::Device, {}, uint64_t{width} * height, pitch, height}, dptr,
-                           [&] { return fn(dptr, pitch, width, height, element_size); });
-})
+MG_DRIVER_HOOK(
+    cuMemAllocPitch_v2, (CUdeviceptr * dptr, size_t* pitch, size_t width, size_t height, unsigned int element_size),
+    (dptr, pitch, width, height, element_size), {
+        // On failure the pitch is not set: the failure reports the bytes the caller asked for.
+        return driver_allocate({Api::cuMemAllocPitch, Kind::Device, {}, uint64_t{width} * height, pitch, height}, dptr,
+                               [&] { return fn(dptr, pitch, width, height, element_size); });
+    })
 
 MG_DRIVER_HOOK(cuMemHostAlloc, (void** pp, size_t size, unsigned int flags), (pp, size, flags), {
     return driver_allocate({Api::cuMemHostAlloc, Kind::Pinned, {}, size}, pp, [&] { return fn(pp, size, flags); });
@@ -299,9 +300,8 @@ MG_DRIVER_HOOK(cuMemAllocHost, (void** pp, unsigned int size), (pp, size), {
     return driver_allocate({Api::cuMemAllocHost, Kind::Pinned, {}, size}, pp, [&] { return fn(pp, size); });
 })
 
-MG_DRIVER_HOOK(cuMemFree_v2, (CUdeviceptr dptr), (dptr), {
-    return driver_release(Api::cuMemFree, dptr, {}, [&] { return fn(dptr); });
-})
+MG_DRIVER_HOOK(cuMemFree_v2, (CUdeviceptr dptr), (dptr),
+               { return driver_release(Api::cuMemFree, dptr, {}, [&] { return fn(dptr); }); })
 
 MG_DRIVER_HOOK(cuMemFreeHost, (void* p), (p), {
     return driver_release(Api::cuMemFreeHost, reinterpret_cast<uintptr_t>(p), {}, [&] { return fn(p); });
@@ -315,17 +315,18 @@ MG_DRIVER_HOOK(cuMemFreeHost, (void* p), (p), {
 MG_MEM_ALLOC_ASYNC(cuMemAllocAsync)
 MG_MEM_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
 
-#define MG_MEM_ALLOC_FROM_POOL_ASYNC(name)                                                                        \
-    MG_DRIVER_HOOK(name, (CUdeviceptr * dptr, size_t size, CUmemoryPool pool, CUstream stream),                  \
-                   (dptr, size, pool, stream), {                                                                  \
-        return driver_allocate({Api::cuMemAllocFromPoolAsync, Kind::Async, stream_of(stream, #name), size}, dptr, \
-                               [&] { return fn(dptr, size, pool, stream); });                                     \
-    })
+#define MG_MEM_ALLOC_FROM_POOL_ASYNC(name)                                                                          \
+    MG_DRIVER_HOOK(name, (CUdeviceptr * dptr, size_t size, CUmemoryPool pool, CUstream stream),                     \
+                   (dptr, size, pool, stream), {                                                                    \
+                       return driver_allocate({Api::cuMemAllocFromPoolAsync, Kind::Async, stream_of(stream, #name), \
+                                               size},                                                               \
+                                              dptr, [&] { return fn(dptr, size, pool, stream); });                  \
+                   })
 MG_MEM_ALLOC_FROM_POOL_ASYNC(cuMemAllocFromPoolAsync)
 MG_MEM_ALLOC_FROM_POOL_ASYNC(cuMemAllocFromPoolAsync_ptsz)
 
-#define MG_MEM_FREE_ASYNC(name)                                                                           \
-    MG_DRIVER_HOOK(name, (CUdeviceptr dptr, CUstream stream), (dptr, stream), {                           \
+#define MG_MEM_FREE_ASYNC(name)                                                                                       \
+    MG_DRIVER_HOOK(name, (CUdeviceptr dptr, CUstream stream), (dptr, stream), {                                       \
         return driver_release(Api::cuMemFreeAsync, dptr, stream_of(stream, #name), [&] { return fn(dptr, stream); }); \
     })
 MG_MEM_FREE_ASYNC(cuMemFreeAsync)
@@ -335,83 +336,93 @@ MG_MEM_FREE_ASYNC(cuMemFreeAsync_ptsz)
 MG_DRIVER_HOOK(cuMemAddressReserve,
                (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags),
                (ptr, size, alignment, addr, flags), {
-    return observe_vmm(Order::Allocating, [&] { return fn(ptr, size, alignment, addr, flags); }, [&](Recorder& rec) {
-        if (!ptr || *ptr == 0) return;
-        uintptr_t ips[Recorder::kStackCapacity];
-        int n = rec.capture_stack(ips);
-        rec.record_reserve(*ptr, size, ips, n);
-    });
-})
+                   return observe_vmm(
+                       Order::Allocating, [&] { return fn(ptr, size, alignment, addr, flags); },
+                       [&](Recorder& rec) {
+                           if (!ptr || *ptr == 0) return;
+                           uintptr_t ips[Recorder::kStackCapacity];
+                           int n = rec.capture_stack(ips);
+                           rec.record_reserve(*ptr, size, ips, n);
+                       });
+               })
 
 MG_DRIVER_HOOK(cuMemAddressFree, (CUdeviceptr ptr, size_t size), (ptr, size), {
-    return observe_vmm(Order::Freeing, [&] { return fn(ptr, size); },
-                       [&](Recorder& rec) { rec.record_address_free(ptr, size); });
+    return observe_vmm(
+        Order::Freeing, [&] { return fn(ptr, size); }, [&](Recorder& rec) { rec.record_address_free(ptr, size); });
 })
 
 MG_DRIVER_HOOK(cuMemCreate,
                (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp* prop,
                 unsigned long long flags),
                (handle, size, prop, flags), {
-    // The device is the one the caller asked for, read from prop: no context query (the calling
-    // thread may have no current context, and the memory need not be on the current device).
-    int device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
-    return observe_vmm(Order::Allocating, [&] { return fn(handle, size, prop, flags); }, [&](Recorder& rec) {
-        if (!handle) return;
-        uintptr_t ips[Recorder::kStackCapacity];
-        int n = rec.capture_stack(ips);
-        rec.record_create(*handle, size, device, ips, n);
-    });
-})
+                   // The device is the one the caller asked for, read from prop: no context query (the calling
+                   // thread may have no current context, and the memory need not be on the current device).
+                   int device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
+                   return observe_vmm(
+                       Order::Allocating, [&] { return fn(handle, size, prop, flags); },
+                       [&](Recorder& rec) {
+                           if (!handle) return;
+                           uintptr_t ips[Recorder::kStackCapacity];
+                           int n = rec.capture_stack(ips);
+                           rec.record_create(*handle, size, device, ips, n);
+                       });
+               })
 
 MG_DRIVER_HOOK(cuMemRelease, (CUmemGenericAllocationHandle handle), (handle), {
-    return observe_vmm(Order::Freeing, [&] { return fn(handle); }, [&](Recorder& rec) { rec.record_release(handle); });
+    return observe_vmm(
+        Order::Freeing, [&] { return fn(handle); }, [&](Recorder& rec) { rec.record_release(handle); });
 })
 
 MG_DRIVER_HOOK(cuMemMap,
                (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                 unsigned long long flags),
                (ptr, size, offset, handle, flags), {
-    return observe_vmm(Order::None, [&] { return fn(ptr, size, offset, handle, flags); },
+                   return observe_vmm(
+                       Order::None, [&] { return fn(ptr, size, offset, handle, flags); },
                        [&](Recorder& rec) { rec.record_map(ptr, size, offset, handle); });
-})
+               })
 
 MG_DRIVER_HOOK(cuMemUnmap, (CUdeviceptr ptr, size_t size), (ptr, size), {
-    return observe_vmm(Order::None, [&] { return fn(ptr, size); }, [&](Recorder& rec) { rec.record_unmap(ptr, size); });
+    return observe_vmm(
+        Order::None, [&] { return fn(ptr, size); }, [&](Recorder& rec) { rec.record_unmap(ptr, size); });
 })
 
 // --- stream capture and graphs (as graph_hooks.cpp) ---------------------------------------------
-#define MG_CU_BEGIN_CAPTURE(name)                                                                        \
-    MG_DRIVER_HOOK(name, (CUstream stream, CUstreamCaptureMode mode), (stream, mode), {                  \
-        return observe_graph([&] { return fn(stream, mode); }, [&](Recorder& rec, CUresult err) {        \
-            if (err == CUDA_SUCCESS) rec.record_capture_begin(stream_of(stream, #name), mode_of(mode), 0); \
-        });                                                                                              \
+#define MG_CU_BEGIN_CAPTURE(name)                                                                          \
+    MG_DRIVER_HOOK(name, (CUstream stream, CUstreamCaptureMode mode), (stream, mode), {                    \
+        return observe_graph([&] { return fn(stream, mode); },                                             \
+                             [&](Recorder& rec, CUresult err) {                                            \
+                                 if (err == CUDA_SUCCESS)                                                  \
+                                     rec.record_capture_begin(stream_of(stream, #name), mode_of(mode), 0); \
+                             });                                                                           \
     })
 MG_CU_BEGIN_CAPTURE(cuStreamBeginCapture_v2)
 MG_CU_BEGIN_CAPTURE(cuStreamBeginCapture_v2_ptsz)
 
-#define MG_CU_BEGIN_CAPTURE_TO_GRAPH(name)                                                                 \
-    MG_DRIVER_HOOK(name,                                                                                   \
-                   (CUstream stream, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges, \
-                    size_t num_deps, CUstreamCaptureMode mode),                                            \
-                   (stream, graph, deps, edges, num_deps, mode), {                                         \
-        return observe_graph([&] { return fn(stream, graph, deps, edges, num_deps, mode); },               \
-                             [&](Recorder& rec, CUresult err) {                                            \
-                                 if (err == CUDA_SUCCESS)                                                  \
-                                     rec.record_capture_begin(stream_of(stream, #name), mode_of(mode),     \
-                                                              memguard::interpose::handle(graph));         \
-                             });                                                                           \
-    })
+#define MG_CU_BEGIN_CAPTURE_TO_GRAPH(name)                                                                            \
+    MG_DRIVER_HOOK(name,                                                                                              \
+                   (CUstream stream, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges,            \
+                    size_t num_deps, CUstreamCaptureMode mode),                                                       \
+                   (stream, graph, deps, edges, num_deps, mode), {                                                    \
+                       return observe_graph([&] { return fn(stream, graph, deps, edges, num_deps, mode); },           \
+                                            [&](Recorder& rec, CUresult err) {                                        \
+                                                if (err == CUDA_SUCCESS)                                              \
+                                                    rec.record_capture_begin(stream_of(stream, #name), mode_of(mode), \
+                                                                             memguard::interpose::handle(graph));     \
+                                            });                                                                       \
+                   })
 MG_CU_BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph)
 MG_CU_BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz)
 
 // The capture ends on success, and on failure because it was invalidated (no graph).
-#define MG_CU_END_CAPTURE(name)                                                                          \
-    MG_DRIVER_HOOK(name, (CUstream stream, CUgraph * graph), (stream, graph), {                          \
-        return observe_graph([&] { return fn(stream, graph); }, [&](Recorder& rec, CUresult err) {       \
-            if (err != CUDA_SUCCESS && err != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) return;             \
-            uintptr_t g = err == CUDA_SUCCESS && graph ? memguard::interpose::handle(*graph) : 0;        \
-            rec.record_capture_end(stream_of(stream, #name), static_cast<int>(err), g);                  \
-        });                                                                                              \
+#define MG_CU_END_CAPTURE(name)                                                                                        \
+    MG_DRIVER_HOOK(name, (CUstream stream, CUgraph * graph), (stream, graph), {                                        \
+        return observe_graph([&] { return fn(stream, graph); },                                                        \
+                             [&](Recorder& rec, CUresult err) {                                                        \
+                                 if (err != CUDA_SUCCESS && err != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) return;      \
+                                 uintptr_t g = err == CUDA_SUCCESS && graph ? memguard::interpose::handle(*graph) : 0; \
+                                 rec.record_capture_end(stream_of(stream, #name), static_cast<int>(err), g);           \
+                             });                                                                                       \
     })
 MG_CU_END_CAPTURE(cuStreamEndCapture)
 MG_CU_END_CAPTURE(cuStreamEndCapture_ptsz)
@@ -423,37 +434,43 @@ MG_DRIVER_HOOK(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode * mode), 
     return err;
 })
 
-#define MG_CU_INSTANTIATE(name, Extra)                                                                   \
-    MG_DRIVER_HOOK(name, (CUgraphExec * exec, CUgraph graph, Extra extra), (exec, graph, extra), {       \
-        return observe_graph([&] { return fn(exec, graph, extra); }, [&](Recorder& rec, CUresult err) {  \
-            if (err == CUDA_SUCCESS && exec)                                                             \
-                rec.record_instantiate(memguard::interpose::handle(*exec), memguard::interpose::handle(graph)); \
-        });                                                                                              \
+#define MG_CU_INSTANTIATE(name, Extra)                                                             \
+    MG_DRIVER_HOOK(name, (CUgraphExec * exec, CUgraph graph, Extra extra), (exec, graph, extra), { \
+        return observe_graph([&] { return fn(exec, graph, extra); },                               \
+                             [&](Recorder& rec, CUresult err) {                                    \
+                                 if (err == CUDA_SUCCESS && exec)                                  \
+                                     rec.record_instantiate(memguard::interpose::handle(*exec),    \
+                                                            memguard::interpose::handle(graph));   \
+                             });                                                                   \
     })
 MG_CU_INSTANTIATE(cuGraphInstantiateWithFlags, unsigned long long)
 MG_CU_INSTANTIATE(cuGraphInstantiateWithParams, CUDA_GRAPH_INSTANTIATE_PARAMS*)
 MG_CU_INSTANTIATE(cuGraphInstantiateWithParams_ptsz, CUDA_GRAPH_INSTANTIATE_PARAMS*)
 
-#define MG_CU_LAUNCH(name)                                                                               \
-    MG_DRIVER_HOOK(name, (CUgraphExec exec, CUstream stream), (exec, stream), {                          \
-        return observe_graph([&] { return fn(exec, stream); }, [&](Recorder& rec, CUresult err) {        \
-            if (err == CUDA_SUCCESS)                                                                     \
-                rec.record_launch(memguard::interpose::handle(exec), memguard::interpose::handle(stream)); \
-        });                                                                                              \
+#define MG_CU_LAUNCH(name)                                                                   \
+    MG_DRIVER_HOOK(name, (CUgraphExec exec, CUstream stream), (exec, stream), {              \
+        return observe_graph([&] { return fn(exec, stream); },                               \
+                             [&](Recorder& rec, CUresult err) {                              \
+                                 if (err == CUDA_SUCCESS)                                    \
+                                     rec.record_launch(memguard::interpose::handle(exec),    \
+                                                       memguard::interpose::handle(stream)); \
+                             });                                                             \
     })
 MG_CU_LAUNCH(cuGraphLaunch)
 MG_CU_LAUNCH(cuGraphLaunch_ptsz)
 
 MG_DRIVER_HOOK(cuGraphExecDestroy, (CUgraphExec exec), (exec), {
-    return observe_graph([&] { return fn(exec); }, [&](Recorder& rec, CUresult err) {
-        if (err == CUDA_SUCCESS) rec.record_exec_destroy(memguard::interpose::handle(exec));
-    });
+    return observe_graph([&] { return fn(exec); },
+                         [&](Recorder& rec, CUresult err) {
+                             if (err == CUDA_SUCCESS) rec.record_exec_destroy(memguard::interpose::handle(exec));
+                         });
 })
 
 MG_DRIVER_HOOK(cuGraphDestroy, (CUgraph graph), (graph), {
-    return observe_graph([&] { return fn(graph); }, [&](Recorder& rec, CUresult err) {
-        if (err == CUDA_SUCCESS) rec.record_graph_destroy(memguard::interpose::handle(graph));
-    });
+    return observe_graph([&] { return fn(graph); },
+                         [&](Recorder& rec, CUresult err) {
+                             if (err == CUDA_SUCCESS) rec.record_graph_destroy(memguard::interpose::handle(graph));
+                         });
 })
 
 // --- lookups: cuGetProcAddress hands back our wrappers ------------------------------------------
@@ -462,37 +479,39 @@ MG_DRIVER_HOOK(cuGraphDestroy, (CUgraph graph), (graph), {
 // wrapper of it (variant by version), so a program that fetches it that way is covered too.
 MG_DRIVER_HOOK(cuGetProcAddress, (const char* symbol, void** pfn, int version, cuuint64_t flags),
                (symbol, pfn, version, flags), {
-    CUresult err = fn(symbol, pfn, version, flags);
-    if (err == CUDA_SUCCESS && pfn && *pfn) {
-        ErrnoKeeper keep_errno;
-        auto relookup = [&](const char* name) -> void* {
-            void* p = nullptr;
-            return fn(name, &p, version, flags) == CUDA_SUCCESS ? p : nullptr;
-        };
-        *pfn = memguard::interpose::wrap_lookup(symbol, version,
-                                                (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0, *pfn,
-                                                relookup);
-    }
-    return err;
-})
+                   CUresult err = fn(symbol, pfn, version, flags);
+                   if (err == CUDA_SUCCESS && pfn && *pfn) {
+                       ErrnoKeeper keep_errno;
+                       auto relookup = [&](const char* name) -> void* {
+                           void* p = nullptr;
+                           return fn(name, &p, version, flags) == CUDA_SUCCESS ? p : nullptr;
+                       };
+                       *pfn = memguard::interpose::wrap_lookup(symbol, version,
+                                                               (flags &
+                                                                CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0,
+                                                               *pfn, relookup);
+                   }
+                   return err;
+               })
 
 MG_DRIVER_HOOK(cuGetProcAddress_v2,
                (const char* symbol, void** pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult* status),
                (symbol, pfn, version, flags, status), {
-    CUresult err = fn(symbol, pfn, version, flags, status);
-    if (err == CUDA_SUCCESS && pfn && *pfn) {
-        ErrnoKeeper keep_errno;
-        auto relookup = [&](const char* name) -> void* {
-            void* p = nullptr;
-            CUdriverProcAddressQueryResult st;
-            return fn(name, &p, version, flags, &st) == CUDA_SUCCESS ? p : nullptr;
-        };
-        *pfn = memguard::interpose::wrap_lookup(symbol, version,
-                                                (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0, *pfn,
-                                                relookup);
-    }
-    return err;
-})
+                   CUresult err = fn(symbol, pfn, version, flags, status);
+                   if (err == CUDA_SUCCESS && pfn && *pfn) {
+                       ErrnoKeeper keep_errno;
+                       auto relookup = [&](const char* name) -> void* {
+                           void* p = nullptr;
+                           CUdriverProcAddressQueryResult st;
+                           return fn(name, &p, version, flags, &st) == CUDA_SUCCESS ? p : nullptr;
+                       };
+                       *pfn = memguard::interpose::wrap_lookup(symbol, version,
+                                                               (flags &
+                                                                CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0,
+                                                               *pfn, relookup);
+                   }
+                   return err;
+               })
 
 namespace memguard::interpose {
 namespace {

@@ -21,42 +21,42 @@
 // cuMemAllocHost_v2): a file that includes cuda.h and uses this table must #undef them.
 #pragma once
 
-#define MG_DRIVER_VARIANTS(X)                                                       \
-    X(cuMemAlloc_v2, cuMemAlloc, 3020, 0)                                           \
-    X(cuMemFree_v2, cuMemFree, 3020, 0)                                             \
-    X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)                                \
-    X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)                                 \
-    X(cuMemHostAlloc, cuMemHostAlloc, 2020, 0)                                      \
-    X(cuMemAllocHost, cuMemAllocHost, 2000, 0)                                      \
-    X(cuMemAllocHost_v2, cuMemAllocHost, 3020, 0)                                   \
-    X(cuMemFreeHost, cuMemFreeHost, 2000, 0)                                        \
-    X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                                   \
-    X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 1)                              \
-    X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0)                   \
-    X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, 1)              \
-    X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                                     \
-    X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, 1)                                \
-    X(cuMemAddressReserve, cuMemAddressReserve, 10020, 0)                           \
-    X(cuMemAddressFree, cuMemAddressFree, 10020, 0)                                 \
-    X(cuMemCreate, cuMemCreate, 10020, 0)                                           \
-    X(cuMemRelease, cuMemRelease, 10020, 0)                                         \
-    X(cuMemMap, cuMemMap, 10020, 0)                                                 \
-    X(cuMemUnmap, cuMemUnmap, 10020, 0)                                             \
-    X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)                      \
-    X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 1)                 \
-    X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0)           \
-    X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1)      \
-    X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                             \
-    X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)                        \
+#define MG_DRIVER_VARIANTS(X)                                                         \
+    X(cuMemAlloc_v2, cuMemAlloc, 3020, 0)                                             \
+    X(cuMemFree_v2, cuMemFree, 3020, 0)                                               \
+    X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)                                  \
+    X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)                                   \
+    X(cuMemHostAlloc, cuMemHostAlloc, 2020, 0)                                        \
+    X(cuMemAllocHost, cuMemAllocHost, 2000, 0)                                        \
+    X(cuMemAllocHost_v2, cuMemAllocHost, 3020, 0)                                     \
+    X(cuMemFreeHost, cuMemFreeHost, 2000, 0)                                          \
+    X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                                     \
+    X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 1)                                \
+    X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0)                     \
+    X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, 1)                \
+    X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                                       \
+    X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, 1)                                  \
+    X(cuMemAddressReserve, cuMemAddressReserve, 10020, 0)                             \
+    X(cuMemAddressFree, cuMemAddressFree, 10020, 0)                                   \
+    X(cuMemCreate, cuMemCreate, 10020, 0)                                             \
+    X(cuMemRelease, cuMemRelease, 10020, 0)                                           \
+    X(cuMemMap, cuMemMap, 10020, 0)                                                   \
+    X(cuMemUnmap, cuMemUnmap, 10020, 0)                                               \
+    X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)                        \
+    X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 1)                   \
+    X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0)             \
+    X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1)        \
+    X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                               \
+    X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)                          \
     X(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010, 0) \
-    X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0)           \
-    X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0)         \
-    X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 1)    \
-    X(cuGraphLaunch, cuGraphLaunch, 10000, 0)                                       \
-    X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 1)                                  \
-    X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0)                             \
-    X(cuGraphDestroy, cuGraphDestroy, 10000, 0)                                     \
-    X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                                 \
+    X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0)             \
+    X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0)           \
+    X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 1)      \
+    X(cuGraphLaunch, cuGraphLaunch, 10000, 0)                                         \
+    X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 1)                                    \
+    X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0)                               \
+    X(cuGraphDestroy, cuGraphDestroy, 10000, 0)                                       \
+    X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                                   \
     X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0)
 
 namespace memguard::interpose {

@@ -35,26 +35,28 @@ memguard::track::StreamArg stream_of(cudaStream_t s, const char* hook_name) {
 }  // namespace
 
 // --- capture ------------------------------------------------------------------------------------
-#define MG_BEGIN_CAPTURE(name)                                                                        \
+#define MG_BEGIN_CAPTURE(name)                                                                       \
     MG_EXPORT cudaError_t name(cudaStream_t stream, cudaStreamCaptureMode mode) {                    \
-        MG_REAL(name, cudaStream_t, cudaStreamCaptureMode);                                           \
-        return observe([&] { return fn(stream, mode); }, [&](Recorder& rec, cudaError_t err) {       \
-            if (err == cudaSuccess) rec.record_capture_begin(stream_of(stream, #name), mode_of(mode), 0); \
-        });                                                                                           \
+        MG_REAL(name, cudaStream_t, cudaStreamCaptureMode);                                          \
+        return observe([&] { return fn(stream, mode); },                                             \
+                       [&](Recorder& rec, cudaError_t err) {                                         \
+                           if (err == cudaSuccess)                                                   \
+                               rec.record_capture_begin(stream_of(stream, #name), mode_of(mode), 0); \
+                       });                                                                           \
     }
 MG_BEGIN_CAPTURE(cudaStreamBeginCapture)
 MG_BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz)
 
-#define MG_BEGIN_CAPTURE_TO_GRAPH(name)                                                                      \
-    MG_EXPORT cudaError_t name(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* deps,          \
+#define MG_BEGIN_CAPTURE_TO_GRAPH(name)                                                                           \
+    MG_EXPORT cudaError_t name(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* deps,               \
                                const cudaGraphEdgeData* edge_data, size_t num_deps, cudaStreamCaptureMode mode) { \
-        MG_REAL(name, cudaStream_t, cudaGraph_t, const cudaGraphNode_t*, const cudaGraphEdgeData*, size_t,   \
-                cudaStreamCaptureMode);                                                                      \
-        return observe([&] { return fn(stream, graph, deps, edge_data, num_deps, mode); },                   \
-                       [&](Recorder& rec, cudaError_t err) {                                                 \
-                           if (err == cudaSuccess)                                                           \
-                               rec.record_capture_begin(stream_of(stream, #name), mode_of(mode), handle(graph)); \
-                       });                                                                                   \
+        MG_REAL(name, cudaStream_t, cudaGraph_t, const cudaGraphNode_t*, const cudaGraphEdgeData*, size_t,        \
+                cudaStreamCaptureMode);                                                                           \
+        return observe([&] { return fn(stream, graph, deps, edge_data, num_deps, mode); },                        \
+                       [&](Recorder& rec, cudaError_t err) {                                                      \
+                           if (err == cudaSuccess)                                                                \
+                               rec.record_capture_begin(stream_of(stream, #name), mode_of(mode), handle(graph));  \
+                       });                                                                                        \
     }
 MG_BEGIN_CAPTURE_TO_GRAPH(cudaStreamBeginCaptureToGraph)
 MG_BEGIN_CAPTURE_TO_GRAPH(cudaStreamBeginCaptureToGraph_ptsz)
@@ -62,13 +64,14 @@ MG_BEGIN_CAPTURE_TO_GRAPH(cudaStreamBeginCaptureToGraph_ptsz)
 // The capture ends when the call succeeds, and also when it fails because the capture was
 // invalidated (901, no graph); other errors (wrong thread, a stream not capturing) leave it going.
 #define MG_END_CAPTURE(name)                                                                           \
-    MG_EXPORT cudaError_t name(cudaStream_t stream, cudaGraph_t* graph) {                             \
+    MG_EXPORT cudaError_t name(cudaStream_t stream, cudaGraph_t* graph) {                              \
         MG_REAL(name, cudaStream_t, cudaGraph_t*);                                                     \
-        return observe([&] { return fn(stream, graph); }, [&](Recorder& rec, cudaError_t err) {       \
-            if (err != cudaSuccess && err != cudaErrorStreamCaptureInvalidated) return;                \
-            uintptr_t g = err == cudaSuccess && graph ? handle(*graph) : 0;                            \
-            rec.record_capture_end(stream_of(stream, #name), static_cast<int>(err), g);                \
-        });                                                                                            \
+        return observe([&] { return fn(stream, graph); },                                              \
+                       [&](Recorder& rec, cudaError_t err) {                                           \
+                           if (err != cudaSuccess && err != cudaErrorStreamCaptureInvalidated) return; \
+                           uintptr_t g = err == cudaSuccess && graph ? handle(*graph) : 0;             \
+                           rec.record_capture_end(stream_of(stream, #name), static_cast<int>(err), g); \
+                       });                                                                             \
     }
 MG_END_CAPTURE(cudaStreamEndCapture)
 MG_END_CAPTURE(cudaStreamEndCapture_ptsz)
@@ -82,38 +85,42 @@ MG_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode*
 }
 
 // --- graphs -------------------------------------------------------------------------------------
-#define MG_INSTANTIATE(name, Extra)                                                                  \
-    MG_EXPORT cudaError_t name(cudaGraphExec_t* exec, cudaGraph_t graph, Extra extra) {             \
-        MG_REAL(name, cudaGraphExec_t*, cudaGraph_t, Extra);                                         \
-        return observe([&] { return fn(exec, graph, extra); }, [&](Recorder& rec, cudaError_t err) { \
-            if (err == cudaSuccess && exec) rec.record_instantiate(handle(*exec), handle(graph));    \
-        });                                                                                          \
+#define MG_INSTANTIATE(name, Extra)                                                                              \
+    MG_EXPORT cudaError_t name(cudaGraphExec_t* exec, cudaGraph_t graph, Extra extra) {                          \
+        MG_REAL(name, cudaGraphExec_t*, cudaGraph_t, Extra);                                                     \
+        return observe([&] { return fn(exec, graph, extra); },                                                   \
+                       [&](Recorder& rec, cudaError_t err) {                                                     \
+                           if (err == cudaSuccess && exec) rec.record_instantiate(handle(*exec), handle(graph)); \
+                       });                                                                                       \
     }
 MG_INSTANTIATE(cudaGraphInstantiate, unsigned long long)
 MG_INSTANTIATE(cudaGraphInstantiateWithFlags, unsigned long long)
 MG_INSTANTIATE(cudaGraphInstantiateWithParams, cudaGraphInstantiateParams*)
 MG_INSTANTIATE(cudaGraphInstantiateWithParams_ptsz, cudaGraphInstantiateParams*)
 
-#define MG_LAUNCH(name)                                                                                 \
-    MG_EXPORT cudaError_t name(cudaGraphExec_t exec, cudaStream_t stream) {                            \
-        MG_REAL(name, cudaGraphExec_t, cudaStream_t);                                                   \
-        return observe([&] { return fn(exec, stream); }, [&](Recorder& rec, cudaError_t err) {         \
-            if (err == cudaSuccess) rec.record_launch(handle(exec), handle(stream));                    \
-        });                                                                                             \
+#define MG_LAUNCH(name)                                                                             \
+    MG_EXPORT cudaError_t name(cudaGraphExec_t exec, cudaStream_t stream) {                         \
+        MG_REAL(name, cudaGraphExec_t, cudaStream_t);                                               \
+        return observe([&] { return fn(exec, stream); },                                            \
+                       [&](Recorder& rec, cudaError_t err) {                                        \
+                           if (err == cudaSuccess) rec.record_launch(handle(exec), handle(stream)); \
+                       });                                                                          \
     }
 MG_LAUNCH(cudaGraphLaunch)
 MG_LAUNCH(cudaGraphLaunch_ptsz)
 
 MG_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
     MG_REAL(cudaGraphExecDestroy, cudaGraphExec_t);
-    return observe([&] { return fn(exec); }, [&](Recorder& rec, cudaError_t err) {
-        if (err == cudaSuccess) rec.record_exec_destroy(handle(exec));
-    });
+    return observe([&] { return fn(exec); },
+                   [&](Recorder& rec, cudaError_t err) {
+                       if (err == cudaSuccess) rec.record_exec_destroy(handle(exec));
+                   });
 }
 
 MG_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
     MG_REAL(cudaGraphDestroy, cudaGraph_t);
-    return observe([&] { return fn(graph); }, [&](Recorder& rec, cudaError_t err) {
-        if (err == cudaSuccess) rec.record_graph_destroy(handle(graph));
-    });
+    return observe([&] { return fn(graph); },
+                   [&](Recorder& rec, cudaError_t err) {
+                       if (err == cudaSuccess) rec.record_graph_destroy(handle(graph));
+                   });
 }

@@ -13,8 +13,8 @@
 
 namespace memguard::interpose {
 
-using ::memguard::ErrnoKeeper;
 using cuda::kNoRuntime;
+using ::memguard::ErrnoKeeper;
 using runtime::ensure_initialized;
 
 /// The stream argument of a call; `ptsz_call` for the per-thread-default-stream (_ptsz) variants.
@@ -35,7 +35,7 @@ inline uintptr_t handle(const void* p) { return reinterpret_cast<uintptr_t>(p); 
 
 /// Declares `fn`, the real function `name` with the given parameter types, inside a hook; returns
 /// kNoRuntime from the hook when no loaded library defines it.
-#define MG_REAL(name, ...)                                                                    \
-    static ::memguard::cuda::RealFunction<cudaError_t (*)(__VA_ARGS__)> real(#name);          \
-    auto fn = ::memguard::cuda::real_or_report(real);                                         \
+#define MG_REAL(name, ...)                                                           \
+    static ::memguard::cuda::RealFunction<cudaError_t (*)(__VA_ARGS__)> real(#name); \
+    auto fn = ::memguard::cuda::real_or_report(real);                                \
     if (!fn) return ::memguard::cuda::kNoRuntime

@@ -124,44 +124,48 @@ cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char* symbol, void** fun
                                                   cudaDriverEntryPointQueryResult* driverStatus);
 }
 
-#define MG_ENTRY_POINT(name)                                                                              \
-    MG_EXPORT cudaError_t name(const char* symbol, void** funcPtr, unsigned long long flags,             \
-                               cudaDriverEntryPointQueryResult* driverStatus) {                          \
-        MG_REAL(name, const char*, void**, unsigned long long, cudaDriverEntryPointQueryResult*);        \
-        cudaError_t err = fn(symbol, funcPtr, flags, driverStatus);                                      \
-        if (err == cudaSuccess && funcPtr && *funcPtr) {                                                 \
-            ErrnoKeeper keep_errno;                                                                      \
-            auto relookup = [&](const char* other) -> void* {                                            \
-                void* p = nullptr;                                                                       \
-                cudaDriverEntryPointQueryResult st;                                                      \
-                return fn(other, &p, flags, &st) == cudaSuccess ? p : nullptr;                           \
-            };                                                                                           \
-            *funcPtr = memguard::interpose::wrap_lookup(symbol, memguard::interpose::runtime_version(),  \
-                                                        memguard::interpose::per_thread(flags, memguard::interpose::is_ptsz(#name)), \
-                                                        *funcPtr, relookup);                             \
-        }                                                                                                \
-        return err;                                                                                      \
+#define MG_ENTRY_POINT(name)                                                                                          \
+    MG_EXPORT cudaError_t name(const char* symbol, void** funcPtr, unsigned long long flags,                          \
+                               cudaDriverEntryPointQueryResult* driverStatus) {                                       \
+        MG_REAL(name, const char*, void**, unsigned long long, cudaDriverEntryPointQueryResult*);                     \
+        cudaError_t err = fn(symbol, funcPtr, flags, driverStatus);                                                   \
+        if (err == cudaSuccess && funcPtr && *funcPtr) {                                                              \
+            ErrnoKeeper keep_errno;                                                                                   \
+            auto relookup = [&](const char* other) -> void* {                                                         \
+                void* p = nullptr;                                                                                    \
+                cudaDriverEntryPointQueryResult st;                                                                   \
+                return fn(other, &p, flags, &st) == cudaSuccess ? p : nullptr;                                        \
+            };                                                                                                        \
+            *funcPtr = memguard::interpose::wrap_lookup(symbol, memguard::interpose::runtime_version(),               \
+                                                        memguard::interpose::per_thread(flags,                        \
+                                                                                        memguard::interpose::is_ptsz( \
+                                                                                            #name)),                  \
+                                                        *funcPtr, relookup);                                          \
+        }                                                                                                             \
+        return err;                                                                                                   \
     }
 MG_ENTRY_POINT(cudaGetDriverEntryPoint)
 MG_ENTRY_POINT(cudaGetDriverEntryPoint_ptsz)
 
-#define MG_ENTRY_POINT_BY_VERSION(name)                                                                   \
-    MG_EXPORT cudaError_t name(const char* symbol, void** funcPtr, unsigned int cudaVersion,             \
-                               unsigned long long flags, cudaDriverEntryPointQueryResult* driverStatus) { \
-        MG_REAL(name, const char*, void**, unsigned int, unsigned long long, cudaDriverEntryPointQueryResult*); \
-        cudaError_t err = fn(symbol, funcPtr, cudaVersion, flags, driverStatus);                         \
-        if (err == cudaSuccess && funcPtr && *funcPtr) {                                                 \
-            ErrnoKeeper keep_errno;                                                                      \
-            auto relookup = [&](const char* other) -> void* {                                            \
-                void* p = nullptr;                                                                       \
-                cudaDriverEntryPointQueryResult st;                                                      \
-                return fn(other, &p, cudaVersion, flags, &st) == cudaSuccess ? p : nullptr;              \
-            };                                                                                           \
-            *funcPtr = memguard::interpose::wrap_lookup(                                                 \
-                symbol, static_cast<int>(cudaVersion),                                                   \
-                memguard::interpose::per_thread(flags, memguard::interpose::is_ptsz(#name)), *funcPtr, relookup); \
-        }                                                                                                \
-        return err;                                                                                      \
+#define MG_ENTRY_POINT_BY_VERSION(name)                                                                                \
+    MG_EXPORT cudaError_t name(const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags, \
+                               cudaDriverEntryPointQueryResult* driverStatus) {                                        \
+        MG_REAL(name, const char*, void**, unsigned int, unsigned long long, cudaDriverEntryPointQueryResult*);        \
+        cudaError_t err = fn(symbol, funcPtr, cudaVersion, flags, driverStatus);                                       \
+        if (err == cudaSuccess && funcPtr && *funcPtr) {                                                               \
+            ErrnoKeeper keep_errno;                                                                                    \
+            auto relookup = [&](const char* other) -> void* {                                                          \
+                void* p = nullptr;                                                                                     \
+                cudaDriverEntryPointQueryResult st;                                                                    \
+                return fn(other, &p, cudaVersion, flags, &st) == cudaSuccess ? p : nullptr;                            \
+            };                                                                                                         \
+            *funcPtr = memguard::interpose::wrap_lookup(symbol, static_cast<int>(cudaVersion),                         \
+                                                        memguard::interpose::per_thread(flags,                         \
+                                                                                        memguard::interpose::is_ptsz(  \
+                                                                                            #name)),                   \
+                                                        *funcPtr, relookup);                                           \
+        }                                                                                                              \
+        return err;                                                                                                    \
     }
 MG_ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion)
 MG_ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion_ptsz)

@@ -49,8 +49,7 @@ MG_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
 
 MG_EXPORT cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
     MG_REAL(cudaMallocManaged, void**, size_t, unsigned int);
-    return allocate({Api::cudaMallocManaged, Kind::Managed, {}, size}, devPtr,
-                    [&] { return fn(devPtr, size, flags); });
+    return allocate({Api::cudaMallocManaged, Kind::Managed, {}, size}, devPtr, [&] { return fn(devPtr, size, flags); });
 }
 
 MG_EXPORT cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height) {
@@ -82,22 +81,25 @@ MG_EXPORT cudaError_t cudaFreeHost(void* ptr) {
 
 // Stream-ordered allocation, in the legacy and per-thread default-stream variants. Both variants
 // are the same call apart from what a null stream means, so they share one body.
-#define MG_MALLOC_ASYNC(name)                                                                                  \
-    MG_EXPORT cudaError_t name(void** devPtr, size_t size, cudaStream_t stream) {                             \
-        MG_REAL(name, void**, size_t, cudaStream_t);                                                           \
-        return allocate({Api::cudaMallocAsync, Kind::Async, stream_arg(stream, memguard::interpose::is_ptsz(#name)), size}, devPtr,                \
-                        [&] { return fn(devPtr, size, stream); });                                            \
+#define MG_MALLOC_ASYNC(name)                                                                                        \
+    MG_EXPORT cudaError_t name(void** devPtr, size_t size, cudaStream_t stream) {                                    \
+        MG_REAL(name, void**, size_t, cudaStream_t);                                                                 \
+        return allocate({Api::cudaMallocAsync, Kind::Async, stream_arg(stream, memguard::interpose::is_ptsz(#name)), \
+                         size},                                                                                      \
+                        devPtr, [&] { return fn(devPtr, size, stream); });                                           \
     }
-#define MG_FREE_ASYNC(name)                                                                \
-    MG_EXPORT cudaError_t name(void* devPtr, cudaStream_t stream) {                       \
-        MG_REAL(name, void*, cudaStream_t);                                                \
-        return release(Api::cudaFreeAsync, devPtr, stream_arg(stream, memguard::interpose::is_ptsz(#name)), [&] { return fn(devPtr, stream); }); \
+#define MG_FREE_ASYNC(name)                                                                                 \
+    MG_EXPORT cudaError_t name(void* devPtr, cudaStream_t stream) {                                         \
+        MG_REAL(name, void*, cudaStream_t);                                                                 \
+        return release(Api::cudaFreeAsync, devPtr, stream_arg(stream, memguard::interpose::is_ptsz(#name)), \
+                       [&] { return fn(devPtr, stream); });                                                 \
     }
-#define MG_MALLOC_FROM_POOL_ASYNC(name)                                                                  \
-    MG_EXPORT cudaError_t name(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {     \
-        MG_REAL(name, void**, size_t, cudaMemPool_t, cudaStream_t);                                      \
-        return allocate({Api::cudaMallocFromPoolAsync, Kind::Async, stream_arg(stream, memguard::interpose::is_ptsz(#name)), size}, ptr,     \
-                        [&] { return fn(ptr, size, pool, stream); });                                    \
+#define MG_MALLOC_FROM_POOL_ASYNC(name)                                                            \
+    MG_EXPORT cudaError_t name(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) { \
+        MG_REAL(name, void**, size_t, cudaMemPool_t, cudaStream_t);                                \
+        return allocate({Api::cudaMallocFromPoolAsync, Kind::Async,                                \
+                         stream_arg(stream, memguard::interpose::is_ptsz(#name)), size},           \
+                        ptr, [&] { return fn(ptr, size, pool, stream); });                         \
     }
 
 MG_MALLOC_ASYNC(cudaMallocAsync)

@@ -80,7 +80,7 @@ struct CApi {
     PyObject* (*PyErr_Occurred)() = nullptr;
     void (*Py_IncRef)(PyObject*) = nullptr;
     void (*Py_DecRef)(PyObject*) = nullptr;
-    PyObject* none = nullptr;   // &_Py_NoneStruct
+    PyObject* none = nullptr;    // &_Py_NoneStruct
     PyObject* false_ = nullptr;  // &_Py_FalseStruct
 
     bool complete() const;

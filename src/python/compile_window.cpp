@@ -11,7 +11,7 @@ namespace {
 struct Freeze {
     bool active = false;
     int64_t since = 0;
-    long baseline = -1;  // gc.get_freeze_count() when the hook started; -1: unknown (then only 0 opens)
+    long baseline = -1;             // gc.get_freeze_count() when the hook started; -1: unknown (then only 0 opens)
     PyObject* gc_freeze = nullptr;  // strong references, kept for the life of the process
     PyObject* gc_unfreeze = nullptr;
     PyObject* gc_freeze_count = nullptr;

@@ -35,15 +35,15 @@ struct Calibration {
     Layout layout{};
     size_t code_adaptive = 0;  // PyCodeObject -> first code unit
     size_t code_name = 0, code_filename = 0;
-    size_t code_linetable = 0;  // PyCodeObject -> co_linetable (a bytes object)
-    size_t bytes_size = 16;     // PyBytesObject -> ob_size
-    size_t bytes_data = 32;     // PyBytesObject -> ob_sval
-    size_t str_data = 0;        // compact ASCII str -> characters
-    size_t str_state = 32;      // PyASCIIObject -> state bits
-    void* (*get_tstate)() = nullptr;  // PyGILState_GetThisThreadState
+    size_t code_linetable = 0;                     // PyCodeObject -> co_linetable (a bytes object)
+    size_t bytes_size = 16;                        // PyBytesObject -> ob_size
+    size_t bytes_data = 32;                        // PyBytesObject -> ob_sval
+    size_t str_data = 0;                           // compact ASCII str -> characters
+    size_t str_state = 32;                         // PyASCIIObject -> state bits
+    void* (*get_tstate)() = nullptr;               // PyGILState_GetThisThreadState
     int (*addr2line)(const void*, int) = nullptr;  // PyCode_Addr2Line
-    int (*get_lasti)(PyFrameObject*) = nullptr;   // PyFrame_GetLasti
-    const void* code_type = nullptr;  // &PyCode_Type: a frame whose executable is not code is skipped
+    int (*get_lasti)(PyFrameObject*) = nullptr;    // PyFrame_GetLasti
+    const void* code_type = nullptr;               // &PyCode_Type: a frame whose executable is not code is skipped
 };
 Calibration g_cal;
 

@@ -21,7 +21,7 @@ using Trigger = format::GcTrigger;
 thread_local Trigger t_trigger = Trigger::Automatic;
 thread_local const CompileMark* t_mark = nullptr;  // the mark memguard's collection on this thread is for
 
-PyObject* g_gc_collect = nullptr;   // the original gc.collect (a strong reference, never released)
+PyObject* g_gc_collect = nullptr;    // the original gc.collect (a strong reference, never released)
 PyObject* g_memory_stats = nullptr;  // torch._C._cuda_memoryStats, once looked up
 PyObject* g_get_device = nullptr;    // torch._C._cuda_getDevice
 

@@ -106,14 +106,11 @@ int audit_hook(const char* event, PyObject*, void*) {
     return 0;
 }
 
-
 }  // namespace
 
 const HookContext& hook_context() noexcept { return g_context; }
 
-bool finalizing() {
-    return g_phase.load(std::memory_order_acquire) != Phase::Running || capi()->Py_IsFinalizing();
-}
+bool finalizing() { return g_phase.load(std::memory_order_acquire) != Phase::Running || capi()->Py_IsFinalizing(); }
 
 void prepare_fork() noexcept {
     if (g_fork_locks_stacks) lock_stack_tables_for_fork();

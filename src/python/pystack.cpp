@@ -20,11 +20,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "format/encode.h"
 #include "python/capi.h"
 #include "python/frames.h"
 #include "python/pystack.h"
 #include "python/state.h"
-#include "format/encode.h"
 #include "track/recorder.h"
 
 namespace memguard::python {
@@ -75,9 +75,7 @@ struct RawStackHash {
 struct ContentKey {
     int line;
     std::string name, filename;
-    bool operator==(const ContentKey& o) const {
-        return line == o.line && name == o.name && filename == o.filename;
-    }
+    bool operator==(const ContentKey& o) const { return line == o.line && name == o.name && filename == o.filename; }
 };
 struct ContentKeyHash {
     size_t operator()(const ContentKey& k) const {
@@ -128,8 +126,8 @@ constexpr size_t kMaxCachedCodeBytes = size_t{64} << 20;
 struct Tables {
     std::mutex mu;
     uint32_t epoch = 0;
-    uint32_t frame_ids = 0;  // the last p id given
-    std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frames;         // GIL path
+    uint32_t frame_ids = 0;                                             // the last p id given
+    std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frames;        // GIL path
     std::unordered_map<ContentKey, uint32_t, ContentKeyHash> contents;  // a p record -> its id (both paths)
     std::unordered_map<std::vector<uint32_t>, uint32_t, StackHash> stacks;
     // GIL-free caches.
@@ -193,8 +191,7 @@ int capture_with_gil(Captured* out, int max) {
     return n;
 }
 
-void write_frame(uint32_t id, int line, const std::string& name, const std::string& filename,
-                 track::Recorder& rec) {
+void write_frame(uint32_t id, int line, const std::string& name, const std::string& filename, track::Recorder& rec) {
     format::Line p;
     format::encode(format::rec::PyFrame{id, line, name, filename}, p);
     rec.append_records(p.finish());
@@ -208,8 +205,9 @@ uint32_t intern_frame(Tables& t, const Captured& c, track::Recorder& rec) {
     auto [it, inserted] = t.frames.try_emplace(c.key, 0);
     if (!inserted) return it->second;
     capi()->Py_IncRef(c.strong_code);
-    auto [fit, new_frame] = t.contents.try_emplace(
-        ContentKey{c.key.line, attr_string(c.strong_code, "co_name"), attr_string(c.strong_code, "co_filename")}, 0);
+    auto [fit, new_frame] = t.contents.try_emplace(ContentKey{c.key.line, attr_string(c.strong_code, "co_name"),
+                                                              attr_string(c.strong_code, "co_filename")},
+                                                   0);
     if (new_frame) {
         fit->second = ++t.frame_ids;
         write_frame(fit->second, fit->first.line, fit->first.name, fit->first.filename, rec);
@@ -230,7 +228,8 @@ CachedFrame frame_without_gil(Tables& t, const RawKey& key, const CodeView& view
         code.assign(view, ++t.generations);
         t.code_bytes += code.bytes();
     }
-    auto [fit, new_frame] = t.contents.try_emplace(ContentKey{code_line(key.code, key.lasti), code.name, code.filename}, 0);
+    auto [fit, new_frame] = t.contents.try_emplace(ContentKey{code_line(key.code, key.lasti), code.name, code.filename},
+                                                   0);
     if (new_frame) {
         fit->second = ++t.frame_ids;
         write_frame(fit->second, fit->first.line, fit->first.name, fit->first.filename, rec);

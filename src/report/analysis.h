@@ -19,11 +19,11 @@
 namespace memguard::report {
 
 struct KindStats {
-    uint64_t allocations = 0;      // A records
-    uint64_t frees = 0;            // blocks freed by the end (an F not undone by an R)
-    uint64_t bytes_allocated = 0;  // sum of the sizes of all A records
-    uint64_t peak_bytes = 0;       // most bytes of this kind live at once
-    std::optional<int64_t> peak_t; // first time peak_bytes was reached; empty when it stayed 0
+    uint64_t allocations = 0;       // A records
+    uint64_t frees = 0;             // blocks freed by the end (an F not undone by an R)
+    uint64_t bytes_allocated = 0;   // sum of the sizes of all A records
+    uint64_t peak_bytes = 0;        // most bytes of this kind live at once
+    std::optional<int64_t> peak_t;  // first time peak_bytes was reached; empty when it stayed 0
     uint64_t live_bytes_at_exit = 0;
     uint64_t live_blocks_at_exit = 0;
 };
@@ -35,9 +35,9 @@ struct DeviceStats {
     uint64_t oom_events = 0;
     uint64_t peak_bytes = 0;  // GPU live bytes of this device (blocks and physical memory)
     std::optional<int64_t> peak_t;
-    uint64_t live_bytes_at_exit = 0;   // blocks and physical memory
-    uint64_t live_blocks_at_exit = 0;  // blocks only
-    uint64_t live_handles_at_exit = 0; // physical handles on this device whose memory exists at the end
+    uint64_t live_bytes_at_exit = 0;    // blocks and physical memory
+    uint64_t live_blocks_at_exit = 0;   // blocks only
+    uint64_t live_handles_at_exit = 0;  // physical handles on this device whose memory exists at the end
 };
 
 /// Driver virtual memory management (format minor 3).
@@ -58,14 +58,14 @@ struct VirtualStats {
 };
 
 struct Summary {
-    uint64_t allocations = 0;  // all kinds, pinned included
-    uint64_t frees = 0;        // all kinds: blocks freed by the end (an F not undone by an R)
-    uint64_t failed_frees = 0; // R records that took effect
+    uint64_t allocations = 0;   // all kinds, pinned included
+    uint64_t frees = 0;         // all kinds: blocks freed by the end (an F not undone by an R)
+    uint64_t failed_frees = 0;  // R records that took effect
     uint64_t failed_allocations = 0;
     uint64_t oom_events = 0;
-    uint64_t peak_bytes = 0;        // GPU live bytes (blocks and physical memory on devices)
-    std::optional<int64_t> peak_t;  // empty when no GPU memory was ever live
-    size_t peak_events = 0;         // events (in file order) applied when the peak was first reached
+    uint64_t peak_bytes = 0;           // GPU live bytes (blocks and physical memory on devices)
+    std::optional<int64_t> peak_t;     // empty when no GPU memory was ever live
+    size_t peak_events = 0;            // events (in file order) applied when the peak was first reached
     uint64_t live_bytes_at_exit = 0;   // GPU live bytes
     uint64_t live_blocks_at_exit = 0;  // GPU blocks (physical handles: virt.physical_handles)
     std::array<KindStats, kKindCount> by_kind;
@@ -81,25 +81,25 @@ struct Summary {
     uint64_t launches = 0;              // L records that named a live exec
     uint64_t unsafe_calls = 0;
     uint64_t frees_while_graph_alive = 0;
-    uint64_t warmup_retention = 0;      // capture boundaries (capture, phase) with retained memory
+    uint64_t warmup_retention = 0;  // capture boundaries (capture, phase) with retained memory
     uint64_t hazards() const { return unsafe_calls + frees_while_graph_alive + warmup_retention; }
     // minor 2
-    std::array<uint64_t, kTriggerCount> collections{};       // by GcTrigger
-    std::array<int64_t, kTriggerCount> cuda_bytes_freed{};   // by GcTrigger: sum of the known values
+    std::array<uint64_t, kTriggerCount> collections{};      // by GcTrigger
+    std::array<int64_t, kTriggerCount> cuda_bytes_freed{};  // by GcTrigger: sum of the known values
     uint64_t compiles = 0;
     // minor 3
     VirtualStats virt;
     // minor 5 (allocator mode): tensor blocks (T records), Levels::tensor_bytes
-    uint64_t tensor_allocations = 0;       // T records
-    uint64_t tensor_frees = 0;             // T blocks freed by the end
-    uint64_t tensor_gc_frees = 0;          // of those, freed during a garbage collection (t gc 1)
+    uint64_t tensor_allocations = 0;  // T records
+    uint64_t tensor_frees = 0;        // T blocks freed by the end
+    uint64_t tensor_gc_frees = 0;     // of those, freed during a garbage collection (t gc 1)
     uint64_t tensor_peak_bytes = 0;
     uint64_t tensor_peak_requested = 0;    // requested bytes of the blocks live at that peak
     std::optional<int64_t> tensor_peak_t;  // empty when no tensor block was ever live
     size_t tensor_peak_events = 0;         // events applied when the tensor peak was first reached
     uint64_t tensor_live_bytes_at_exit = 0;
     uint64_t tensor_live_blocks_at_exit = 0;
-    uint64_t tensor_oom_events = 0;        // O records
+    uint64_t tensor_oom_events = 0;  // O records
 };
 
 Summary summarize(const Report& r);
@@ -110,11 +110,11 @@ struct TimePoint {
 };
 
 struct LiveSet {
-    size_t events_applied = 0;  // prefix of Report::events replayed
-    int64_t t = 0;              // the time the set stands for (peak time, end time, or the requested time)
-    std::vector<size_t> blocks; // indices into Report::blocks, in allocation order
-    std::vector<size_t> handles; // indices into Report::handles whose physical memory exists, in N order
-    std::vector<size_t> tensors; // indices into Report::tensors (minor 5), in T order
+    size_t events_applied = 0;    // prefix of Report::events replayed
+    int64_t t = 0;                // the time the set stands for (peak time, end time, or the requested time)
+    std::vector<size_t> blocks;   // indices into Report::blocks, in allocation order
+    std::vector<size_t> handles;  // indices into Report::handles whose physical memory exists, in N order
+    std::vector<size_t> tensors;  // indices into Report::tensors (minor 5), in T order
 };
 
 /// The blocks and physical handles live at a point in time (every kind; filter with the kind of each
@@ -125,8 +125,7 @@ LiveSet live_at(const Report& r, const TimePoint& at, const Summary* known = nul
 /// As live_at, but `Peak` is the peak of tensor bytes (Levels::tensor_bytes), not of GPU live bytes:
 /// the moment torch.cuda.memory_allocated() was highest. `has_peak` is set false when no tensor
 /// block was ever live.
-LiveSet tensors_live_at(const Report& r, const TimePoint& at, bool* has_peak = nullptr,
-                        const Summary* known = nullptr);
+LiveSet tensors_live_at(const Report& r, const TimePoint& at, bool* has_peak = nullptr, const Summary* known = nullptr);
 
 /// Gpu: device, async and managed blocks and physical memory on devices; Physical: physical memory
 /// (cuMemCreate handles) only; All: everything.
@@ -141,17 +140,17 @@ struct Site {
     uint32_t python_stack_id = 0;
     bool physical = false;  // the site's entries are physical handles, not blocks
     uint64_t bytes = 0;
-    uint64_t blocks = 0;  // blocks, or handles for a physical site
+    uint64_t blocks = 0;     // blocks, or handles for a physical site
     uint64_t requested = 0;  // tensor sites (minor 5): what PyTorch asked for; bytes are block sizes
 };
 
 struct SiteTable {
-    uint64_t total_bytes = 0;    // blocks and handles
-    uint64_t total_blocks = 0;   // blocks only
-    uint64_t total_handles = 0;  // physical handles
+    uint64_t total_bytes = 0;      // blocks and handles
+    uint64_t total_blocks = 0;     // blocks only
+    uint64_t total_handles = 0;    // physical handles
     uint64_t total_requested = 0;  // tensor tables: requested bytes
-    std::vector<Site> sites;  // by bytes, then blocks, descending; then block sites first, by stack id,
-                              // then Python stack id
+    std::vector<Site> sites;       // by bytes, then blocks, descending; then block sites first, by stack id,
+                                   // then Python stack id
 };
 
 /// Live blocks and handles of the selected kinds grouped by allocation site (native stack id, Python

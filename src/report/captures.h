@@ -27,8 +27,8 @@ struct CaptureStats {
     uint64_t owned_tensor_blocks = 0;
     uint64_t live_owned_tensor_bytes_at_exit = 0;
     uint64_t live_owned_tensor_blocks_at_exit = 0;
-    bool graph_alive_at_exit = false;       // the captured graph had no K record
-    uint64_t execs_alive_at_exit = 0;       // execs without a D record
+    bool graph_alive_at_exit = false;  // the captured graph had no K record
+    uint64_t execs_alive_at_exit = 0;  // execs without a D record
     /// Nothing of the capture is left: it ended, its graph (if it produced one) was destroyed, and
     /// every exec instantiated from it was destroyed.
     bool destroyed = false;

@@ -251,9 +251,8 @@ std::vector<ElfFile::Symbol> ElfFile::read_symbols(const Section& table) const {
         std::string_view name = string_at(strtab, sym.st_name);
         if (!name.empty()) out.push_back(Symbol{sym.st_value, sym.st_size, name});
     }
-    std::sort(out.begin(), out.end(), [](const Symbol& a, const Symbol& b) {
-        return a.addr != b.addr ? a.addr < b.addr : a.size > b.size;
-    });
+    std::sort(out.begin(), out.end(),
+              [](const Symbol& a, const Symbol& b) { return a.addr != b.addr ? a.addr < b.addr : a.size > b.size; });
     return out;
 }
 

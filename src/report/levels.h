@@ -33,13 +33,13 @@ constexpr size_t kKindCount = 4;
 inline size_t kind_index(Kind k) { return static_cast<size_t>(k); }
 
 struct Levels {
-    uint64_t gpu_bytes = 0;   // GPU live bytes (see above)
-    uint64_t gpu_blocks = 0;  // live blocks of the GPU kinds (handles not counted)
-    std::array<uint64_t, kKindCount> kind_bytes{};   // live blocks, by Kind
+    uint64_t gpu_bytes = 0;                         // GPU live bytes (see above)
+    uint64_t gpu_blocks = 0;                        // live blocks of the GPU kinds (handles not counted)
+    std::array<uint64_t, kKindCount> kind_bytes{};  // live blocks, by Kind
     std::array<uint64_t, kKindCount> kind_blocks{};
     std::map<int, uint64_t> device_bytes;  // GPU live bytes by device (blocks and physical memory)
     uint64_t reserved_bytes = 0;
-    uint64_t reservations = 0;             // live V ranges
+    uint64_t reservations = 0;  // live V ranges
     uint64_t mapped_bytes = 0;
     uint64_t mappings = 0;                 // mappings in place
     uint64_t physical_bytes = 0;           // every location (device or not)

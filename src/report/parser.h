@@ -116,16 +116,16 @@ private:
     bool any_t_ = false;
     std::optional<int64_t> heartbeat_t_;
     std::optional<int64_t> end_t_;
-    int minor_ = 0;                                      // I format_minor so far
-    std::unordered_map<uint32_t, size_t> captures_;      // capture id -> index
-    std::unordered_map<uint64_t, size_t> execs_;         // exec handle -> its most recent G
-    std::unordered_map<uint64_t, size_t> live_graphs_;   // captured graph handle -> capture, until K
-    std::unordered_map<uint32_t, size_t> phases_;        // phase id -> index
-    std::unordered_map<uint64_t, size_t> reserved_;      // va -> reservation, until v
-    std::unordered_map<uint64_t, size_t> handles_;       // handle value -> its most recent N
-    std::vector<uint64_t> handle_maps_;                  // per handle: mappings now in place
-    std::map<uint64_t, size_t> mapped_;                  // va -> mapping, until q
-    std::unordered_map<uint64_t, size_t> live_tensors_;  // addr -> tensor, until t
+    int minor_ = 0;                                               // I format_minor so far
+    std::unordered_map<uint32_t, size_t> captures_;               // capture id -> index
+    std::unordered_map<uint64_t, size_t> execs_;                  // exec handle -> its most recent G
+    std::unordered_map<uint64_t, size_t> live_graphs_;            // captured graph handle -> capture, until K
+    std::unordered_map<uint32_t, size_t> phases_;                 // phase id -> index
+    std::unordered_map<uint64_t, size_t> reserved_;               // va -> reservation, until v
+    std::unordered_map<uint64_t, size_t> handles_;                // handle value -> its most recent N
+    std::vector<uint64_t> handle_maps_;                           // per handle: mappings now in place
+    std::map<uint64_t, size_t> mapped_;                           // va -> mapping, until q
+    std::unordered_map<uint64_t, size_t> live_tensors_;           // addr -> tensor, until t
     std::unordered_map<uint64_t, std::vector<size_t>> gc_frees_;  // tid -> tensors freed in a collection, until Y
 };
 

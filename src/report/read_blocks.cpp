@@ -17,7 +17,7 @@ void Parser::apply(const rec::Alloc& r) {
     b.device = r.device;
     b.stream = r.stream;
     b.stack_id = r.stack_id;
-    b.capture_id = r.capture_id;  // 0 before minor 1
+    b.capture_id = r.capture_id;            // 0 before minor 1
     b.python_stack_id = r.python_stack_id;  // 0 before minor 2
     check_stack_ref(b.stack_id, "A");
     check_capture_ref(b.capture_id, "A");
@@ -25,8 +25,9 @@ void Parser::apply(const rec::Alloc& r) {
     size_t index = report_.blocks.size();
     auto old = live_.find(b.addr);
     if (old != live_.end()) {
-        warn("double-alloc", "allocation at " + hex(b.addr) + ", which is already live; the earlier block is "
-                             "taken as freed (a free was not recorded)");
+        warn("double-alloc", "allocation at " + hex(b.addr) +
+                                 ", which is already live; the earlier block is "
+                                 "taken as freed (a free was not recorded)");
         Block& prev = report_.blocks[old->second];
         prev.t_free = b.t_alloc;
         prev.free_api = "(implicit)";

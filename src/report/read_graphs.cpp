@@ -51,8 +51,9 @@ void Parser::apply(const rec::Instantiate& r) {
     check_capture_ref(g.capture_id, "G");
     auto old = execs_.find(g.exec);
     if (old != execs_.end() && !report_.execs[old->second].t_destroy) {
-        warn("double-instantiate", "graph exec " + hex(g.exec) + " instantiated while already alive; the earlier "
-                                   "exec is taken as destroyed (a destroy was not recorded)");
+        warn("double-instantiate", "graph exec " + hex(g.exec) +
+                                       " instantiated while already alive; the earlier "
+                                       "exec is taken as destroyed (a destroy was not recorded)");
         report_.execs[old->second].t_destroy = g.t_instantiate;
     }
     execs_[g.exec] = report_.execs.size();
@@ -138,8 +139,8 @@ void Parser::apply(const rec::FreeLiveGraph& r) {
     if (exec != execs_.end()) {
         h.exec_index = exec->second;
     } else {
-        warn("unknown-exec", "W free_live_graph record names graph exec " + hex(h.exec) +
-                                 ", which no earlier G record instantiated");
+        warn("unknown-exec",
+             "W free_live_graph record names graph exec " + hex(h.exec) + ", which no earlier G record instantiated");
     }
     report_.hazards.frees_while_graph_alive.push_back(h);
 }

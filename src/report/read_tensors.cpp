@@ -30,8 +30,9 @@ void Parser::apply(const rec::TensorAlloc& r) {
     size_t index = report_.tensors.size();
     auto old = live_tensors_.find(x.addr);
     if (old != live_tensors_.end()) {
-        warn("tensor-double-alloc", "tensor block at " + hex(x.addr) + ", which is already live; the earlier block is "
-                             "taken as freed (a t record is missing)");
+        warn("tensor-double-alloc", "tensor block at " + hex(x.addr) +
+                                        ", which is already live; the earlier block is "
+                                        "taken as freed (a t record is missing)");
         report_.tensors[old->second].t_free = x.t_alloc;
         add_event(Event::TensorFree, old->second, x.t_alloc);
     }

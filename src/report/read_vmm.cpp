@@ -19,8 +19,9 @@ void Parser::apply(const rec::Reserve& r) {
     size_t index = report_.reservations.size();
     auto old = reserved_.find(v.va);
     if (old != reserved_.end()) {
-        warn("double-reserve", "address range reserved at " + hex(v.va) + ", which is already reserved; the "
-                               "earlier range is taken as freed (a cuMemAddressFree was not recorded)");
+        warn("double-reserve", "address range reserved at " + hex(v.va) +
+                                   ", which is already reserved; the "
+                                   "earlier range is taken as freed (a cuMemAddressFree was not recorded)");
         report_.reservations[old->second].t_free = v.t_reserve;
         add_event(Event::AddressFree, old->second, v.t_reserve);
     }
@@ -55,8 +56,9 @@ void Parser::apply(const rec::Create& r) {
     check_capture_ref(h.capture_id, "N");
     auto old = handles_.find(h.handle);
     if (old != handles_.end() && !report_.handles[old->second].t_release) {
-        warn("double-create", "physical memory created with handle " + hex(h.handle) + ", which is not released; "
-                              "the earlier handle is taken as released (a cuMemRelease was not recorded)");
+        warn("double-create", "physical memory created with handle " + hex(h.handle) +
+                                  ", which is not released; "
+                                  "the earlier handle is taken as released (a cuMemRelease was not recorded)");
         PhysicalHandle& prev = report_.handles[old->second];
         prev.t_release = h.t_create;
         if (handle_maps_[old->second] == 0) prev.t_gone = h.t_create;
@@ -72,8 +74,8 @@ void Parser::apply(const rec::Create& r) {
 void Parser::apply(const rec::Release& r) {
     auto it = handles_.find(r.handle);
     if (it == handles_.end() || report_.handles[it->second].t_release) {
-        warn("release-not-created", "release of handle " + hex(r.handle) +
-                                        ", which no unreleased N record created; ignored");
+        warn("release-not-created",
+             "release of handle " + hex(r.handle) + ", which no unreleased N record created; ignored");
         return;
     }
     PhysicalHandle& h = report_.handles[it->second];
@@ -117,8 +119,9 @@ void Parser::apply(const rec::Map& r) {
     }
     auto old = mapped_.find(m.va);
     if (old != mapped_.end()) {
-        warn("double-map", "mapping at " + hex(m.va) + ", which is already mapped; the earlier mapping is taken as "
-                           "unmapped (a cuMemUnmap was not recorded)");
+        warn("double-map", "mapping at " + hex(m.va) +
+                               ", which is already mapped; the earlier mapping is taken as "
+                               "unmapped (a cuMemUnmap was not recorded)");
         remove_mapping(old, m.t_map);
     }
     size_t index = report_.mappings.size();

@@ -250,8 +250,8 @@ void Parser::apply(const rec::PyStack& r) {
     s.frames.assign(r.frames.data, r.frames.data + r.frames.size);
     for (uint32_t frame : s.frames) {
         if (report_.python_frames.count(frame) == 0) {
-            warn("unknown-python-frame", "P record uses Python frame " + std::to_string(frame) +
-                                             ", which no earlier p record defines");
+            warn("unknown-python-frame",
+                 "P record uses Python frame " + std::to_string(frame) + ", which no earlier p record defines");
         }
     }
     if (report_.python_stacks.count(s.id) != 0) {

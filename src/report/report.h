@@ -23,17 +23,17 @@ public:
 };
 
 // The vocabulary is the report format's (format/vocabulary.h), shared with the writer.
+using format::capture_mode_name;
+using format::capture_phase_name;
 using format::CaptureMode;
 using format::CapturePhase;
 using format::GcTrigger;
-using format::Kind;
-using format::PhaseSource;
-using format::capture_mode_name;
-using format::capture_phase_name;
 using format::is_gpu;
+using format::Kind;
 using format::kind_name;
 using format::kTriggerCount;
 using format::phase_source_name;
+using format::PhaseSource;
 using format::trigger_name;
 
 struct Module {
@@ -85,14 +85,14 @@ struct Capture {
     uint32_t id = 0;
     uint64_t stream = 0;
     CaptureMode mode = CaptureMode::Global;
-    uint64_t tid = 0;                       // the thread that began it
+    uint64_t tid = 0;  // the thread that began it
     int64_t t_begin = 0;
-    std::optional<uint64_t> target_graph;   // the graph of cudaStreamBeginCaptureToGraph
-    std::optional<int64_t> t_end;           // empty: still capturing when the report ends
+    std::optional<uint64_t> target_graph;  // the graph of cudaStreamBeginCaptureToGraph
+    std::optional<int64_t> t_end;          // empty: still capturing when the report ends
     uint64_t end_tid = 0;
-    int end_error = 0;                      // what cudaStreamEndCapture returned (0 success)
-    std::optional<uint64_t> graph;          // the captured graph; empty when none (failed or not ended)
-    std::optional<int64_t> t_graph_destroy; // the K record of that graph; empty while it lives
+    int end_error = 0;                       // what cudaStreamEndCapture returned (0 success)
+    std::optional<uint64_t> graph;           // the captured graph; empty when none (failed or not ended)
+    std::optional<int64_t> t_graph_destroy;  // the K record of that graph; empty while it lives
 };
 
 /// One graph exec: its G record, its launches (L) and its destruction (D). Exec handles can be
@@ -133,7 +133,7 @@ struct FreeWhileGraphAlive {
     uint64_t addr = 0, size = 0;
     uint32_t capture_id = 0;
     uint64_t exec = 0;
-    std::optional<size_t> block;  // index into Report::blocks of the block that F just freed
+    std::optional<size_t> block;       // index into Report::blocks of the block that F just freed
     std::optional<size_t> exec_index;  // index into Report::execs (the most recent G of `exec`)
 };
 
@@ -239,10 +239,10 @@ struct Phase {
     std::string name;
     uint64_t tid = 0;
     int64_t t_begin = 0;
-    size_t events_at_begin = 0;     // events before the B record
-    std::optional<int64_t> t_end;   // empty: never ended (no b record)
+    size_t events_at_begin = 0;    // events before the B record
+    std::optional<int64_t> t_end;  // empty: never ended (no b record)
     uint64_t end_tid = 0;
-    size_t events_at_end = 0;       // events before the b record; Report::events.size() when not ended
+    size_t events_at_end = 0;             // events before the b record; Report::events.size() when not ended
     size_t begin_line = 0, end_line = 0;  // line numbers of B and b (0: no b), to order them exactly
 };
 
@@ -267,7 +267,7 @@ struct Tensor {
     int64_t t_alloc = 0;
     std::optional<int64_t> t_free;  // empty while live
     uint64_t free_tid = 0;
-    bool freed_in_gc = false;       // the t record's gc flag
+    bool freed_in_gc = false;  // the t record's gc flag
     /// The Y that ended the collection during which it was freed (index into Report::collections):
     /// the first Y after its t on the freeing thread. Empty when not freed in a collection or no Y came.
     std::optional<size_t> collection;
@@ -292,7 +292,7 @@ struct TensorOom {
     uint64_t requested = 0, rounded = 0, allocated = 0, reserved = 0, limit = 0;
     uint32_t stack_id = 0;
     uint32_t python_stack_id = 0;
-    std::string rescued;  // none, cache or gc
+    std::string rescued;         // none, cache or gc
     std::vector<OomSite> sites;  // in file order (largest first)
 };
 
@@ -316,9 +316,9 @@ struct Report {
     std::unordered_map<uint32_t, Stack> stacks;
     std::vector<Block> blocks;  // in order of allocation
     std::vector<FailedAlloc> failures;
-    std::vector<Event> events;  // every kind of Event, in file order
-    bool complete = false;     // an end record (Z) was read
-    int64_t end_t = 0;         // time of Z, else of the last record or heartbeat
+    std::vector<Event> events;          // every kind of Event, in file order
+    bool complete = false;              // an end record (Z) was read
+    int64_t end_t = 0;                  // time of Z, else of the last record or heartbeat
     std::vector<std::string> warnings;  // non-fatal remarks (e.g. "no end record: process killed?")
 
     /// `I format_minor` (0 when absent). It decides which records and trailing fields the reader

@@ -107,8 +107,7 @@ std::string find_program(const std::string& name) {
     return "";
 }
 
-bool run_program(const std::vector<std::string>& argv, const std::string& input, std::string& output,
-                 int inherit_fd) {
+bool run_program(const std::vector<std::string>& argv, const std::string& input, std::string& output, int inherit_fd) {
     output.clear();
     if (argv.empty()) return false;
     Channels ch;

@@ -20,8 +20,8 @@ struct Symbolizer::ModuleState {
     /// Function names: the module file, or its debug file when that has the .symtab. Null when
     /// neither exists, can be read or has the recorded build-id.
     std::shared_ptr<const ElfFile> elf;
-    std::shared_ptr<const ElfFile> line_file;                // what addr2line reads (has .debug_line), or null
-    std::set<uint64_t> queried;                              // file addresses given to addr2line
+    std::shared_ptr<const ElfFile> line_file;               // what addr2line reads (has .debug_line), or null
+    std::set<uint64_t> queried;                             // file addresses given to addr2line
     std::map<uint64_t, std::vector<SourceLocation>> lines;  // its answers, by file address
 };
 
@@ -141,7 +141,8 @@ std::shared_ptr<const ElfFile> Symbolizer::open_file(const std::string& root, co
     if (files_.size() >= kMaxFiles) {
         ::close(fd);
         if (!too_many_files_) {
-            warn("more than " + std::to_string(kMaxFiles) + " module files: the frames of the others are not "
+            warn("more than " + std::to_string(kMaxFiles) +
+                 " module files: the frames of the others are not "
                  "symbolized");
         }
         too_many_files_ = true;
@@ -172,15 +173,16 @@ Symbolizer::ModuleState& Symbolizer::state(const Module& m) {
     std::shared_ptr<const ElfFile> file = open_file(options_.sysroot, m.path, shown, missing);
     if (file && !m.build_id.empty() && file->build_id() != m.build_id) {
         warn(shown + ": GNU build-id " + (file->build_id().empty() ? "absent" : file->build_id()) +
-             " differs from the recorded " + m.build_id + " (file changed since the run?); its frames are not "
+             " differs from the recorded " + m.build_id +
+             " (file changed since the run?); its frames are not "
              "symbolized");
         file = nullptr;
     }
     // A separate debug file, as GDB finds it: by build-id (hex, so it names no other directory).
     std::shared_ptr<const ElfFile> debug;
     if (!options_.debug_dir.empty() && m.build_id.size() > 2) {
-        const std::string path =
-            options_.debug_dir + "/.build-id/" + m.build_id.substr(0, 2) + "/" + m.build_id.substr(2) + ".debug";
+        const std::string path = options_.debug_dir + "/.build-id/" + m.build_id.substr(0, 2) + "/" +
+                                 m.build_id.substr(2) + ".debug";
         debug = open_file("", path, path, missing);
         if (debug && debug->build_id() != m.build_id) {
             warn(path + ": GNU build-id " + (debug->build_id().empty() ? "absent" : debug->build_id()) +

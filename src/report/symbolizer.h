@@ -91,7 +91,7 @@ private:
     const Report& report_;
     SymbolizerOptions options_;
     std::string addr2line_path_;
-    std::map<uint32_t, std::unique_ptr<ModuleState>> states_;  // by module id
+    std::map<uint32_t, std::unique_ptr<ModuleState>> states_;                        // by module id
     std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const ElfFile>> files_;  // by (device, inode)
     bool too_many_files_ = false;
     std::vector<std::string> warnings_;

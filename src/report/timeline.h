@@ -31,11 +31,13 @@ struct LevelPoint {
 /// points[k] is the state after the first k events; points.size() == events.size() + 1.
 struct Timeline {
     std::vector<LevelPoint> points;
-    bool has_vmm = false;  // some V, N or Q record took part: mapped and reserved are meaningful
+    bool has_vmm = false;      // some V, N or Q record took part: mapped and reserved are meaningful
     bool has_tensors = false;  // some T record took part: tensor is meaningful
 
     /// The bytes of `series` at points[k].
-    uint64_t level(size_t k, Series series) const { return series == Series::Tensors ? points[k].tensor : points[k].live; }
+    uint64_t level(size_t k, Series series) const {
+        return series == Series::Tensors ? points[k].tensor : points[k].live;
+    }
     /// The largest bytes of `series` over points[from..to] (inclusive), and the first index reaching it.
     std::pair<uint64_t, size_t> max_level(size_t from, size_t to, Series series) const;
 
@@ -49,16 +51,16 @@ struct Timeline {
 Timeline build_timeline(const Report& r);
 
 struct PhaseStats {
-    size_t index = 0;                 // into Report::phases
-    int depth = 0;                    // open phases of the same thread (same source family) at its begin
-    std::optional<uint32_t> parent;   // the innermost of those
-    uint32_t occurrence = 0;          // earlier phases with the same name (0 for the first)
-    uint64_t entry_bytes = 0;         // bytes (of the series asked for) right before B
-    uint64_t peak_bytes = 0;          // max of live bytes from B to b, inclusive
+    size_t index = 0;                // into Report::phases
+    int depth = 0;                   // open phases of the same thread (same source family) at its begin
+    std::optional<uint32_t> parent;  // the innermost of those
+    uint32_t occurrence = 0;         // earlier phases with the same name (0 for the first)
+    uint64_t entry_bytes = 0;        // bytes (of the series asked for) right before B
+    uint64_t peak_bytes = 0;         // max of live bytes from B to b, inclusive
     int64_t peak_t = 0;
-    size_t peak_events = 0;           // the prefix of events at the peak
-    uint64_t exit_bytes = 0;          // at b (at the end of the report when never ended)
-    int64_t t_end = 0;                // of b, else the end of the report
+    size_t peak_events = 0;   // the prefix of events at the peak
+    uint64_t exit_bytes = 0;  // at b (at the end of the report when never ended)
+    int64_t t_end = 0;        // of b, else the end of the report
     uint64_t incremental_peak() const { return peak_bytes - entry_bytes; }
 };
 

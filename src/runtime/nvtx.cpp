@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "common/log.h"
+#include "memguard/memguard.h"
 #include "runtime/nvtx.h"
 #include "runtime/process.h"
-#include "memguard/memguard.h"
 #include "track/recorder.h"
 
 extern "C" int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get);
@@ -317,8 +317,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(N
     if (!core_ok && !core2_ok) return 0;
 
     if (auto* version = static_cast<const NvtxExportTableVersionInfo*>(get(NVTX_ETID_VERSIONINFO))) {
-        constexpr size_t kVersionNeeded =
-            offsetof(NvtxExportTableVersionInfo, SetInjectionNvtxVersion) + sizeof(void*);
+        constexpr size_t kVersionNeeded = offsetof(NvtxExportTableVersionInfo, SetInjectionNvtxVersion) + sizeof(void*);
         if (version->struct_size >= kVersionNeeded && version->SetInjectionNvtxVersion) {
             version->SetInjectionNvtxVersion(NVTX_VERSION);
         }

@@ -12,4 +12,3 @@ void register_nvtx_injection(bool enabled);
 int nvtx_instances();
 
 }  // namespace memguard::runtime
-

@@ -23,8 +23,8 @@ void initialize_once() noexcept {
         // program (AT_SECURE) the environment is a less privileged user's, and memguard stays off
         // without reading it (startup_config). secure_getenv keeps that true of this lookup even
         // if the two ever disagreed.
-        ConfigResult parsed =
-            startup_config(getauxval(AT_SECURE), [](const char* name) { return secure_getenv(name); });
+        ConfigResult parsed = startup_config(getauxval(AT_SECURE),
+                                             [](const char* name) { return secure_getenv(name); });
         set_log_level(parsed.config.log_level);
         for (const std::string& problem : parsed.problems) MG_LOG_WARN("{}", problem);
         recorder().init(parsed.config);

@@ -5,7 +5,7 @@ namespace memguard::track {
 namespace {
 thread_local CaptureMode t_thread_mode = CaptureMode::Global;  // CUDA's default
 thread_local int t_untracked = 0;  // captures this thread began that did not fit in the view
-}
+}  // namespace
 
 CaptureMode thread_capture_mode() noexcept { return t_thread_mode; }
 void set_thread_capture_mode(CaptureMode m) noexcept { t_thread_mode = m; }

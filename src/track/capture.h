@@ -19,8 +19,8 @@
 namespace memguard::track {
 
 /// CUDA's cudaStreamCaptureMode values (format/vocabulary.h).
-using format::CaptureMode;
 using format::capture_mode_name;
+using format::CaptureMode;
 
 struct CaptureInfo {
     uint32_t id = 0;  // memguard's capture id, from 1; 0: none

@@ -15,8 +15,8 @@
 
 namespace memguard::track {
 
-using format::PhaseSource;  // format/vocabulary.h
 using format::phase_source_name;
+using format::PhaseSource;  // format/vocabulary.h
 
 /// Longest phase or mark name written (bytes); longer names are cut at a UTF-8 character boundary.
 constexpr size_t kMaxPhaseName = 1024;

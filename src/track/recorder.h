@@ -234,7 +234,7 @@ private:
     StackTable stacks_;
     BlockTable blocks_;
     ModuleMap modules_;
-    TextRange self_range_;  // the unwinder's own code: frames dropped from the top of a stack
+    TextRange self_range_;        // the unwinder's own code: frames dropped from the top of a stack
     TextRange native_cut_range_;  // set_native_cut's range, published through native_cut_
     std::atomic<const TextRange*> native_cut_{nullptr};
     CaptureView captures_;

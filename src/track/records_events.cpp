@@ -35,8 +35,7 @@ void Recorder::record_collection(const Collection& c) {
 uint64_t Recorder::record_phase_begin(PhaseSource source, std::string_view name) {
     if (!active()) return 0;
     uint64_t id = phases_.open();
-    emit_or_defer(format::rec::PhaseBegin{now(), current_tid(), id, source,
-                                          cut_phase_name(name)});
+    emit_or_defer(format::rec::PhaseBegin{now(), current_tid(), id, source, cut_phase_name(name)});
     return id;
 }
 

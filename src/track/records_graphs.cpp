@@ -12,9 +12,7 @@ namespace memguard::track {
 
 namespace {
 
-std::optional<uint64_t> graph_field(uintptr_t graph) {
-    return graph ? std::optional<uint64_t>(graph) : std::nullopt;
-}
+std::optional<uint64_t> graph_field(uintptr_t graph) { return graph ? std::optional<uint64_t>(graph) : std::nullopt; }
 
 }  // namespace
 

@@ -72,9 +72,8 @@ void format_block_alloc(const unsigned char* bytes, uint32_t n, const Clock& clo
     } else {
         pool[len++] = '-';
     }
-    format_record(format::rec::TensorAlloc{clock.time_of_stamp(f.stamp), f.tid, f.addr, f.size, f.requested,
-                                           f.device, f.stream, f.stack, f.python_stack, f.capture,
-                                           std::string_view(pool, len)},
+    format_record(format::rec::TensorAlloc{clock.time_of_stamp(f.stamp), f.tid, f.addr, f.size, f.requested, f.device,
+                                           f.stream, f.stack, f.python_stack, f.capture, std::string_view(pool, len)},
                   out);
 }
 

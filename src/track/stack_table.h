@@ -3,8 +3,8 @@
 // record that uses the id can never precede the record that defines it.
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 #include <vector>

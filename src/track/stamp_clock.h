@@ -36,7 +36,7 @@ namespace detail {
 inline std::atomic<bool> g_counter{false};  // set by init(); cleared if the kernel leaves the tsc
 /// Tests: the file that names the kernel's clocksource (sysfs's current_clocksource).
 void set_clocksource_file(const char* path) noexcept;
-}
+}  // namespace detail
 
 /// Decides, once, whether stamps are counter reads (the kernel's clocksource is "tsc"); reads
 /// the first pair. Called before the first stamp; later calls do nothing.

@@ -14,9 +14,7 @@ public:
     /// Takes the origin, and decides once per process how stamps are made (stamp::init).
     SystemClock() noexcept;
 
-    int64_t now() const noexcept override {
-        return monotonic_ns() - origin_mono_.load(std::memory_order_relaxed);
-    }
+    int64_t now() const noexcept override { return monotonic_ns() - origin_mono_.load(std::memory_order_relaxed); }
     int64_t origin_unix_ns() const noexcept override { return origin_unix_.load(std::memory_order_relaxed); }
     void restart() noexcept override;
     uint64_t stamp() const noexcept override;

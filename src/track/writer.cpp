@@ -6,8 +6,8 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <new>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/config.h"

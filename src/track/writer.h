@@ -27,7 +27,6 @@ namespace memguard::track {
 
 class Clock;
 
-
 class ReportWriter final : public EventSink {
 public:
     /// `clock` gives the times of the writer's own records and converts packed records' stamps.
@@ -115,8 +114,8 @@ private:
     uint64_t lost_ = 0;        // records dropped and not yet reported in a U record
     int64_t lost_since_ = 0;   // when the first of them was dropped
     bool has_packed_ = false;  // buffer_ holds packed records
-    std::mutex io_mu_;  // serializes write(2) calls on fd_; guards spare_ and chunk_
-    ByteBuffer spare_;  // the last written buffer, empty, for buffer_ to take over
+    std::mutex io_mu_;         // serializes write(2) calls on fd_; guards spare_ and chunk_
+    ByteBuffer spare_;         // the last written buffer, empty, for buffer_ to take over
     static constexpr size_t kChunk = 64 << 10;
     std::string chunk_;  // formatted packed records on their way to the file
     int fd_ = -1;
@@ -127,14 +126,16 @@ private:
 };
 
 __attribute__((always_inline)) inline void ReportWriter::append_packed(PackedFormat format, const void* payload,
-                                                                   uint32_t bytes) noexcept {
+                                                                       uint32_t bytes) noexcept {
     if (bytes > kMaxPackedBytes) bytes = kMaxPackedBytes;
-    append_locked(kPackedHeader + bytes, true, [] { return uint64_t{1}; }, [&](char* at) {
-        at[0] = kPackedMarker;
-        at[1] = static_cast<char>(bytes);
-        std::memcpy(at + 2, &format, sizeof format);
-        std::memcpy(at + kPackedHeader, payload, bytes);
-    });
+    append_locked(
+        kPackedHeader + bytes, true, [] { return uint64_t{1}; },
+        [&](char* at) {
+            at[0] = kPackedMarker;
+            at[1] = static_cast<char>(bytes);
+            std::memcpy(at + 2, &format, sizeof format);
+            std::memcpy(at + kPackedHeader, payload, bytes);
+        });
 }
 
 template <typename Lines, typename Fill>

@@ -123,7 +123,7 @@ TEST(AllocRounding, PowerOfTwoDivisions) {
     AllocatorConfig cfg;
     cfg.roundup_power2_divisions = 4;
     CachingAllocator alloc(fake, 1, cfg);
-    void* a = alloc.malloc(0, 5 * MiB + 1, kS1);  // interval [4, 8) MiB in 1 MiB steps
+    void* a = alloc.malloc(0, 5 * MiB + 1, kS1);    // interval [4, 8) MiB in 1 MiB steps
     void* b = alloc.malloc(0, 100 * KiB + 3, kS1);  // small: plain 512-byte rounding
     size_t n = 0;
     ASSERT_TRUE(alloc.block_sizes(a, &n, nullptr));
@@ -323,7 +323,7 @@ TEST_F(AllocTest, NoEventIsQueriedOrRecordedDuringACapture) {
     const uint64_t records = fake.event_records();
     const uint64_t queries = fake.event_queries();
     begin_capture(pool, kCap);
-    alloc.free(a);  // deferred: no event now
+    alloc.free(a);             // deferred: no event now
     void* b = get(4096, kS1);  // no process_events during the capture
     void* g = get(4096, kCap);
     EXPECT_NE(b, a);
@@ -360,8 +360,8 @@ TEST_F(AllocTest, UsesOnACapturingStreamGetNoEvent) {
 // --- empty_cache, memory fraction, OOM path ----------------------------------------------------
 
 TEST_F(AllocTest, EmptyCacheReturnsOnlyWhollyFreeSegments) {
-    void* a = get(512);          // small segment, stays partly used
-    void* b = get(5 * MiB);      // large segment, freed
+    void* a = get(512);      // small segment, stays partly used
+    void* b = get(5 * MiB);  // large segment, freed
     void* c = get(600 * KiB);
     alloc.free(b);
     alloc.free(c);
@@ -570,10 +570,10 @@ TEST_F(AllocTest, CaptureAllocationsComeFromThePrivatePool) {
     alloc.free(outside_before);
     begin_capture(pool, kCap);
     void* g = get(4096, kCap);
-    EXPECT_NE(g, outside_before);  // a new segment, in the pool
+    EXPECT_NE(g, outside_before);                                       // a new segment, in the pool
     EXPECT_EQ(FakeBackend::thread_capture_mode(), kCaptureModeGlobal);  // restored after malloc
-    void* other = get(4096, kS1);   // the filter does not match: default pool
-    alloc.free(g);                  // back to the pool during the capture
+    void* other = get(4096, kS1);                                       // the filter does not match: default pool
+    alloc.free(g);                                                      // back to the pool during the capture
     void* g2 = get(4096, kCap);
     EXPECT_EQ(g2, g);
     end_capture(pool, kCap);
@@ -661,11 +661,14 @@ TEST(AllocDevices, FreeFindsTheBlockOnAnyDeviceWhateverTheHint) {
         ASSERT_NE(on[d], nullptr);
     }
     int calls = 0;
-    EXPECT_TRUE(alloc.free(on[2], [&] { ++calls; }, 2));   // the right device
-    EXPECT_TRUE(alloc.free(on[1], [&] { ++calls; }, 0));   // a wrong one
-    EXPECT_TRUE(alloc.free(on[0], [&] { ++calls; }));      // none
+    EXPECT_TRUE(alloc.free(
+        on[2], [&] { ++calls; }, 2));  // the right device
+    EXPECT_TRUE(alloc.free(
+        on[1], [&] { ++calls; }, 0));                  // a wrong one
+    EXPECT_TRUE(alloc.free(on[0], [&] { ++calls; }));  // none
     EXPECT_EQ(calls, 3);
-    EXPECT_FALSE(alloc.free(on[0], [&] { ++calls; }, 7));  // not live; out-of-range hint
+    EXPECT_FALSE(alloc.free(
+        on[0], [&] { ++calls; }, 7));  // not live; out-of-range hint
     EXPECT_EQ(calls, 3);
     for (int d = 0; d < 3; ++d) {
         EXPECT_EQ(alloc.stats(d).allocated_bytes[kStatAll].current, 0) << "device " << d;
@@ -695,7 +698,7 @@ TEST_F(AllocTest, SharedPoolIsReusedByTheNextCaptureAndCounted) {
     begin_capture(pool, kCap);
     void* out = get(4096, kCap);  // graph 1's output, alive after its capture
     end_capture(pool, kCap);
-    alloc.free(out);  // freed between the captures: stays in the shared pool
+    alloc.free(out);            // freed between the captures: stays in the shared pool
     begin_capture(pool, kCap);  // graph 2 with pool=graph 1's pool
     void* in2 = get(4096, kCap);
     EXPECT_EQ(in2, out);
@@ -705,7 +708,7 @@ TEST_F(AllocTest, SharedPoolIsReusedByTheNextCaptureAndCounted) {
     EXPECT_TRUE(alloc.release_pool(0, pool));  // graph 1 reset: graph 2 still uses it
     EXPECT_TRUE(alloc.empty_cache());
     EXPECT_EQ(fake.live_segments(0), 1u);
-    EXPECT_TRUE(alloc.release_pool(0, pool));  // graph 2 reset
+    EXPECT_TRUE(alloc.release_pool(0, pool));   // graph 2 reset
     EXPECT_FALSE(alloc.release_pool(0, pool));  // no uses left
     EXPECT_TRUE(alloc.empty_cache());
     EXPECT_EQ(fake.live_segments(0), 0u);

@@ -207,8 +207,14 @@ class Worker {
 public:
     Worker(int index, const Params& prm, CachingAllocator& alloc, FakeBackend& fake, Model& model,
            std::atomic<uint64_t>& capture_ids)
-        : index_(index), prm_(prm), alloc_(alloc), fake_(fake), model_(model), capture_ids_(capture_ids),
-          rng_(prm.seed * 1000003 + static_cast<uint64_t>(index)), cap_stream_(kFirstCaptureStream + index) {}
+        : index_(index),
+          prm_(prm),
+          alloc_(alloc),
+          fake_(fake),
+          model_(model),
+          capture_ids_(capture_ids),
+          rng_(prm.seed * 1000003 + static_cast<uint64_t>(index)),
+          cap_stream_(kFirstCaptureStream + index) {}
 
     static thread_local Worker* current;
 
@@ -284,8 +290,10 @@ private:
     void capture_session() {
         ++captures;
         MempoolId pool;
-        if (rng_() % 2) pool = MempoolId{0, 1 + rng_() % 3};  // shared between captures (pool=)
-        else pool = MempoolId{capture_ids_.fetch_add(1) + 1, 0};
+        if (rng_() % 2)
+            pool = MempoolId{0, 1 + rng_() % 3};  // shared between captures (pool=)
+        else
+            pool = MempoolId{capture_ids_.fetch_add(1) + 1, 0};
         const Stream cap = cap_stream_;
         alloc_.begin_allocate_to_pool(0, pool, [cap](Stream s) { return s == cap; });
         fake_.begin_capture(cap);
@@ -375,9 +383,8 @@ void run_stress(const Params& prm) {
     CachingAllocator alloc(fake, 1, prm.config);
     Model model(fake);
     fake.set_free_hook([&](int, uintptr_t base, size_t len) { model.on_segment_free(base, len); });
-    alloc.set_oom_rescue([](const OomRescueInfo& info) {
-        return Worker::current ? Worker::current->rescue(info) : false;
-    });
+    alloc.set_oom_rescue(
+        [](const OomRescueInfo& info) { return Worker::current ? Worker::current->rescue(info) : false; });
     std::atomic<uint64_t> capture_ids{0};
     Barrier barrier(prm.threads);
     std::vector<std::unique_ptr<Worker>> workers;

@@ -43,17 +43,14 @@ APP_FN void* alloc_from_pool(size_t size, cudaStream_t stream) {
     cudaMemPool_t pool = nullptr;
     app::expect("cudaDeviceGetDefaultMemPool", cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
     void* ptr = nullptr;
-    app::expect("cudaMallocFromPoolAsync", cudaMallocFromPoolAsync(&ptr, size, pool, stream),
-                cudaSuccess);
-    app::log_alloc("cudaMallocFromPoolAsync", ptr, size, stream, true, app::current_device(),
-                   __func__);
+    app::expect("cudaMallocFromPoolAsync", cudaMallocFromPoolAsync(&ptr, size, pool, stream), cudaSuccess);
+    app::log_alloc("cudaMallocFromPoolAsync", ptr, size, stream, true, app::current_device(), __func__);
     return ptr;
 }
 
 APP_FN void* alloc_managed(size_t size) {
     void* ptr = nullptr;
-    app::expect("cudaMallocManaged", cudaMallocManaged(&ptr, size, cudaMemAttachGlobal),
-                cudaSuccess);
+    app::expect("cudaMallocManaged", cudaMallocManaged(&ptr, size, cudaMemAttachGlobal), cudaSuccess);
     app::log_alloc("cudaMallocManaged", ptr, size, nullptr, false, app::current_device(), __func__);
     return ptr;
 }
@@ -62,8 +59,7 @@ APP_FN void* alloc_pitch(size_t width, size_t height, size_t* pitch) {
     void* ptr = nullptr;
     app::expect("cudaMallocPitch", cudaMallocPitch(&ptr, pitch, width, height), cudaSuccess);
     app::log_info("pitch", *pitch);
-    app::log_alloc("cudaMallocPitch", ptr, *pitch * height, nullptr, false, app::current_device(),
-                   __func__);
+    app::log_alloc("cudaMallocPitch", ptr, *pitch * height, nullptr, false, app::current_device(), __func__);
     return ptr;
 }
 
@@ -94,14 +90,11 @@ APP_FN void leak_blocks() {
     void* ptr = nullptr;
     app::expect("cudaMalloc", cudaMalloc(&ptr, k_leak_device), cudaSuccess);
     app::log_alloc("cudaMalloc", ptr, k_leak_device, nullptr, false, 0, __func__);
-    app::expect("cudaMallocManaged", cudaMallocManaged(&ptr, k_leak_managed, cudaMemAttachHost),
-                cudaSuccess);
+    app::expect("cudaMallocManaged", cudaMallocManaged(&ptr, k_leak_managed, cudaMemAttachHost), cudaSuccess);
     app::log_alloc("cudaMallocManaged", ptr, k_leak_managed, nullptr, false, 0, __func__);
-    app::expect("cudaHostAlloc", cudaHostAlloc(&ptr, k_leak_pinned, cudaHostAllocDefault),
-                cudaSuccess);
+    app::expect("cudaHostAlloc", cudaHostAlloc(&ptr, k_leak_pinned, cudaHostAllocDefault), cudaSuccess);
     app::log_alloc("cudaHostAlloc", ptr, k_leak_pinned, nullptr, false, -1, __func__);
-    app::expect("cudaMallocAsync", cudaMallocAsync(&ptr, k_leak_async, cudaStreamPerThread),
-                cudaSuccess);
+    app::expect("cudaMallocAsync", cudaMallocAsync(&ptr, k_leak_async, cudaStreamPerThread), cudaSuccess);
     app::log_alloc("cudaMallocAsync", ptr, k_leak_async, cudaStreamPerThread, true, 0, __func__);
 }
 
@@ -134,8 +127,8 @@ APP_FN void every_kind() {
     void* managed = alloc_managed(k_managed);
     size_t pitch = 0;
     void* pitched = alloc_pitch(k_pitch_width, k_pitch_height, &pitch);
-    if (pitch != 1024) app::die("cudaMallocPitch pitch", static_cast<cudaError_t>(pitch),
-                                static_cast<cudaError_t>(1024));
+    if (pitch != 1024)
+        app::die("cudaMallocPitch pitch", static_cast<cudaError_t>(pitch), static_cast<cudaError_t>(1024));
     void* host = alloc_host(k_host);
     static_cast<unsigned char*>(host)[k_host - 1] = 1;
     void* host_alloc = alloc_host_alloc(k_host_alloc, cudaHostAllocPortable | cudaHostAllocMapped);
@@ -192,12 +185,10 @@ APP_FN void misuse() {
 
     // Invalid flags and size 0 are failed allocations that are not out-of-memory.
     void* managed = reinterpret_cast<void*>(uintptr_t{1});
-    app::expect("cudaMallocManaged(bad flags)", cudaMallocManaged(&managed, k_bad_managed, 4),
-                cudaErrorInvalidValue);
+    app::expect("cudaMallocManaged(bad flags)", cudaMallocManaged(&managed, k_bad_managed, 4), cudaErrorInvalidValue);
     app::log_failed("cudaMallocManaged", k_bad_managed, cudaErrorInvalidValue, 0, 0, __func__);
     app::log_info("bad_managed_null", managed == nullptr ? 1 : 0);
-    app::expect("cudaMallocManaged(0)", cudaMallocManaged(&managed, 0, cudaMemAttachGlobal),
-                cudaErrorInvalidValue);
+    app::expect("cudaMallocManaged(0)", cudaMallocManaged(&managed, 0, cudaMemAttachGlobal), cudaErrorInvalidValue);
     app::log_failed("cudaMallocManaged", 0, cudaErrorInvalidValue, 0, 0, __func__);
 
     app::expect("cudaGetLastError(clear)", cudaGetLastError(), cudaErrorInvalidValue);

@@ -20,10 +20,8 @@ APP_FN void* alloc_from_pool_ptsz(size_t size, cudaStream_t stream) {
     cudaMemPool_t pool = nullptr;
     app::expect("cudaDeviceGetDefaultMemPool", cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
     void* ptr = nullptr;
-    app::expect("cudaMallocFromPoolAsync_ptsz", cudaMallocFromPoolAsync(&ptr, size, pool, stream),
-                cudaSuccess);
-    app::log_alloc("cudaMallocFromPoolAsync", ptr, size, stream, true, app::current_device(),
-                   __func__);
+    app::expect("cudaMallocFromPoolAsync_ptsz", cudaMallocFromPoolAsync(&ptr, size, pool, stream), cudaSuccess);
+    app::log_alloc("cudaMallocFromPoolAsync", ptr, size, stream, true, app::current_device(), __func__);
     return ptr;
 }
 

@@ -46,8 +46,8 @@ inline std::mutex& log_mutex() {
 inline void init_log() { std::setvbuf(stdout, nullptr, _IOLBF, 0); }
 
 [[noreturn]] inline void die(const char* what, cudaError_t got, cudaError_t want) {
-    std::fprintf(stderr, "app check failed: %s returned %d, expected %d\n", what,
-                 static_cast<int>(got), static_cast<int>(want));
+    std::fprintf(stderr, "app check failed: %s returned %d, expected %d\n", what, static_cast<int>(got),
+                 static_cast<int>(want));
     std::fflush(stdout);
     std::exit(k_app_check_failed);
 }
@@ -75,11 +75,10 @@ inline void print_stream(cudaStream_t stream, bool names_stream) {
 }
 
 /// Logs a successful allocation.
-inline void log_alloc(const char* api, const void* ptr, size_t size, cudaStream_t stream,
-                      bool names_stream, int device, const char* function) {
+inline void log_alloc(const char* api, const void* ptr, size_t size, cudaStream_t stream, bool names_stream, int device,
+                      const char* function) {
     std::lock_guard<std::mutex> lock(log_mutex());
-    std::printf("alloc %s 0x%llx %zu", api,
-                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(ptr)), size);
+    std::printf("alloc %s 0x%llx %zu", api, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(ptr)), size);
     print_stream(stream, names_stream);
     std::printf(" %d %s\n", device, function);
 }
@@ -87,18 +86,16 @@ inline void log_alloc(const char* api, const void* ptr, size_t size, cudaStream_
 /// Logs a successful free.
 inline void log_free(const char* api, const void* ptr, cudaStream_t stream, bool names_stream) {
     std::lock_guard<std::mutex> lock(log_mutex());
-    std::printf("free %s 0x%llx", api,
-                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(ptr)));
+    std::printf("free %s 0x%llx", api, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(ptr)));
     print_stream(stream, names_stream);
     std::printf("\n");
 }
 
 /// Logs a failed allocation.
-inline void log_failed(const char* api, size_t size, cudaError_t error, size_t live_bytes,
-                       int device, const char* function) {
+inline void log_failed(const char* api, size_t size, cudaError_t error, size_t live_bytes, int device,
+                       const char* function) {
     std::lock_guard<std::mutex> lock(log_mutex());
-    std::printf("failed %s %zu %d %zu %d %s\n", api, size, static_cast<int>(error), live_bytes,
-                device, function);
+    std::printf("failed %s %zu %d %zu %d %s\n", api, size, static_cast<int>(error), live_bytes, device, function);
 }
 
 inline void log_info(const char* key, unsigned long long value) {
@@ -110,8 +107,7 @@ inline void log_info(const char* key, unsigned long long value) {
 /// normalize_addresses() hides it when the output of two runs is compared.
 inline void log_handle(const char* key, const void* handle) {
     std::lock_guard<std::mutex> lock(log_mutex());
-    std::printf("info %s 0x%llx\n", key,
-                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(handle)));
+    std::printf("info %s 0x%llx\n", key, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(handle)));
 }
 
 /// Logs `info <key> 0x<tid>`: the calling thread's kernel thread id (what memguard records), in

@@ -9,15 +9,15 @@
 namespace app_sizes {
 
 // alloc_kinds: one block per allocating API, freed.
-constexpr size_t k_device = 1'000'003;        // cudaMalloc, freed by cudaFree
-constexpr size_t k_async = 2'000'003;         // cudaMallocAsync on stream A, freed on stream B
-constexpr size_t k_pool = 3'000'003;          // cudaMallocFromPoolAsync on stream A, freed on 0
-constexpr size_t k_managed = 4'000'003;       // cudaMallocManaged, freed by cudaFree
-constexpr size_t k_pitch_width = 1'000;       // cudaMallocPitch, pitch rounds up to 1024
+constexpr size_t k_device = 1'000'003;   // cudaMalloc, freed by cudaFree
+constexpr size_t k_async = 2'000'003;    // cudaMallocAsync on stream A, freed on stream B
+constexpr size_t k_pool = 3'000'003;     // cudaMallocFromPoolAsync on stream A, freed on 0
+constexpr size_t k_managed = 4'000'003;  // cudaMallocManaged, freed by cudaFree
+constexpr size_t k_pitch_width = 1'000;  // cudaMallocPitch, pitch rounds up to 1024
 constexpr size_t k_pitch_height = 7;
-constexpr size_t k_host = 5'000'003;          // cudaMallocHost, freed by cudaFreeHost
-constexpr size_t k_host_alloc = 6'000'003;    // cudaHostAlloc, freed by cudaFreeHost
-constexpr size_t k_device1 = 1'100'003;       // cudaMalloc on device 1 (when there are two)
+constexpr size_t k_host = 5'000'003;        // cudaMallocHost, freed by cudaFreeHost
+constexpr size_t k_host_alloc = 6'000'003;  // cudaHostAlloc, freed by cudaFreeHost
+constexpr size_t k_device1 = 1'100'003;     // cudaMalloc on device 1 (when there are two)
 // alloc_kinds: the per-thread default stream entry points (cudaMallocAsync_ptsz & co.).
 constexpr size_t k_async_ptsz = 2'100'003;
 constexpr size_t k_pool_ptsz = 3'100'003;
@@ -76,18 +76,18 @@ constexpr int k_exit_code = 7;
 
 // graph_pool: a capture whose graph gets a private memory pool (cudaMalloc in relaxed mode), two
 // execs replayed k_exec1_launches and k_exec2_launches times.
-constexpr size_t k_pool_segment = 41'000'003;       // the private pool segment
-constexpr size_t k_graph_async = 42'000'003;        // cudaMallocAsync on the capturing stream
-constexpr size_t k_graph_async_side = 43'000'003;   // cudaMallocAsync on a stream not capturing
+constexpr size_t k_pool_segment = 41'000'003;      // the private pool segment
+constexpr size_t k_graph_async = 42'000'003;       // cudaMallocAsync on the capturing stream
+constexpr size_t k_graph_async_side = 43'000'003;  // cudaMallocAsync on a stream not capturing
 constexpr int k_exec1_launches = 3;
 constexpr int k_exec2_launches = 5;
 
 // unsafe_calls: potentially unsafe calls during capture.
-constexpr size_t k_unsafe_own = 51'000'003;        // cudaMalloc by the capturing thread: refused
-constexpr size_t k_unsafe_other = 52'000'003;      // cudaMalloc by another thread: refused
-constexpr size_t k_unsafe_victim = 53'000'003;     // its cudaFree during a capture is refused
-constexpr size_t k_unsafe_host = 54'000'003;       // cudaMallocHost by the capturing thread: refused
-constexpr size_t k_allowed_local = 55'000'003;     // another thread, thread-local capture: allowed
+constexpr size_t k_unsafe_own = 51'000'003;             // cudaMalloc by the capturing thread: refused
+constexpr size_t k_unsafe_other = 52'000'003;           // cudaMalloc by another thread: refused
+constexpr size_t k_unsafe_victim = 53'000'003;          // its cudaFree during a capture is refused
+constexpr size_t k_unsafe_host = 54'000'003;            // cudaMallocHost by the capturing thread: refused
+constexpr size_t k_allowed_local = 55'000'003;          // another thread, thread-local capture: allowed
 constexpr size_t k_allowed_relaxed_own = 56'000'003;    // relaxed capture, capturing thread
 constexpr size_t k_allowed_relaxed_other = 57'000'003;  // relaxed capture, another thread
 constexpr size_t k_allowed_relaxed_mode = 58'000'003;   // global capture, a relaxed-mode thread
@@ -101,9 +101,7 @@ constexpr size_t k_flg_plain = 64'000'003;    // not owned, freed while execs ar
 
 // warmup: warm-up outputs allocated at one site, the even ones kept, before a first capture.
 constexpr int k_warmup_outputs = 4;
-constexpr size_t warmup_output_size(int i) {
-    return 70'000'003 + static_cast<size_t>(i) * 100'000;
-}
+constexpr size_t warmup_output_size(int i) { return 70'000'003 + static_cast<size_t>(i) * 100'000; }
 constexpr size_t k_warmup_scratch = 71'000'003;  // allocated and freed before the capture
 constexpr size_t k_warmup_pinned = 72'000'003;   // kept, but pinned host memory
 constexpr size_t k_warmup_async = 73'000'003;    // kept, stream-ordered on another stream
@@ -119,7 +117,7 @@ constexpr size_t many_capture_size(int i) { return 80'000'003 + static_cast<size
 
 // capture_misuse
 constexpr size_t k_wrong_thread_segment = 91'000'003;  // allocated after a wrong-thread end
-constexpr size_t k_per_thread_a = 92'000'003;  // thread A, on its per-thread default stream
-constexpr size_t k_per_thread_b = 93'000'003;  // thread B, on its per-thread default stream
+constexpr size_t k_per_thread_a = 92'000'003;          // thread A, on its per-thread default stream
+constexpr size_t k_per_thread_b = 93'000'003;          // thread B, on its per-thread default stream
 
 }  // namespace app_sizes

@@ -20,8 +20,7 @@ namespace app {
 /// logs the mode it replaced as `info <label> <mode>`; returns that mode.
 inline cudaStreamCaptureMode exchange_mode(const char* label, cudaStreamCaptureMode mode) {
     cudaStreamCaptureMode previous = mode;
-    expect("cudaThreadExchangeStreamCaptureMode", cudaThreadExchangeStreamCaptureMode(&previous),
-           cudaSuccess);
+    expect("cudaThreadExchangeStreamCaptureMode", cudaThreadExchangeStreamCaptureMode(&previous), cudaSuccess);
     log_info(label, static_cast<unsigned long long>(previous));
     return previous;
 }

@@ -32,8 +32,7 @@ void log_status_and_sequence(const char* label, cudaStream_t stream) {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     unsigned long long sequence = 0;
     cudaGraph_t graph = nullptr;
-    app::expect("cudaStreamGetCaptureInfo", cudaStreamGetCaptureInfo(stream, &status, &sequence, &graph),
-                cudaSuccess);
+    app::expect("cudaStreamGetCaptureInfo", cudaStreamGetCaptureInfo(stream, &status, &sequence, &graph), cudaSuccess);
     std::string key = label;
     app::log_info((key + "_status").c_str(), status);
     app::log_info((key + "_sequence").c_str(), sequence);
@@ -50,27 +49,23 @@ void expect_failure(const char* label, cudaError_t got, cudaError_t want) {
 
 APP_FN void refused_captures(cudaStream_t stream) {
     cudaGraph_t graph = nullptr;
-    expect_failure("cudaStreamEndCapture(not capturing)", cudaStreamEndCapture(stream, &graph),
-                   cudaErrorIllegalState);
-    expect_failure("cudaStreamBeginCapture(null stream)",
-                   cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal),
+    expect_failure("cudaStreamEndCapture(not capturing)", cudaStreamEndCapture(stream, &graph), cudaErrorIllegalState);
+    expect_failure("cudaStreamBeginCapture(null stream)", cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal),
                    cudaErrorStreamCaptureUnsupported);
     expect_failure("cudaStreamBeginCapture(cudaStreamLegacy)",
                    cudaStreamBeginCapture(cudaStreamLegacy, cudaStreamCaptureModeRelaxed),
                    cudaErrorStreamCaptureUnsupported);
     expect_failure("cudaStreamBeginCapture(bad mode)",
-                   cudaStreamBeginCapture(stream, static_cast<cudaStreamCaptureMode>(7)),
-                   cudaErrorInvalidValue);
+                   cudaStreamBeginCapture(stream, static_cast<cudaStreamCaptureMode>(7)), cudaErrorInvalidValue);
     app::log_capture_status("status_after_refusals", stream);
 }
 
 // Capture 1 (global): begun twice, queried, an event recorded in it, then invalidated by a
 // synchronize of the capturing stream.
 APP_FN void invalidated_capture(cudaStream_t stream, cudaStream_t other) {
-    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal),
-                cudaSuccess);
-    expect_failure("cudaStreamBeginCapture(again)",
-                   cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaErrorIllegalState);
+    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    expect_failure("cudaStreamBeginCapture(again)", cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed),
+                   cudaErrorIllegalState);
     log_status_and_sequence("capture1", stream);
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     expect_failure("cudaStreamIsCapturing(legacy)", cudaStreamIsCapturing(cudaStreamLegacy, &status),
@@ -196,8 +191,7 @@ void wrong_thread() {
     app::log_handle("stream", stream);
 
     // Global: refused from another thread; the capture goes on.
-    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal),
-                cudaSuccess);
+    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
     cudaGraph_t graph = nullptr;
     app::expect("cudaStreamEndCapture(other thread, global)", end_from_another_thread(stream, &graph),
                 cudaErrorStreamCaptureWrongThread);
@@ -225,10 +219,8 @@ void wrong_thread() {
     app::expect("cudaGraphDestroy", cudaGraphDestroy(graph), cudaSuccess);
 
     // Relaxed: any thread may end it.
-    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed),
-                cudaSuccess);
-    app::expect("cudaStreamEndCapture(other thread, relaxed)", end_from_another_thread(stream, &graph),
-                cudaSuccess);
+    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    app::expect("cudaStreamEndCapture(other thread, relaxed)", end_from_another_thread(stream, &graph), cudaSuccess);
     app::log_handle("relaxed_graph", graph);
     app::log_capture_status("relaxed_status_after_end", stream);
     app::expect("cudaGraphDestroy", cudaGraphDestroy(graph), cudaSuccess);
@@ -268,8 +260,8 @@ APP_FN void* per_thread_alloc(size_t size) {
 }
 
 // Captures this thread's per-thread default stream between `begin_step` and `end_step`.
-APP_FN void per_thread_capture(const char* name, int begin_step, int alloc_step, size_t size,
-                               void** block, cudaGraph_t* graph) {
+APP_FN void per_thread_capture(const char* name, int begin_step, int alloc_step, size_t size, void** block,
+                               cudaGraph_t* graph) {
     wait_for_step(begin_step);
     app::log_tid((std::string("tid_") + name).c_str());
     app::expect("cudaStreamBeginCapture(per-thread)",
@@ -277,8 +269,7 @@ APP_FN void per_thread_capture(const char* name, int begin_step, int alloc_step,
     set_step(begin_step + 1);
     wait_for_step(alloc_step);
     *block = per_thread_alloc(size);
-    app::expect("cudaStreamEndCapture(per-thread)", cudaStreamEndCapture(cudaStreamPerThread, graph),
-                cudaSuccess);
+    app::expect("cudaStreamEndCapture(per-thread)", cudaStreamEndCapture(cudaStreamPerThread, graph), cudaSuccess);
     app::log_handle((std::string("graph_") + name).c_str(), *graph);
     set_step(alloc_step + 1);
 }

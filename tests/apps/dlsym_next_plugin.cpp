@@ -3,8 +3,9 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
-extern "C" __attribute__((visibility("default"))) void next_plugin_probe(
-    void (*report)(const char* where, const char* symbol, const void* p)) {
+extern "C" __attribute__((visibility("default"))) void next_plugin_probe(void (*report)(const char* where,
+                                                                                        const char* symbol,
+                                                                                        const void* p)) {
     // A reference to the runtime, so that it is a dependency of this plugin.
     int version = 0;
     (void)cudaRuntimeGetVersion(&version);

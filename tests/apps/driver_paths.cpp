@@ -63,8 +63,8 @@ struct Ops {
     CUresult (*alloc_managed)(CUdeviceptr*, size_t, unsigned int) = nullptr;
     CUresult (*alloc_pitch)(CUdeviceptr*, size_t*, size_t, size_t, unsigned int) = nullptr;
     CUresult (*host_alloc)(void**, size_t, unsigned int) = nullptr;
-    CUresult (*alloc_host)(void**, size_t) = nullptr;            // cuMemAllocHost_v2
-    CUresult (*alloc_host_v1)(void**, unsigned int) = nullptr;   // cuMemAllocHost, CUDA 2.0
+    CUresult (*alloc_host)(void**, size_t) = nullptr;           // cuMemAllocHost_v2
+    CUresult (*alloc_host_v1)(void**, unsigned int) = nullptr;  // cuMemAllocHost, CUDA 2.0
     CUresult (*free_host)(void*) = nullptr;
     CUresult (*alloc_async)(CUdeviceptr*, size_t, CUstream) = nullptr;
     CUresult (*alloc_from_pool)(CUdeviceptr*, size_t, CUmemoryPool, CUstream) = nullptr;
@@ -133,10 +133,10 @@ void fill(Ops& o, bool by_base_name, bool ptsz, Lookup lookup, void* ctx) {
         if (ptsz && has_ptsz) n += "_ptsz";
         return n;
     };
-#define FILL(field, base, variant, has_ptsz)                              \
-    do {                                                                  \
-        std::string n = name(base, variant, has_ptsz);                   \
-        found(n.c_str(), o.field, lookup(n.c_str(), ctx));                \
+#define FILL(field, base, variant, has_ptsz)               \
+    do {                                                   \
+        std::string n = name(base, variant, has_ptsz);     \
+        found(n.c_str(), o.field, lookup(n.c_str(), ctx)); \
     } while (0)
     FILL(mem_alloc, "cuMemAlloc", "cuMemAlloc_v2", false);
     FILL(mem_free, "cuMemFree", "cuMemFree_v2", false);
@@ -461,7 +461,7 @@ int main(int argc, char** argv) {
         found("cuMemAllocHost@2000", o.alloc_host_v1, entry_lookup("cuMemAllocHost", &old));
     } else
 #endif
-    if (path == "proc_v2" || path == "proc_v2_ptds") {
+        if (path == "proc_v2" || path == "proc_v2_ptds") {
         fill_by_proc_address(o, true, 13000,
                              path == "proc_v2_ptds" ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
                                                     : CU_GET_PROC_ADDRESS_DEFAULT);

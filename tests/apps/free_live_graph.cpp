@@ -57,8 +57,7 @@ int main() {
     app::expect("cudaStreamCreate", cudaStreamCreate(&stream), cudaSuccess);
     app::log_handle("stream", stream);
 
-    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal),
-                cudaSuccess);
+    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
     void* owned_a = pool_segment(k_flg_owned_a);
     void* owned_b = pool_segment(k_flg_owned_b);
     void* async = graph_alloc_async(k_flg_async, stream);
@@ -69,8 +68,7 @@ int main() {
     cudaGraphExec_t exec1 = nullptr, exec2 = nullptr;
     app::expect("cudaGraphInstantiate", cudaGraphInstantiate(&exec1, graph, 0), cudaSuccess);
     app::expect("cudaGraphInstantiateWithFlags",
-                cudaGraphInstantiateWithFlags(&exec2, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch),
-                cudaSuccess);
+                cudaGraphInstantiateWithFlags(&exec2, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch), cudaSuccess);
     app::log_handle("exec1", exec1);
     app::log_handle("exec2", exec2);
     app::expect("cudaGraphLaunch", cudaGraphLaunch(exec1, stream), cudaSuccess);

@@ -82,8 +82,8 @@ int main(int argc, char** argv) {
     app::init_log();
     const std::string scenario = argc > 1 ? argv[1] : "";
     const bool ptsz = argc > 2 && std::strcmp(argv[2], "ptsz") == 0;
-    if (scenario != "same_thread" && scenario != "other_thread" &&
-        scenario != "async_other_thread" && scenario != "to_graph") {
+    if (scenario != "same_thread" && scenario != "other_thread" && scenario != "async_other_thread" &&
+        scenario != "to_graph") {
         std::fprintf(stderr, "usage: graph_pool same_thread|other_thread|async_other_thread|to_graph [ptsz]\n");
         return 2;
     }
@@ -103,8 +103,7 @@ int main(int argc, char** argv) {
         app::expect("cudaStreamBeginCaptureToGraph",
                     calls.begin_capture_to_graph(stream, target, cudaStreamCaptureModeGlobal), cudaSuccess);
     } else {
-        app::expect("cudaStreamBeginCapture", calls.begin_capture(stream, cudaStreamCaptureModeGlobal),
-                    cudaSuccess);
+        app::expect("cudaStreamBeginCapture", calls.begin_capture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
     }
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     unsigned long long sequence = 0;
@@ -143,8 +142,7 @@ int main(int argc, char** argv) {
     app::log_handle("exec1", exec1);
     cudaGraphInstantiateParams params = {};
     params.result_out = cudaGraphInstantiateError;
-    app::expect("cudaGraphInstantiateWithParams", calls.instantiate_with_params(&exec2, graph, &params),
-                cudaSuccess);
+    app::expect("cudaGraphInstantiateWithParams", calls.instantiate_with_params(&exec2, graph, &params), cudaSuccess);
     app::log_handle("exec2", exec2);
     app::log_info("instantiate_result", params.result_out);
 

@@ -10,10 +10,8 @@ struct CaptureCalls {
     cudaError_t (*begin_capture)(cudaStream_t, cudaStreamCaptureMode);
     cudaError_t (*begin_capture_to_graph)(cudaStream_t, cudaGraph_t, cudaStreamCaptureMode);
     cudaError_t (*end_capture)(cudaStream_t, cudaGraph_t*);
-    cudaError_t (*get_capture_info)(cudaStream_t, cudaStreamCaptureStatus*, unsigned long long*,
-                                    cudaGraph_t*);
-    cudaError_t (*instantiate_with_params)(cudaGraphExec_t*, cudaGraph_t,
-                                           cudaGraphInstantiateParams*);
+    cudaError_t (*get_capture_info)(cudaStream_t, cudaStreamCaptureStatus*, unsigned long long*, cudaGraph_t*);
+    cudaError_t (*instantiate_with_params)(cudaGraphExec_t*, cudaGraph_t, cudaGraphInstantiateParams*);
     cudaError_t (*launch)(cudaGraphExec_t, cudaStream_t);
 };
 

@@ -42,12 +42,10 @@ int main() {
     std::vector<void*> blocks;
     for (int i = 0; i < k_many_captures; ++i) {
         cudaStream_t stream = streams[static_cast<size_t>(i)];
-        app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal),
-                    cudaSuccess);
+        app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
         cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
         unsigned long long sequence = 0;
-        app::expect("cudaStreamGetCaptureInfo", cudaStreamGetCaptureInfo(stream, &status, &sequence),
-                    cudaSuccess);
+        app::expect("cudaStreamGetCaptureInfo", cudaStreamGetCaptureInfo(stream, &status, &sequence), cudaSuccess);
         app::log_info("status", status);
         app::log_info("sequence", sequence);
     }
@@ -64,8 +62,7 @@ int main() {
     std::vector<cudaGraph_t> graphs(k_many_captures);
     for (int i = 0; i < k_many_captures; ++i) {
         auto index = static_cast<size_t>(i);
-        app::expect("cudaStreamEndCapture", cudaStreamEndCapture(streams[index], &graphs[index]),
-                    cudaSuccess);
+        app::expect("cudaStreamEndCapture", cudaStreamEndCapture(streams[index], &graphs[index]), cudaSuccess);
         app::log_handle(("graph_" + std::to_string(i)).c_str(), graphs[index]);
     }
     launch_twice(graphs.front(), streams.front(), "exec_first");
@@ -73,8 +70,7 @@ int main() {
 
     // Room again: one more capture, on the stream that never captured.
     cudaStream_t last = streams.back();
-    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(last, cudaStreamCaptureModeGlobal),
-                cudaSuccess);
+    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(last, cudaStreamCaptureModeGlobal), cudaSuccess);
     cudaGraph_t extra = nullptr;
     app::expect("cudaStreamEndCapture", cudaStreamEndCapture(last, &extra), cudaSuccess);
     app::log_handle("graph_extra", extra);

@@ -126,9 +126,9 @@ int main(int argc, char** argv) {
 
     mg.note("api mark");
     mg.end(load);
-    mg.end(load);      // ended twice: ignored
-    mg.end(999999);    // never begun: ignored
-    mg.end(0);         // memguard inactive: ignored
+    mg.end(load);    // ended twice: ignored
+    mg.end(999999);  // never begun: ignored
+    mg.end(0);       // memguard inactive: ignored
     phase_free(weights);
     std::printf("nvtx_phases: done\n");
     return 0;

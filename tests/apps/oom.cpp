@@ -113,8 +113,7 @@ int run_capacity() {
         app::expect("cudaSetDevice(1)", cudaSetDevice(1), cudaSuccess);
         app::expect("cudaMalloc(dev1)", oom_malloc(k_oom_block, &blocks), cudaSuccess);
         app::expect("cudaMalloc(dev1)", oom_malloc(k_oom_block, &blocks), cudaSuccess);
-        app::expect("cudaMalloc(dev1 big)", oom_malloc(k_oom_device1_big, &blocks),
-                    cudaErrorMemoryAllocation);
+        app::expect("cudaMalloc(dev1 big)", oom_malloc(k_oom_device1_big, &blocks), cudaErrorMemoryAllocation);
         app::expect("cudaSetDevice(0)", cudaSetDevice(0), cudaSuccess);
     }
     free_all(&blocks);

@@ -107,9 +107,9 @@ int basic() {
     cudaStream_t s1 = nullptr, s2 = nullptr;
     app::check("cudaStreamCreate", cudaStreamCreate(&s1), cudaSuccess);
     app::check("cudaStreamCreate", cudaStreamCreate(&s2), cudaSuccess);
-    void* a = allocate_activation(1000, s1);           // small pool: 1024-byte block, 2 MiB segment
-    void* b = allocate_weights(3u << 20, s1);          // large pool: 20 MiB segment, split
-    void* c = allocate_activation(4096, nullptr);      // legacy stream: its own small segment
+    void* a = allocate_activation(1000, s1);       // small pool: 1024-byte block, 2 MiB segment
+    void* b = allocate_weights(3u << 20, s1);      // large pool: 20 MiB segment, split
+    void* c = allocate_activation(4096, nullptr);  // legacy stream: its own small segment
     api.record_stream(b, s2);
     release(a, 1000, s1);
     release(b, 3u << 20, s1);

@@ -19,7 +19,9 @@
 
 constexpr int k_host_threads = 4;
 constexpr int k_host_run_ms = 700;
-constexpr size_t host_block_size(int t, int i) { return static_cast<size_t>(t + 1) * 1'000'000 + static_cast<size_t>(i % 1000); }
+constexpr size_t host_block_size(int t, int i) {
+    return static_cast<size_t>(t + 1) * 1'000'000 + static_cast<size_t>(i % 1000);
+}
 constexpr size_t host_leak_size(int t) { return static_cast<size_t>(t + 1) * 1'000'000 + 999'999; }
 
 namespace {
@@ -70,7 +72,8 @@ int main(int argc, char** argv) {
     for (int t = 0; t < k_host_threads; ++t) threads.emplace_back(host_thread, t, &allocs[static_cast<size_t>(t)]);
     for (std::thread& thread : threads) thread.join();
     for (int t = 0; t < k_host_threads; ++t) {
-        app::log_info(("allocs_" + std::to_string(t)).c_str(), static_cast<unsigned long long>(allocs[static_cast<size_t>(t)]));
+        app::log_info(("allocs_" + std::to_string(t)).c_str(),
+                      static_cast<unsigned long long>(allocs[static_cast<size_t>(t)]));
     }
     app::log_info("fake_live_bytes", fakecuda_live_bytes());
     return argc > 1 ? std::atoi(argv[1]) : 0;

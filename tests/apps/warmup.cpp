@@ -39,8 +39,7 @@ APP_FN void warmup_outputs(std::vector<void*>* outputs) {
     for (int i = 0; i < k_warmup_outputs; ++i) {
         void* ptr = nullptr;
         app::expect("cudaMalloc", cudaMalloc(&ptr, warmup_output_size(i)), cudaSuccess);
-        app::log_alloc("cudaMalloc", ptr, warmup_output_size(i), nullptr, false,
-                       app::current_device(), __func__);
+        app::log_alloc("cudaMalloc", ptr, warmup_output_size(i), nullptr, false, app::current_device(), __func__);
         outputs->push_back(ptr);
     }
 }
@@ -72,8 +71,7 @@ APP_FN void second_warmup(std::vector<void*>* blocks) {
 
 // A capture with a private pool segment; returns the segment.
 APP_FN void* capture_with_pool(size_t pool_size) {
-    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal),
-                cudaSuccess);
+    app::expect("cudaStreamBeginCapture", cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal), cudaSuccess);
     app::exchange_mode("mode_before_pool", cudaStreamCaptureModeRelaxed);
     void* segment = device_alloc(pool_size, __func__);
     app::exchange_mode("mode_in_pool", cudaStreamCaptureModeGlobal);

@@ -322,7 +322,8 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
 
 CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                           unsigned long long flags) {
-    if (flags != 0 || size == 0 || size % kGranularity != 0 || offset % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (flags != 0 || size == 0 || size % kGranularity != 0 || offset % kGranularity != 0)
+        return CUDA_ERROR_INVALID_VALUE;
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     auto h = s.handles.find(handle);
@@ -409,8 +410,12 @@ CUresult CUDAAPI cuGraphCreate(CUgraph* graph, unsigned int flags) {
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode) { return begin_capture(stream, false, nullptr); }
-CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode) { return begin_capture(stream, true, nullptr); }
+CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode) {
+    return begin_capture(stream, false, nullptr);
+}
+CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode) {
+    return begin_capture(stream, true, nullptr);
+}
 CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph, const CUgraphNode*, const CUgraphEdgeData*,
                                              size_t, CUstreamCaptureMode) {
     return graph ? begin_capture(stream, false, graph) : CUDA_ERROR_INVALID_VALUE;
@@ -493,8 +498,10 @@ struct Entry {
     void* fn;
 };
 
-#define FAKE_ENTRY(name, version, fn) {name, version, false, reinterpret_cast<void*>(&fn)}
-#define FAKE_ENTRY_PTSZ(name, version, fn) {name, version, true, reinterpret_cast<void*>(&fn)}
+#define FAKE_ENTRY(name, version, fn) \
+    { name, version, false, reinterpret_cast<void*>(&fn) }
+#define FAKE_ENTRY_PTSZ(name, version, fn) \
+    { name, version, true, reinterpret_cast<void*>(&fn) }
 
 const Entry kEntries[] = {
     FAKE_ENTRY("cuInit", 2000, cuInit),
@@ -565,8 +572,9 @@ CUresult lookup(const char* symbol, void** pfn, int version, cuuint64_t flags, C
     }
     *pfn = best ? best->fn : nullptr;
     if (status) {
-        *status = best ? CU_GET_PROC_ADDRESS_SUCCESS
-                       : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        *status = best    ? CU_GET_PROC_ADDRESS_SUCCESS
+                  : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                          : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     }
     return CUDA_SUCCESS;
 }

@@ -54,8 +54,7 @@ struct StreamKey {
     cudaStream_t handle = nullptr;
     uint64_t thread = 0;
     bool operator<(const StreamKey& other) const {
-        return handle != other.handle ? std::less<cudaStream_t>()(handle, other.handle)
-                                      : thread < other.thread;
+        return handle != other.handle ? std::less<cudaStream_t>()(handle, other.handle) : thread < other.thread;
     }
 };
 
@@ -63,7 +62,7 @@ struct StreamKey {
 struct Capture {
     unsigned long long id = 0;  // unique over the process's lifetime, from 1
     cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
-    uint64_t thread = 0;        // token of the thread that began it
+    uint64_t thread = 0;  // token of the thread that began it
     bool invalidated = false;
     cudaGraph_t graph = nullptr;  // the graph captured into
     bool own_graph = true;        // made by cudaStreamBeginCapture (not the caller's graph)
@@ -71,7 +70,7 @@ struct Capture {
 
 struct State {
     std::mutex mutex;
-    std::map<uintptr_t, Block> blocks;  // by start address
+    std::map<uintptr_t, Block> blocks;   // by start address
     std::vector<size_t> live_gpu_bytes;  // per device
     size_t live_pinned_bytes = 0;
     size_t capacity = k_default_capacity;
@@ -126,8 +125,7 @@ State& state() {
     static State* instance = [] {
         auto* s = new State();
         s->capacity = env_u64("FAKE_CUDA_CAPACITY", k_default_capacity);
-        s->device_count = static_cast<int>(
-            std::min<uint64_t>(env_u64("FAKE_CUDA_DEVICES", 1), k_max_devices));
+        s->device_count = static_cast<int>(std::min<uint64_t>(env_u64("FAKE_CUDA_DEVICES", 1), k_max_devices));
         s->fail_at = env_u64("FAKE_CUDA_FAIL_AT", 0);
         s->live_gpu_bytes.assign(static_cast<size_t>(s->device_count), 0);
         return s;
@@ -192,8 +190,7 @@ bool prohibit_unsafe_call(State& s) {
 
 // The common path of all seven allocating functions. `ptr` may be null (then the call fails with
 // cudaErrorInvalidValue after being counted). `device` is ignored for pinned memory.
-cudaError_t allocate(void** ptr, size_t size, BlockKind kind, int device,
-                     cudaError_t size_zero_result) {
+cudaError_t allocate(void** ptr, size_t size, BlockKind kind, int device, cudaError_t size_zero_result) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     if (ptr != nullptr) *ptr = nullptr;
@@ -285,13 +282,11 @@ constexpr ErrorText k_error_texts[] = {
     {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
     {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
     {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
-    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
-     "invalid copy direction for memcpy"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
     {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
     {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
-    {cudaErrorIllegalState, "cudaErrorIllegalState",
-     "the operation cannot be performed in the present state"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
     {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
     {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
      "operation not permitted when stream is capturing"},
@@ -426,8 +421,7 @@ cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t h
         }
         return fail(pitch == nullptr ? cudaErrorInvalidValue : cudaErrorMemoryAllocation);
     }
-    cudaError_t result =
-        allocate(devPtr, rounded_width * height, BlockKind::device, current_device, cudaSuccess);
+    cudaError_t result = allocate(devPtr, rounded_width * height, BlockKind::device, current_device, cudaSuccess);
     *pitch = result == cudaSuccess ? rounded_width : 0;
     return result;
 }
@@ -449,8 +443,7 @@ cudaError_t malloc_async(void** devPtr, size_t size, cudaStream_t hStream) {
     return allocate(devPtr, size, BlockKind::async, current_device, cudaSuccess);
 }
 
-cudaError_t malloc_from_pool_async(void** ptr, size_t size, cudaMemPool_t memPool,
-                                   cudaStream_t stream) {
+cudaError_t malloc_from_pool_async(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
     int device = pool_device(memPool);
     {
         State& s = state();
@@ -473,18 +466,14 @@ cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
     return malloc_async(devPtr, size, hStream);
 }
 
-cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool,
-                                    cudaStream_t stream) {
+cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
     return malloc_from_pool_async(ptr, size, memPool, stream);
 }
 
-cudaError_t cudaMallocHost(void** ptr, size_t size) {
-    return allocate(ptr, size, BlockKind::pinned, -1, cudaSuccess);
-}
+cudaError_t cudaMallocHost(void** ptr, size_t size) { return allocate(ptr, size, BlockKind::pinned, -1, cudaSuccess); }
 
 cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
-    constexpr unsigned int known_flags =
-        cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+    constexpr unsigned int known_flags = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
     if ((flags & ~known_flags) != 0) {
         State& s = state();
         std::lock_guard<std::mutex> lock(s.mutex);
@@ -502,16 +491,14 @@ cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
 extern "C" {
 cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t hStream);
 cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream);
-cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t memPool,
-                                         cudaStream_t stream);
+cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream);
 }
 
 cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t hStream) {
     return malloc_async(devPtr, size, hStream);
 }
 
-cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t memPool,
-                                         cudaStream_t stream) {
+cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
     return malloc_from_pool_async(ptr, size, memPool, stream);
 }
 
@@ -522,9 +509,7 @@ cudaError_t cudaFree(void* devPtr) {
     return release(devPtr, FreeFamily::device, nullptr);
 }
 
-cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
-    return release(devPtr, FreeFamily::device, &hStream);
-}
+cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) { return release(devPtr, FreeFamily::device, &hStream); }
 
 cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) {
     return release(devPtr, FreeFamily::device, &hStream);
@@ -682,18 +667,14 @@ extern "C" {
 cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode);
 cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
                                                const cudaGraphNode_t* dependencies,
-                                               const cudaGraphEdgeData* dependencyData,
-                                               size_t numDependencies,
+                                               const cudaGraphEdgeData* dependencyData, size_t numDependencies,
                                                enum cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* pGraph);
-cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
-                                       enum cudaStreamCaptureStatus* pCaptureStatus);
-cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
-                                          enum cudaStreamCaptureStatus* captureStatus_out,
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus);
+cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
                                           unsigned long long* id_out, cudaGraph_t* graph_out,
                                           const cudaGraphNode_t** dependencies_out,
-                                          const cudaGraphEdgeData** edgeData_out,
-                                          size_t* numDependencies_out);
+                                          const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out);
 cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
                                                 cudaGraphInstantiateParams* instantiateParams);
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
@@ -703,8 +684,8 @@ cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
 namespace {
 
 // `target`: the caller's graph (cudaStreamBeginCaptureToGraph), else null.
-cudaError_t begin_capture(cudaStream_t stream, cudaGraph_t target, size_t num_dependencies,
-                          cudaStreamCaptureMode mode, bool ptsz) {
+cudaError_t begin_capture(cudaStream_t stream, cudaGraph_t target, size_t num_dependencies, cudaStreamCaptureMode mode,
+                          bool ptsz) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!is_valid_mode(mode)) return fail(cudaErrorInvalidValue);
@@ -753,8 +734,7 @@ cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* pGraph, bool ptsz) {
 
 // The status of `key`'s capture; fails (legacy stream while a capture is in progress) like the
 // real runtime's queries.
-cudaError_t capture_status(State& s, cudaStream_t stream, bool ptsz, Capture** found,
-                           cudaStreamCaptureStatus* status) {
+cudaError_t capture_status(State& s, cudaStream_t stream, bool ptsz, Capture** found, cudaStreamCaptureStatus* status) {
     if (!is_valid_stream(s, stream)) return cudaErrorInvalidResourceHandle;
     StreamKey key = stream_key(stream, ptsz);
     // Every stream the fake creates is a blocking stream: while one captures, the legacy
@@ -783,9 +763,8 @@ cudaError_t is_capturing(cudaStream_t stream, cudaStreamCaptureStatus* pCaptureS
 
 cudaError_t get_capture_info(cudaStream_t stream, cudaStreamCaptureStatus* captureStatus_out,
                              unsigned long long* id_out, cudaGraph_t* graph_out,
-                             const cudaGraphNode_t** dependencies_out,
-                             const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out,
-                             bool ptsz) {
+                             const cudaGraphNode_t** dependencies_out, const cudaGraphEdgeData** edgeData_out,
+                             size_t* numDependencies_out, bool ptsz) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     // captureStatus_out is required; edgeData_out needs dependencies_out.
@@ -822,9 +801,8 @@ cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCapt
 
 namespace {
 
-cudaError_t begin_capture_to_graph(cudaStream_t stream, cudaGraph_t graph,
-                                   const cudaGraphNode_t* dependencies, size_t numDependencies,
-                                   cudaStreamCaptureMode mode, bool ptsz) {
+cudaError_t begin_capture_to_graph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                                   size_t numDependencies, cudaStreamCaptureMode mode, bool ptsz) {
     if (graph == nullptr || (numDependencies != 0 && dependencies == nullptr)) {
         return fail(cudaErrorInvalidValue);
     }
@@ -833,17 +811,15 @@ cudaError_t begin_capture_to_graph(cudaStream_t stream, cudaGraph_t graph,
 
 }  // namespace
 
-cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
-                                          const cudaGraphNode_t* dependencies,
-                                          const cudaGraphEdgeData* dependencyData,
-                                          size_t numDependencies, enum cudaStreamCaptureMode mode) {
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                                          const cudaGraphEdgeData* dependencyData, size_t numDependencies,
+                                          enum cudaStreamCaptureMode mode) {
     return begin_capture_to_graph(stream, graph, dependencies, numDependencies, mode, false);
 }
 
 cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
                                                const cudaGraphNode_t* dependencies,
-                                               const cudaGraphEdgeData* dependencyData,
-                                               size_t numDependencies,
+                                               const cudaGraphEdgeData* dependencyData, size_t numDependencies,
                                                enum cudaStreamCaptureMode mode) {
     return begin_capture_to_graph(stream, graph, dependencies, numDependencies, mode, true);
 }
@@ -860,29 +836,24 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
     return is_capturing(stream, pCaptureStatus, false);
 }
 
-cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
-                                       enum cudaStreamCaptureStatus* pCaptureStatus) {
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) {
     return is_capturing(stream, pCaptureStatus, true);
 }
 
-cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
-                                     enum cudaStreamCaptureStatus* captureStatus_out,
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
                                      unsigned long long* id_out, cudaGraph_t* graph_out,
-                                     const cudaGraphNode_t** dependencies_out,
-                                     const cudaGraphEdgeData** edgeData_out,
+                                     const cudaGraphNode_t** dependencies_out, const cudaGraphEdgeData** edgeData_out,
                                      size_t* numDependencies_out) {
-    return get_capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out,
-                            edgeData_out, numDependencies_out, false);
+    return get_capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                            numDependencies_out, false);
 }
 
-cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
-                                          enum cudaStreamCaptureStatus* captureStatus_out,
+cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
                                           unsigned long long* id_out, cudaGraph_t* graph_out,
                                           const cudaGraphNode_t** dependencies_out,
-                                          const cudaGraphEdgeData** edgeData_out,
-                                          size_t* numDependencies_out) {
-    return get_capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out,
-                            edgeData_out, numDependencies_out, true);
+                                          const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out) {
+    return get_capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                            numDependencies_out, true);
 }
 
 cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
@@ -909,9 +880,9 @@ namespace {
 
 cudaError_t instantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags,
                         cudaStream_t upload_stream) {
-    constexpr unsigned long long known_flags =
-        cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUpload |
-        cudaGraphInstantiateFlagDeviceLaunch | cudaGraphInstantiateFlagUseNodePriority;
+    constexpr unsigned long long known_flags = cudaGraphInstantiateFlagAutoFreeOnLaunch |
+                                               cudaGraphInstantiateFlagUpload | cudaGraphInstantiateFlagDeviceLaunch |
+                                               cudaGraphInstantiateFlagUseNodePriority;
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     if (pGraphExec == nullptr || s.graphs.count(graph) == 0 || (flags & ~known_flags) != 0) {
@@ -950,13 +921,11 @@ cudaError_t graph_launch(cudaGraphExec_t graphExec, cudaStream_t stream, bool pt
 
 }  // namespace
 
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
-                                 unsigned long long flags) {
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags) {
     return instantiate(pGraphExec, graph, flags, nullptr);
 }
 
-cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
-                                          unsigned long long flags) {
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags) {
     return instantiate(pGraphExec, graph, flags, nullptr);
 }
 
@@ -1044,13 +1013,9 @@ cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, bool ptsz) {
 
 }  // namespace
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-    return event_record(event, stream, false);
-}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) { return event_record(event, stream, false); }
 
-cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
-    return event_record(event, stream, true);
-}
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) { return event_record(event, stream, true); }
 
 // Work is synchronous, so an event is complete unless it was last recorded in a capture.
 cudaError_t cudaEventQuery(cudaEvent_t event) {

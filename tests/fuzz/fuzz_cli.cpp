@@ -72,8 +72,8 @@ const std::vector<std::vector<std::string>> kCommands = {
     {"export", "--perfetto", "IN", "-o", "out.json"},
 };
 
-std::string g_dir;     // this process's directory for the input and the output files
-std::string g_golden;  // the golden report diff and merge compare with
+std::string g_dir;                                   // this process's directory for the input and the output files
+std::string g_golden;                                // the golden report diff and merge compare with
 std::ostringstream* g_err = new std::ostringstream;  // never destroyed: std::cerr writes to it until exit
 bool g_allow_internal = false;
 

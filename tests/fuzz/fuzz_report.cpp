@@ -76,7 +76,8 @@ void analyse(const Report& r) {
     }
 
     // Allocator mode's tensor blocks (top, diff, phases).
-    for (TimePoint at : {TimePoint{TimePoint::Peak, 0}, TimePoint{TimePoint::Exit, 0}, TimePoint{TimePoint::Time, r.end_t / 2}}) {
+    for (TimePoint at :
+         {TimePoint{TimePoint::Peak, 0}, TimePoint{TimePoint::Exit, 0}, TimePoint{TimePoint::Time, r.end_t / 2}}) {
         bool has_peak = false;
         LiveSet tensors = tensors_live_at(r, at, &has_peak, &s);
         SiteTable t = group_tensors_by_site(r, tensors);

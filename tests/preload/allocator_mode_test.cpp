@@ -292,7 +292,8 @@ TEST_F(AllocatorMode, BadAllocatorValueWarnsOnceAndKeepsNative) {
     ASSERT_EQ(result.exit_code, 0) << describe(result);
     auto lines = lines_containing(result.err, "MEMGUARD_ALLOCATOR");
     ASSERT_EQ(lines.size(), 1u) << result.err;
-    EXPECT_NE(lines[0].find("'pytorch' is not valid: expected native (PyTorch's allocator) or memguard; keeping native"),
+    EXPECT_NE(lines[0].find(
+                  "'pytorch' is not valid: expected native (PyTorch's allocator) or memguard; keeping native"),
               std::string::npos)
         << lines[0];
 }

@@ -77,8 +77,6 @@ inline std::vector<std::string> lifecycle(const std::string& path, const std::st
 }
 
 /// The log's handle `key` (info key 0x...) as the report writes handles: hex without 0x.
-inline std::string handle_text(const AppLog& log, const std::string& key) {
-    return hex(log.value(key)).substr(2);
-}
+inline std::string handle_text(const AppLog& log, const std::string& key) { return hex(log.value(key)).substr(2); }
 
 }  // namespace preload_test

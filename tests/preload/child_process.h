@@ -12,16 +12,16 @@
 namespace preload_test {
 
 struct ChildOptions {
-    std::vector<std::string> argv;             // argv[0] is the program's path
-    std::map<std::string, std::string> env;    // the whole environment
-    std::string cwd;                           // empty: the test's own
+    std::vector<std::string> argv;           // argv[0] is the program's path
+    std::map<std::string, std::string> env;  // the whole environment
+    std::string cwd;                         // empty: the test's own
     std::optional<mode_t> umask;
 };
 
 struct ChildResult {
     pid_t pid = -1;
-    int exit_code = -1;    // when the child exited
-    int term_signal = 0;   // when a signal ended it
+    int exit_code = -1;   // when the child exited
+    int term_signal = 0;  // when a signal ended it
     bool timed_out = false;
     std::string out, err;
     bool exited() const { return term_signal == 0 && exit_code >= 0; }

@@ -19,8 +19,8 @@ namespace {
 struct PathCase {
     const char* program;  // APP_DRIVER_PATHS or APP_STATIC_DRIVER
     const char* path;
-    bool per_thread;      // the path selects the _ptsz variants
-    bool proc_address;    // the path looks up cuGetProcAddress itself
+    bool per_thread;    // the path selects the _ptsz variants
+    bool proc_address;  // the path looks up cuGetProcAddress itself
 };
 
 std::ostream& operator<<(std::ostream& os, const PathCase& c) { return os << c.path; }
@@ -29,13 +29,13 @@ const char* kDriverPaths = APP_DRIVER_PATHS;
 const char* kStaticDriver = APP_STATIC_DRIVER;
 
 const PathCase kCases[] = {
-    {kDriverPaths, "direct", false, false},        {kDriverPaths, "direct_ptsz", true, false},
-    {kDriverPaths, "dlsym", false, false},         {kDriverPaths, "dlsym_ptsz", true, false},
-    {kDriverPaths, "proc_v1", false, true},        {kDriverPaths, "proc_v2", false, true},
-    {kDriverPaths, "proc_v2_ptds", true, true},    {kDriverPaths, "proc_v2_legacy", false, true},
-    {kDriverPaths, "entry", false, false},         {kDriverPaths, "entry_ptsz", true, false},
-    {kDriverPaths, "by_version", false, false},    {kDriverPaths, "by_version_ptds", true, false},
-    {kStaticDriver, "proc_v2", false, true},       {kStaticDriver, "proc_v2_ptds", true, true},
+    {kDriverPaths, "direct", false, false},     {kDriverPaths, "direct_ptsz", true, false},
+    {kDriverPaths, "dlsym", false, false},      {kDriverPaths, "dlsym_ptsz", true, false},
+    {kDriverPaths, "proc_v1", false, true},     {kDriverPaths, "proc_v2", false, true},
+    {kDriverPaths, "proc_v2_ptds", true, true}, {kDriverPaths, "proc_v2_legacy", false, true},
+    {kDriverPaths, "entry", false, false},      {kDriverPaths, "entry_ptsz", true, false},
+    {kDriverPaths, "by_version", false, false}, {kDriverPaths, "by_version_ptds", true, false},
+    {kStaticDriver, "proc_v2", false, true},    {kStaticDriver, "proc_v2_ptds", true, true},
 };
 
 // Lookups the workload makes of functions memguard does not wrap (or of an ABI it does not).
@@ -149,7 +149,7 @@ std::vector<std::string> expected_records(bool per_thread) {
         "A b2 " + pitch + " device cuMemAllocPitch 0 - cap0",
         "A b3 45056 pinned cuMemHostAlloc -1 - cap0",
         "A b4 4294995968 pinned cuMemAllocHost -1 - cap0",  // cuMemAllocHost_v2, 4 GiB + 28 KiB
-        "A b5 12288 pinned cuMemAllocHost -1 - cap0",  // cuMemAllocHost, the 32-bit-size ABI
+        "A b5 12288 pinned cuMemAllocHost -1 - cap0",       // cuMemAllocHost, the 32-bit-size ABI
         "A b6 53248 async cuMemAllocAsync 0 " + null + " cap0",
         "A b7 69632 async cuMemAllocAsync 0 5000 cap0",
         "A b8 77824 async cuMemAllocFromPoolAsync 0 5000 cap0",
@@ -288,9 +288,12 @@ TEST_F(DriverTest, DlsymNextAndDefaultStayRelativeToTheCaller) {
     // RTLD_LOCAL, finds the runtime in its own scope with RTLD_NEXT and RTLD_DEFAULT (memguard's
     // scope does not hold it), and failed lookups leave a dlerror message.
     const std::vector<std::string> same = {
-        "default main cudaMalloc app_dlsym_next", "next main puts libc.so.6",
-        "next plugin cudaMalloc libcudart.so.13", "default plugin fakecuda_alloc_count libcudart.so.13",
-        "missing null error",                     "missing-handle null error",
+        "default main cudaMalloc app_dlsym_next",
+        "next main puts libc.so.6",
+        "next plugin cudaMalloc libcudart.so.13",
+        "default plugin fakecuda_alloc_count libcudart.so.13",
+        "missing null error",
+        "missing-handle null error",
     };
     for (const std::string& line : same) {
         EXPECT_EQ(lines_starting_with(plain.out, line).size(), 1u) << line << "\n" << plain.out;

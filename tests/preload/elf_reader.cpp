@@ -63,8 +63,7 @@ std::vector<ElfSymbol> read_symbols(const Bytes& bytes, const std::vector<Elf64_
 }
 
 bool is_function(const ElfSymbol& symbol) {
-    return (symbol.type == STT_FUNC || symbol.type == STT_GNU_IFUNC) && symbol.is_defined() &&
-           symbol.size > 0;
+    return (symbol.type == STT_FUNC || symbol.type == STT_GNU_IFUNC) && symbol.is_defined() && symbol.size > 0;
 }
 
 }  // namespace
@@ -97,13 +96,10 @@ ElfFile ElfFile::load(const std::string& path) {
         case SHT_DYNAMIC: {
             if (section.sh_link >= sections.size()) bytes.fail("bad .dynamic link");
             const Elf64_Shdr& strings = sections[section.sh_link];
-            for (uint64_t offset = 0; offset + sizeof(Elf64_Dyn) <= section.sh_size;
-                 offset += sizeof(Elf64_Dyn)) {
+            for (uint64_t offset = 0; offset + sizeof(Elf64_Dyn) <= section.sh_size; offset += sizeof(Elf64_Dyn)) {
                 auto entry = bytes.read<Elf64_Dyn>(section.sh_offset + offset);
                 if (entry.d_tag == DT_NULL) break;
-                auto text = [&] {
-                    return bytes.string_at(strings.sh_offset, strings.sh_size, entry.d_un.d_val);
-                };
+                auto text = [&] { return bytes.string_at(strings.sh_offset, strings.sh_size, entry.d_un.d_val); };
                 if (entry.d_tag == DT_NEEDED) file.needed_.push_back(text());
                 if (entry.d_tag == DT_SONAME) file.soname_ = text();
                 if (entry.d_tag == DT_RUNPATH) file.runpath_ = text();
@@ -111,12 +107,8 @@ ElfFile ElfFile::load(const std::string& path) {
             }
             break;
         }
-        case SHT_DYNSYM:
-            file.dynamic_symbols_ = read_symbols(bytes, sections, section);
-            break;
-        case SHT_SYMTAB:
-            symtab = read_symbols(bytes, sections, section);
-            break;
+        case SHT_DYNSYM: file.dynamic_symbols_ = read_symbols(bytes, sections, section); break;
+        case SHT_SYMTAB: symtab = read_symbols(bytes, sections, section); break;
         case SHT_GNU_versym:
             for (uint64_t offset = 0; offset + 2 <= section.sh_size; offset += 2) {
                 versym.push_back(bytes.read<uint16_t>(section.sh_offset + offset));
@@ -144,8 +136,7 @@ ElfFile ElfFile::load(const std::string& path) {
                 uint64_t aux_offset = offset + need.vn_aux;
                 for (uint16_t j = 0; j < need.vn_cnt; ++j) {
                     auto aux = bytes.read<Elf64_Vernaux>(aux_offset);
-                    version_names[aux.vna_other] =
-                        bytes.string_at(strings.sh_offset, strings.sh_size, aux.vna_name);
+                    version_names[aux.vna_other] = bytes.string_at(strings.sh_offset, strings.sh_size, aux.vna_name);
                     if (aux.vna_next == 0) break;
                     aux_offset += aux.vna_next;
                 }
@@ -154,8 +145,7 @@ ElfFile ElfFile::load(const std::string& path) {
             }
             break;
         }
-        default:
-            break;
+        default: break;
         }
     }
 

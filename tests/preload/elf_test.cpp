@@ -13,34 +13,46 @@
 namespace preload_test {
 namespace {
 
-bool starts_with(const std::string& text, const std::string& prefix) {
-    return text.rfind(prefix, 0) == 0;
-}
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
 const char* const k_allocation_api[] = {
-    "cudaMalloc",    "cudaFree",          "cudaMallocAsync", "cudaFreeAsync",
-    "cudaMallocFromPoolAsync", "cudaMallocManaged", "cudaMallocPitch", "cudaMallocHost",
-    "cudaHostAlloc", "cudaFreeHost",
+    "cudaMalloc",        "cudaFree",        "cudaMallocAsync", "cudaFreeAsync", "cudaMallocFromPoolAsync",
+    "cudaMallocManaged", "cudaMallocPitch", "cudaMallocHost",  "cudaHostAlloc", "cudaFreeHost",
 };
 
 // The stream capture and graph entry points memguard interposes (src/interpose/graph_hooks.cpp).
 const char* const k_capture_api[] = {
-    "cudaStreamBeginCapture",          "cudaStreamBeginCapture_ptsz",
-    "cudaStreamBeginCaptureToGraph",   "cudaStreamBeginCaptureToGraph_ptsz",
-    "cudaStreamEndCapture",            "cudaStreamEndCapture_ptsz",
+    "cudaStreamBeginCapture",
+    "cudaStreamBeginCapture_ptsz",
+    "cudaStreamBeginCaptureToGraph",
+    "cudaStreamBeginCaptureToGraph_ptsz",
+    "cudaStreamEndCapture",
+    "cudaStreamEndCapture_ptsz",
     "cudaThreadExchangeStreamCaptureMode",
-    "cudaGraphInstantiate",            "cudaGraphInstantiateWithFlags",
-    "cudaGraphInstantiateWithParams",  "cudaGraphInstantiateWithParams_ptsz",
-    "cudaGraphLaunch",                 "cudaGraphLaunch_ptsz",
-    "cudaGraphExecDestroy",            "cudaGraphDestroy",
+    "cudaGraphInstantiate",
+    "cudaGraphInstantiateWithFlags",
+    "cudaGraphInstantiateWithParams",
+    "cudaGraphInstantiateWithParams_ptsz",
+    "cudaGraphLaunch",
+    "cudaGraphLaunch_ptsz",
+    "cudaGraphExecDestroy",
+    "cudaGraphDestroy",
 };
 
 // What else of the capture and graph API the fake runtime defines for the test programs.
 const char* const k_fake_capture_extras[] = {
-    "cudaStreamIsCapturing",    "cudaStreamIsCapturing_ptsz", "cudaStreamGetCaptureInfo",
-    "cudaStreamGetCaptureInfo_ptsz", "cudaGraphCreate",       "cudaStreamSynchronize",
-    "cudaStreamSynchronize_ptsz", "cudaEventCreate",          "cudaEventRecord",
-    "cudaEventRecord_ptsz",     "cudaEventQuery",             "cudaEventDestroy",
+    "cudaStreamIsCapturing",
+    "cudaStreamIsCapturing_ptsz",
+    "cudaStreamGetCaptureInfo",
+    "cudaStreamGetCaptureInfo_ptsz",
+    "cudaGraphCreate",
+    "cudaStreamSynchronize",
+    "cudaStreamSynchronize_ptsz",
+    "cudaEventCreate",
+    "cudaEventRecord",
+    "cudaEventRecord_ptsz",
+    "cudaEventQuery",
+    "cudaEventDestroy",
 };
 
 /// Defined symbols a library exports: binding global, weak or unique, in some section.
@@ -56,8 +68,8 @@ std::vector<ElfSymbol> exported(const ElfFile& file) {
 
 TEST(Elf, LibmemguardNeedsOnlyTheSystemRuntime) {
     const std::set<std::string> allowed = {
-        "libc.so.6",   "libm.so.6",   "libdl.so.2",           "libpthread.so.0",
-        "librt.so.1",  "ld-linux-x86-64.so.2", "libstdc++.so.6", "libgcc_s.so.1",
+        "libc.so.6",      "libm.so.6",     "libdl.so.2", "libpthread.so.0", "librt.so.1", "ld-linux-x86-64.so.2",
+        "libstdc++.so.6", "libgcc_s.so.1",
     };
     ElfFile lib = ElfFile::load(Paths::memguard_lib());
     ASSERT_FALSE(lib.needed().empty()) << "no NEEDED at all: not a dynamic library?";
@@ -75,8 +87,7 @@ TEST(Elf, LibmemguardExportsOnlyCudaFunctionsAndItsApi) {
     for (const ElfSymbol& symbol : exported(lib)) {
         names.insert(symbol.name);
         bool version_node = symbol.section == SHN_ABS &&
-                            std::find(version_nodes.begin(), version_nodes.end(), symbol.name) !=
-                                version_nodes.end();
+                            std::find(version_nodes.begin(), version_nodes.end(), symbol.name) != version_nodes.end();
         // dlsym: the lookup interposer of the driver entry points (src/interpose/lookup_hooks.cpp).
         bool allowed = starts_with(symbol.name, "cu") || starts_with(symbol.name, "memguard_") ||
                        symbol.name == "dlsym" || version_node ||
@@ -86,9 +97,8 @@ TEST(Elf, LibmemguardExportsOnlyCudaFunctionsAndItsApi) {
                        symbol.name == "__tsan_default_suppressions";
         EXPECT_TRUE(allowed) << "libmemguard.so exports " << symbol.name
                              << (starts_with(symbol.name, "_Z") ? " (C++)" : "")
-                             << (starts_with(symbol.name, "_U") || starts_with(symbol.name, "unw_")
-                                     ? " (libunwind)"
-                                     : "");
+                             << (starts_with(symbol.name, "_U") || starts_with(symbol.name, "unw_") ? " (libunwind)"
+                                                                                                    : "");
     }
     EXPECT_EQ(names.count("InitializeInjectionNvtx2"), 1u) << "libmemguard.so is an NVTX injection library";
     // The interposers: functions, and unversioned (or carrying the runtime's own version), since a
@@ -96,8 +106,7 @@ TEST(Elf, LibmemguardExportsOnlyCudaFunctionsAndItsApi) {
     for (const char* api : k_allocation_api) {
         SCOPED_TRACE(api);
         std::vector<ElfSymbol> all = exported(lib);
-        auto found = std::find_if(all.begin(), all.end(),
-                                  [&](const ElfSymbol& s) { return s.name == api; });
+        auto found = std::find_if(all.begin(), all.end(), [&](const ElfSymbol& s) { return s.name == api; });
         ASSERT_NE(found, all.end()) << "libmemguard.so does not export " << api;
         EXPECT_EQ(found->type, static_cast<unsigned>(STT_FUNC));
         EXPECT_TRUE(found->version.empty() || found->version == "libcudart.so.13")
@@ -111,8 +120,7 @@ TEST(Elf, FakeRuntimeIsShapedLikeTheRealOne) {
     EXPECT_EQ(base_name(Paths::fake_cudart()), "libcudart.so.13");
     std::vector<ElfSymbol> symbols = exported(fake);
     for (const char* api : k_allocation_api) {
-        auto found = std::find_if(symbols.begin(), symbols.end(),
-                                  [&](const ElfSymbol& s) { return s.name == api; });
+        auto found = std::find_if(symbols.begin(), symbols.end(), [&](const ElfSymbol& s) { return s.name == api; });
         ASSERT_NE(found, symbols.end()) << api;
         EXPECT_EQ(found->version, "libcudart.so.13") << api;
     }
@@ -180,9 +188,8 @@ TEST(Elf, CaptureAndGraphEntryPointsAreInterposedAndFaked) {
         if (!symbol.is_defined()) references.insert(symbol.name);
     }
     for (const char* api : {"cudaStreamBeginCapture_ptsz", "cudaStreamBeginCaptureToGraph_ptsz",
-                            "cudaStreamEndCapture_ptsz", "cudaGraphInstantiateWithParams_ptsz",
-                            "cudaGraphLaunch_ptsz", "cudaStreamBeginCapture", "cudaStreamEndCapture",
-                            "cudaGraphLaunch"}) {
+                            "cudaStreamEndCapture_ptsz", "cudaGraphInstantiateWithParams_ptsz", "cudaGraphLaunch_ptsz",
+                            "cudaStreamBeginCapture", "cudaStreamEndCapture", "cudaGraphLaunch"}) {
         EXPECT_EQ(references.count(api), 1u) << "graph_pool does not call " << api;
     }
 }
@@ -190,9 +197,9 @@ TEST(Elf, CaptureAndGraphEntryPointsAreInterposedAndFaked) {
 TEST(Elf, TestProgramsLinkTheRuntimeLikeRealPrograms) {
     std::string fake_dir = real_path(Paths::fake_cudart());
     fake_dir = fake_dir.substr(0, fake_dir.rfind('/'));
-    for (const char* app : {"alloc_kinds", "oom", "threads", "fork", "fork_exec", "killed", "noop",
-                            "exit_code", "graph_pool", "unsafe_calls", "free_live_graph", "warmup",
-                            "many_captures", "capture_misuse"}) {
+    for (const char* app :
+         {"alloc_kinds", "oom", "threads", "fork", "fork_exec", "killed", "noop", "exit_code", "graph_pool",
+          "unsafe_calls", "free_live_graph", "warmup", "many_captures", "capture_misuse"}) {
         SCOPED_TRACE(app);
         ElfFile program = ElfFile::load(Paths::app(app));
         EXPECT_NE(std::find(program.needed().begin(), program.needed().end(), "libcudart.so.13"),
@@ -209,8 +216,7 @@ TEST(Elf, TestProgramsLinkTheRuntimeLikeRealPrograms) {
         EXPECT_GT(references, 0) << "no reference to the runtime";
     }
     ElfFile worker = ElfFile::load(Paths::dl_worker());
-    EXPECT_NE(std::find(worker.needed().begin(), worker.needed().end(), "libcudart.so.13"),
-              worker.needed().end());
+    EXPECT_NE(std::find(worker.needed().begin(), worker.needed().end(), "libcudart.so.13"), worker.needed().end());
 }
 
 }  // namespace

@@ -46,9 +46,7 @@ struct BadValue {
 };
 
 // Names the case in gtest's messages.
-void PrintTo(const BadValue& value, std::ostream* out) {
-    *out << value.variable << "=" << value.value;
-}
+void PrintTo(const BadValue& value, std::ostream* out) { *out << value.variable << "=" << value.value; }
 
 class BadValues : public Environment, public ::testing::WithParamInterface<BadValue> {};
 
@@ -210,8 +208,7 @@ TEST_F(PlantedSymlink, WarnsOnceAndWritesNoReport) {
         for (const std::string& line : naming) {
             EXPECT_EQ(line.rfind("memguard:", 0), 0u) << "does not start with memguard: " << line;
         }
-        EXPECT_EQ(find_reports(dir_->path()), std::vector<std::string>{})
-            << "a report was written anyway";
+        EXPECT_EQ(find_reports(dir_->path()), std::vector<std::string>{}) << "a report was written anyway";
         for (const std::string& report : find_reports(dir_->path())) unlink(report.c_str());
     }
 }
@@ -231,8 +228,7 @@ TEST_F(OutputName, DefaultIsExeAndPidInTheWorkingDirectory) {
     Env env = preload_env();
     env.erase("MEMGUARD_OUTPUT");
     ChildResult result = run_ok(env);
-    std::string name = "memguard." + base_name(Paths::app("exit_code")) + "." +
-                       std::to_string(result.pid) + ".mgr";
+    std::string name = "memguard." + base_name(Paths::app("exit_code")) + "." + std::to_string(result.pid) + ".mgr";
     EXPECT_EQ(list_dir(work_), std::vector<std::string>{name});
     auto r = load(work_ + "/" + name);
     ASSERT_TRUE(r);
@@ -272,7 +268,9 @@ TEST_F(OutputName, TemplateExpandsPidHostRankAndPercent) {
 // become the file `..1` in the working directory.
 TEST_F(OutputName, ADirectoryGetsTheDefaultNameInside) {
     const std::string exe = base_name(Paths::app("exit_code"));
-    const auto default_name = [&](const ChildResult& r) { return "memguard." + exe + "." + std::to_string(r.pid) + ".mgr"; };
+    const auto default_name = [&](const ChildResult& r) {
+        return "memguard." + exe + "." + std::to_string(r.pid) + ".mgr";
+    };
     struct Case {
         std::string output;
         std::string dir;  // where the report must be
@@ -309,8 +307,8 @@ TEST_F(OutputName, ALinkToADirectoryIsRefusedUnlessTheNameEndsInASlash) {
     EXPECT_EQ(lines_containing(linked.err, "a symbolic link is in the way").size(), 1u) << linked.err;
     EXPECT_TRUE(list_dir(reports_ + "/dir").empty());
     ChildResult through = run_ok(preload_env("link/"));
-    const std::string name =
-        "memguard." + base_name(Paths::app("exit_code")) + "." + std::to_string(through.pid) + ".mgr";
+    const std::string name = "memguard." + base_name(Paths::app("exit_code")) + "." + std::to_string(through.pid) +
+                             ".mgr";
     EXPECT_EQ(list_dir(reports_ + "/dir"), std::vector<std::string>{name});
     EXPECT_EQ(list_dir(reports_), (std::vector<std::string>{"dir", "link"}));
 }
@@ -381,8 +379,8 @@ protected:
 TEST_F(SecureExecution, MemguardReadsNothingAndCreatesNoFile) {
     Env env = plain_env();
     env["MEMGUARD_OUTPUT"] = reports_ + "/%p.mgr";  // where the user would have root write
-    env["MEMGUARD_LOG_LEVEL"] = "info";              // an active memguard would say where it writes
-    env["MEMGUARD_STACK_DEPTH"] = "bad\nvalue";      // and warn
+    env["MEMGUARD_LOG_LEVEL"] = "info";             // an active memguard would say where it writes
+    env["MEMGUARD_STACK_DEPTH"] = "bad\nvalue";     // and warn
     ChildResult without = run_as_nobody("-", env);
     ChildResult with = run_as_nobody(Paths::memguard_lib(), env);
     ASSERT_EQ(without.exit_code, 0) << describe(without);
@@ -408,7 +406,8 @@ TEST_F(SecureExecution, MemguardReadsNothingAndCreatesNoFile) {
     EXPECT_EQ(plain.exit_code, 0) << describe(plain);
     EXPECT_EQ(lines_starting_with(plain.out, "info at_secure 0").size(), 1u) << plain.out;
     EXPECT_EQ(list_dir(own), std::vector<std::string>{std::to_string(plain.pid) + ".mgr"})
-        << "an unprivileged run wrote no report:\n" << describe(plain);
+        << "an unprivileged run wrote no report:\n"
+        << describe(plain);
 }
 
 }  // namespace

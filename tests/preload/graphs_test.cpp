@@ -80,8 +80,8 @@ protected:
         EXPECT_EQ(r.execs[0].launches + r.execs[1].launches, log.value("fake_graph_launch_count"));
 
         // Order and handles of every lifecycle record, and the stream each launch names.
-        const std::string s = handle_text(log, "stream"), g = handle_text(log, "graph"),
-                          e1 = handle_text(log, "exec1"), e2 = handle_text(log, "exec2");
+        const std::string s = handle_text(log, "stream"), g = handle_text(log, "graph"), e1 = handle_text(log, "exec1"),
+                          e2 = handle_text(log, "exec2");
         std::vector<std::string> want = {"C " + s, "c " + g, "G " + e1, "G " + e2};
         for (int i = 0; i < k_exec1_launches; ++i) want.push_back("L " + e1);
         for (int i = 0; i < k_exec2_launches; ++i) want.push_back("L " + e2);

@@ -129,8 +129,8 @@ TEST_F(UnsafeCalls, ForbiddenCallsAreRefusedByTheRuntimeAndReported) {
     EXPECT_TRUE(victim->t_free.has_value());
 
     // Allowed calls are plain allocations; only the relaxed capture's own thread's block is owned.
-    for (uint64_t size : {k_allowed_local, k_allowed_relaxed_other, k_allowed_relaxed_mode, k_allowed_local_mode,
-                          k_unsafe_victim}) {
+    for (uint64_t size :
+         {k_allowed_local, k_allowed_relaxed_other, k_allowed_relaxed_mode, k_allowed_local_mode, k_unsafe_victim}) {
         const report::Block* b = only_block(*r, size);
         ASSERT_NE(b, nullptr);
         EXPECT_EQ(b->capture_id, 0u) << size;
@@ -271,8 +271,10 @@ TEST_F(WarmupRetention, KeptWarmupOutputsAreReportedPerSiteAndWindow) {
     };
     // Capture 2: only what was allocated since capture 1 ended and is still held.
     const std::map<uint32_t, std::pair<uint64_t, uint64_t>> later = {{second->stack_id, {1, k_second_kept}}};
-    const std::map<Boundary, std::map<uint32_t, std::pair<uint64_t, uint64_t>>> want = {
-        {{1, "begin"}, first}, {{1, "end"}, first}, {{2, "begin"}, later}, {{2, "end"}, later}};
+    const std::map<Boundary, std::map<uint32_t, std::pair<uint64_t, uint64_t>>> want = {{{1, "begin"}, first},
+                                                                                        {{1, "end"}, first},
+                                                                                        {{2, "begin"}, later},
+                                                                                        {{2, "end"}, later}};
     EXPECT_EQ(got, want);
     EXPECT_EQ(since[Boundary(1, "begin")], std::set<int64_t>{0});
     EXPECT_EQ(since[Boundary(1, "end")], std::set<int64_t>{0});

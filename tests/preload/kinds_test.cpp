@@ -122,8 +122,7 @@ TEST_F(AllocKinds, RejectedCallsAreFailuresButNotOutOfMemory) {
     for (size_t i = 0; i < r->failures.size(); ++i) {
         const report::FailedAlloc& got = r->failures[i];
         const LoggedFailure& want = log.failures[i];
-        SCOPED_TRACE("failure #" + std::to_string(i) + ": " + want.api + " of " +
-                     std::to_string(want.size));
+        SCOPED_TRACE("failure #" + std::to_string(i) + ": " + want.api + " of " + std::to_string(want.size));
         EXPECT_EQ(got.size, want.size);
         EXPECT_EQ(got.api, want.api);
         EXPECT_EQ(got.error, want.error);
@@ -230,15 +229,16 @@ TEST_F(AllocKinds, CliSummaryAndTopReadTheReport) {
     cli.argv = {Paths::memguard_cli(), "summary", path, "--json"};
     ChildResult summary = run_child(cli);
     EXPECT_EQ(summary.exit_code, 0) << describe(summary);
-    EXPECT_NE(summary.out.find(std::to_string(k_leak_device + k_leak_managed + k_leak_async)),
-              std::string::npos)
-        << "the summary does not show the GPU bytes live at exit:\n" << summary.out;
+    EXPECT_NE(summary.out.find(std::to_string(k_leak_device + k_leak_managed + k_leak_async)), std::string::npos)
+        << "the summary does not show the GPU bytes live at exit:\n"
+        << summary.out;
 
     cli.argv = {Paths::memguard_cli(), "top", path, "--at", "exit", "--json"};
     ChildResult top = run_child(cli);
     EXPECT_EQ(top.exit_code, 0) << describe(top);
     EXPECT_NE(top.out.find("leak_blocks"), std::string::npos)
-        << "top --at exit does not name the function holding the live blocks:\n" << top.out;
+        << "top --at exit does not name the function holding the live blocks:\n"
+        << top.out;
 
     cli.argv = {Paths::memguard_cli(), "top", path};
     ChildResult top_text = run_child(cli);

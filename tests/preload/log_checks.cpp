@@ -10,9 +10,7 @@ namespace report = memguard::report;
 
 namespace {
 
-std::string stream_text(const std::optional<uint64_t>& stream) {
-    return stream ? hex(*stream) : std::string("-");
-}
+std::string stream_text(const std::optional<uint64_t>& stream) { return stream ? hex(*stream) : std::string("-"); }
 
 // A raw F record's stream field as an optional value.
 std::optional<uint64_t> raw_stream(const std::string& field) {
@@ -31,12 +29,11 @@ std::vector<size_t> nonnull_blocks(const report::Report& r) {
     return indices;
 }
 
-void expect_report_matches_log(const report::Report& r, const std::string& report_path,
-                               const AppLog& log) {
+void expect_report_matches_log(const report::Report& r, const std::string& report_path, const AppLog& log) {
     std::vector<size_t> blocks = nonnull_blocks(r);
     EXPECT_EQ(blocks.size(), log.allocs.size())
-        << "the report has " << blocks.size() << " blocks, the application made "
-        << log.allocs.size() << " allocations";
+        << "the report has " << blocks.size() << " blocks, the application made " << log.allocs.size()
+        << " allocations";
 
     // Which logged allocations were freed, and by which API.
     std::map<size_t, std::string> freed_by;  // logged alloc index -> free API
@@ -56,9 +53,8 @@ void expect_report_matches_log(const report::Report& r, const std::string& repor
     for (size_t i = 0; i < std::min(blocks.size(), log.allocs.size()); ++i) {
         const report::Block& block = r.blocks[blocks[i]];
         const LoggedAlloc& want = log.allocs[i];
-        SCOPED_TRACE("allocation #" + std::to_string(i) + ": " + want.api + " of " +
-                     std::to_string(want.size) + " bytes at " + hex(want.addr) + " in " +
-                     want.function);
+        SCOPED_TRACE("allocation #" + std::to_string(i) + ": " + want.api + " of " + std::to_string(want.size) +
+                     " bytes at " + hex(want.addr) + " in " + want.function);
         EXPECT_EQ(hex(block.addr), hex(want.addr));
         EXPECT_EQ(block.size, want.size);
         EXPECT_EQ(block.api, want.api);
@@ -67,11 +63,9 @@ void expect_report_matches_log(const report::Report& r, const std::string& repor
         EXPECT_EQ(stream_text(block.stream), stream_text(want.stream));
         auto freed = freed_by.find(i);
         if (freed == freed_by.end()) {
-            EXPECT_FALSE(block.t_free.has_value()) << "live at exit, but the report frees it with "
-                                                   << block.free_api;
+            EXPECT_FALSE(block.t_free.has_value()) << "live at exit, but the report frees it with " << block.free_api;
         } else {
-            EXPECT_TRUE(block.t_free.has_value()) << "freed by " << freed->second
-                                                  << ", but live in the report";
+            EXPECT_TRUE(block.t_free.has_value()) << "freed by " << freed->second << ", but live in the report";
             EXPECT_EQ(block.free_api, freed->second);
             if (block.t_free) {
                 EXPECT_GE(*block.t_free, block.t_alloc);
@@ -99,8 +93,8 @@ void expect_report_matches_log(const report::Report& r, const std::string& repor
         EXPECT_TRUE(undone) << "R record for " << record[3] << " without an F before it";
     }
     EXPECT_EQ(frees.size(), log.frees.size())
-        << "the report has " << frees.size() << " effective F records, the application freed "
-        << log.frees.size() << " blocks";
+        << "the report has " << frees.size() << " effective F records, the application freed " << log.frees.size()
+        << " blocks";
     std::map<uint64_t, uint64_t> size_at;  // address -> size of the block live there (log order)
     size_t next_free = 0;
     for (const LogEvent& event : log.events) {
@@ -120,21 +114,17 @@ void expect_report_matches_log(const report::Report& r, const std::string& repor
     }
 }
 
-void expect_stacks_name_functions(const report::Report& r, const AppLog& log,
-                                  const std::string& module_suffix) {
+void expect_stacks_name_functions(const report::Report& r, const AppLog& log, const std::string& module_suffix) {
     std::vector<size_t> blocks = nonnull_blocks(r);
     Symbolizer symbolizer(r);
     for (size_t i = 0; i < std::min(blocks.size(), log.allocs.size()); ++i) {
         const report::Block& block = r.blocks[blocks[i]];
         const LoggedAlloc& want = log.allocs[i];
         EXPECT_NE(block.stack_id, 0u) << want.api << " in " << want.function << ": no stack";
-        bool found = module_suffix.empty()
-                         ? symbolizer.has_function(block.stack_id, want.function)
-                         : symbolizer.has_function_in(block.stack_id, want.function, module_suffix);
-        EXPECT_TRUE(found) << want.api << " of " << want.size << " bytes: the stack does not contain "
-                           << want.function
-                           << (module_suffix.empty() ? "" : " in a module ending " + module_suffix)
-                           << "\n"
+        bool found = module_suffix.empty() ? symbolizer.has_function(block.stack_id, want.function)
+                                           : symbolizer.has_function_in(block.stack_id, want.function, module_suffix);
+        EXPECT_TRUE(found) << want.api << " of " << want.size << " bytes: the stack does not contain " << want.function
+                           << (module_suffix.empty() ? "" : " in a module ending " + module_suffix) << "\n"
                            << symbolizer.describe(block.stack_id);
     }
 }

@@ -17,8 +17,8 @@ std::vector<size_t> nonnull_blocks(const memguard::report::Report& report);
 /// device, stream), each freed by the logged free (api) or live at the end when the log has no
 /// free for it, and the file's F records (less those undone by R) to match the logged frees in
 /// order (address, size, api, stream).
-void expect_report_matches_log(const memguard::report::Report& report,
-                               const std::string& report_path, const AppLog& log);
+void expect_report_matches_log(const memguard::report::Report& report, const std::string& report_path,
+                               const AppLog& log);
 
 /// Expects the stack of each logged allocation's block to contain the function that logged it,
 /// inside a module whose path ends with `module_suffix` (any module when empty).

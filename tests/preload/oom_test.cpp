@@ -45,8 +45,8 @@ TEST_F(Oom, ExhaustedCapacityAndInjectedFailuresAreRecorded) {
     for (size_t i = 0; i < std::size(expected); ++i) {
         const report::FailedAlloc& got = r->failures[i];
         const Expected& want = expected[i];
-        SCOPED_TRACE("failure #" + std::to_string(i) + ": " + want.api + " of " +
-                     std::to_string(want.size) + " on device " + std::to_string(want.device));
+        SCOPED_TRACE("failure #" + std::to_string(i) + ": " + want.api + " of " + std::to_string(want.size) +
+                     " on device " + std::to_string(want.device));
         EXPECT_EQ(got.api, want.api);
         EXPECT_EQ(got.size, want.size);
         EXPECT_EQ(got.error, want.error);

@@ -132,9 +132,9 @@ TEST_F(Phases, NvtxRangesMarksAndApiPhasesAreRecorded) {
         std::string name, source;
     };
     const std::vector<Expected> expected = {
-        {"load model", "api"},      {"outer", "nvtx"},       {"inner-\xc3\xbc\xe4\xb8\xad", "nvtx"},
-        {"main own", "nvtx"},       {"dom::step", "nvtx"},   {"d0", "nvtx"},
-        {"r1", "nvtx_range"},       {"dom::r2", "nvtx_range"},
+        {"load model", "api"}, {"outer", "nvtx"},         {"inner-\xc3\xbc\xe4\xb8\xad", "nvtx"},
+        {"main own", "nvtx"},  {"dom::step", "nvtx"},     {"d0", "nvtx"},
+        {"r1", "nvtx_range"},  {"dom::r2", "nvtx_range"},
     };
     std::set<std::string> ids;
     for (const Expected& e : expected) {
@@ -234,8 +234,7 @@ TEST_F(Phases, AnotherInjectionLibraryIsRespected) {
     ASSERT_EQ(result.exit_code, 0) << describe(result);
     EXPECT_EQ(lines_containing(result.out, "env NVTX_INJECTION64_PATH").at(0),
               std::string("env NVTX_INJECTION64_PATH ") + NVTX_OTHER_TOOL);
-    EXPECT_EQ(lines_containing(result.err, "NVTX_INJECTION64_PATH names another tool").size(), 1u)
-        << describe(result);
+    EXPECT_EQ(lines_containing(result.err, "NVTX_INJECTION64_PATH names another tool").size(), 1u) << describe(result);
     // The other tool got every NVTX copy and its pushes.
     EXPECT_EQ(lines_containing(result.err, "other-tool attached").size(), 3u) << describe(result);
     EXPECT_EQ(lines_containing(result.err, "other-tool push outer").size(), 1u) << describe(result);

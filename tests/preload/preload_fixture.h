@@ -42,9 +42,7 @@ protected:
     }
 
     /// The environment of a run without memguard: nothing is inherited from the test.
-    Env plain_env() const {
-        return {{"PATH", "/usr/bin:/bin"}, {"LANG", "C"}, {"HOME", dir_->path()}};
-    }
+    Env plain_env() const { return {{"PATH", "/usr/bin:/bin"}, {"LANG", "C"}, {"HOME", dir_->path()}}; }
 
     /// plain_env() plus LD_PRELOAD of libmemguard.so and MEMGUARD_OUTPUT=reports/<output_name>.
     Env preload_env(const std::string& output_name = "%p.mgr") const {
@@ -54,8 +52,7 @@ protected:
         return env;
     }
 
-    ChildOptions options(const std::string& app, const std::vector<std::string>& args,
-                         const Env& env) const {
+    ChildOptions options(const std::string& app, const std::vector<std::string>& args, const Env& env) const {
         ChildOptions o;
         o.argv.push_back(Paths::app(app));
         o.argv.insert(o.argv.end(), args.begin(), args.end());

@@ -78,8 +78,7 @@ protected:
         ASSERT_EQ(log.value("parent_pid"), static_cast<uint64_t>(parent));
         ASSERT_NE(child, parent);
 
-        std::vector<std::string> want_files = {std::to_string(parent) + ".mgr",
-                                               std::to_string(child) + ".mgr"};
+        std::vector<std::string> want_files = {std::to_string(parent) + ".mgr", std::to_string(child) + ".mgr"};
         std::sort(want_files.begin(), want_files.end());
         EXPECT_EQ(list_dir(reports_), want_files);
 
@@ -87,11 +86,9 @@ protected:
         auto parent_report = load(report_for(parent));
         ASSERT_TRUE(parent_report);
         EXPECT_TRUE(parent_report->complete);
-        EXPECT_TRUE(parent_report->warnings.empty())
-            << "first warning: " << parent_report->warnings.front();
+        EXPECT_TRUE(parent_report->warnings.empty()) << "first warning: " << parent_report->warnings.front();
         EXPECT_EQ(parent_report->info["pid"], std::to_string(parent));
-        EXPECT_EQ(sizes_of(*parent_report),
-                  (std::vector<uint64_t>{k_parent_before_fork, k_parent_after_fork}));
+        EXPECT_EQ(sizes_of(*parent_report), (std::vector<uint64_t>{k_parent_before_fork, k_parent_after_fork}));
         EXPECT_EQ(live_gpu_bytes_at_exit(*parent_report), 0u);
 
         // The child's file is its own.
@@ -107,8 +104,7 @@ protected:
         const report::Block& block = child_report->blocks[child_blocks[0]];
         EXPECT_FALSE(block.t_free.has_value());
         Symbolizer symbolizer(*child_report);
-        EXPECT_TRUE(symbolizer.has_function(block.stack_id, "child_alloc"))
-            << symbolizer.describe(block.stack_id);
+        EXPECT_TRUE(symbolizer.has_function(block.stack_id, "child_alloc")) << symbolizer.describe(block.stack_id);
         EXPECT_TRUE(blocks_of_size(*child_report, k_parent_after_fork).empty())
             << "the child's report holds the parent's allocation made after fork()";
     }
@@ -116,9 +112,7 @@ protected:
 
 TEST_F(Fork, ChildEndingWithExitWritesItsOwnReport) { check_fork("exit", true); }
 
-TEST_F(Fork, ChildEndingWithUnderscoreExitAfterAFlushWritesItsOwnReport) {
-    check_fork("_exit", false);
-}
+TEST_F(Fork, ChildEndingWithUnderscoreExitAfterAFlushWritesItsOwnReport) { check_fork("_exit", false); }
 
 // ---- fork + exec --------------------------------------------------------------------------------
 
@@ -131,8 +125,7 @@ TEST_F(ForkExec, ExecedChildWritesItsOwnReport) {
     const pid_t parent = result.pid;
     const auto child = static_cast<pid_t>(log.value("child_pid"));
 
-    std::vector<std::string> want_files = {std::to_string(parent) + ".mgr",
-                                           std::to_string(child) + ".mgr"};
+    std::vector<std::string> want_files = {std::to_string(parent) + ".mgr", std::to_string(child) + ".mgr"};
     std::sort(want_files.begin(), want_files.end());
     EXPECT_EQ(list_dir(reports_), want_files);
 

@@ -22,16 +22,24 @@ namespace report = memguard::report;
 
 std::string Paths::app(const std::string& name) {
     static const std::map<std::string, std::string> apps = {
-        {"alloc_kinds", APP_ALLOC_KINDS}, {"oom", APP_OOM},
-        {"threads", APP_THREADS},         {"dlopen_local", APP_DLOPEN_LOCAL},
-        {"fork", APP_FORK},               {"fork_exec", APP_FORK_EXEC},
-        {"killed", APP_KILLED},           {"noop", APP_NOOP},
+        {"alloc_kinds", APP_ALLOC_KINDS},
+        {"oom", APP_OOM},
+        {"threads", APP_THREADS},
+        {"dlopen_local", APP_DLOPEN_LOCAL},
+        {"fork", APP_FORK},
+        {"fork_exec", APP_FORK_EXEC},
+        {"killed", APP_KILLED},
+        {"noop", APP_NOOP},
         {"exit_code", APP_EXIT_CODE},
-        {"graph_pool", APP_GRAPH_POOL},   {"unsafe_calls", APP_UNSAFE_CALLS},
-        {"free_live_graph", APP_FREE_LIVE_GRAPH}, {"warmup", APP_WARMUP},
-        {"many_captures", APP_MANY_CAPTURES}, {"capture_misuse", APP_CAPTURE_MISUSE},
+        {"graph_pool", APP_GRAPH_POOL},
+        {"unsafe_calls", APP_UNSAFE_CALLS},
+        {"free_live_graph", APP_FREE_LIVE_GRAPH},
+        {"warmup", APP_WARMUP},
+        {"many_captures", APP_MANY_CAPTURES},
+        {"capture_misuse", APP_CAPTURE_MISUSE},
         {"nvtx_phases", APP_NVTX_PHASES},
-        {"pluggable_alloc", APP_PLUGGABLE_ALLOC}, {"dlopen_memguard", APP_DLOPEN_MEMGUARD},
+        {"pluggable_alloc", APP_PLUGGABLE_ALLOC},
+        {"dlopen_memguard", APP_DLOPEN_MEMGUARD},
     };
     auto it = apps.find(name);
     if (it == apps.end()) throw std::runtime_error("unknown test application " + name);
@@ -63,8 +71,8 @@ bool is_report_name(const std::string& name) {
 
 TempDir::TempDir(const std::string& label) {
     const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                          "/memguard-preload-" + label + "-XXXXXX";
+    std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/memguard-preload-" + label +
+                          "-XXXXXX";
     std::vector<char> buffer(pattern.begin(), pattern.end());
     buffer.push_back('\0');
     if (mkdtemp(buffer.data()) == nullptr) {
@@ -192,16 +200,16 @@ AppLog parse_app_log(const std::string& out) {
         if (f[0] == "alloc") {
             need(7);
             log.events.push_back({LogEvent::Alloc, log.allocs.size()});
-            log.allocs.push_back({f[1], parse_number(f[2], line), parse_number(f[3], line),
-                                  parse_stream(f[4], line), std::stoi(f[5]), f[6]});
+            log.allocs.push_back({f[1], parse_number(f[2], line), parse_number(f[3], line), parse_stream(f[4], line),
+                                  std::stoi(f[5]), f[6]});
         } else if (f[0] == "free") {
             need(4);
             log.events.push_back({LogEvent::Free, log.frees.size()});
             log.frees.push_back({f[1], parse_number(f[2], line), parse_stream(f[3], line)});
         } else if (f[0] == "failed") {
             need(7);
-            log.failures.push_back({f[1], parse_number(f[2], line), std::stoi(f[3]),
-                                    parse_number(f[4], line), std::stoi(f[5]), f[6]});
+            log.failures.push_back(
+                {f[1], parse_number(f[2], line), std::stoi(f[3]), parse_number(f[4], line), std::stoi(f[5]), f[6]});
         } else if (f[0] == "info") {
             need(3);
             log.info.emplace(f[1], parse_number(f[2], line));
@@ -329,12 +337,11 @@ bool Symbolizer::has_function(uint32_t stack_id, const std::string& function) {
     return false;
 }
 
-bool Symbolizer::has_function_in(uint32_t stack_id, const std::string& function,
-                                 const std::string& module_suffix) {
+bool Symbolizer::has_function_in(uint32_t stack_id, const std::string& function, const std::string& module_suffix) {
     for (const Frame& frame : frames(stack_id)) {
         bool module_matches = frame.module.size() >= module_suffix.size() &&
-                              frame.module.compare(frame.module.size() - module_suffix.size(),
-                                                   module_suffix.size(), module_suffix) == 0;
+                              frame.module.compare(frame.module.size() - module_suffix.size(), module_suffix.size(),
+                                                   module_suffix) == 0;
         if (frame.function == function && module_matches) return true;
     }
     return false;
@@ -346,8 +353,8 @@ std::string Symbolizer::describe(uint32_t stack_id) {
     if (report_.stacks.count(stack_id) == 0) text << " (not in the report)";
     text << ":\n";
     for (const Frame& frame : frames(stack_id)) {
-        text << "    " << hex(frame.ip) << " " << (frame.function.empty() ? "?" : frame.function)
-             << " in " << (frame.module.empty() ? "(no module)" : frame.module) << "\n";
+        text << "    " << hex(frame.ip) << " " << (frame.function.empty() ? "?" : frame.function) << " in "
+             << (frame.module.empty() ? "(no module)" : frame.module) << "\n";
     }
     return text.str();
 }

@@ -46,7 +46,7 @@ private:
 void make_dir(const std::string& path, unsigned mode = 0755);
 void write_file(const std::string& path, const std::string& content);
 std::string read_file(const std::string& path);
-bool exists(const std::string& path);      // lstat: a dangling symlink exists
+bool exists(const std::string& path);  // lstat: a dangling symlink exists
 /// Names in `dir` (not recursive), sorted; empty when `dir` does not exist.
 std::vector<std::string> list_dir(const std::string& dir);
 /// Paths of regular files named *.mgr (or *.mgr.N) under `dir`, recursively.
@@ -136,8 +136,7 @@ public:
     /// True when some frame of the stack is in function `function`.
     bool has_function(uint32_t stack_id, const std::string& function);
     /// True when some frame is in `function` inside a module whose path ends with `module_suffix`.
-    bool has_function_in(uint32_t stack_id, const std::string& function,
-                         const std::string& module_suffix);
+    bool has_function_in(uint32_t stack_id, const std::string& function, const std::string& module_suffix);
     /// One line per frame, for failure messages.
     std::string describe(uint32_t stack_id);
 

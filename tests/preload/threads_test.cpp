@@ -59,8 +59,7 @@ TEST_F(Threads, EightThreadsCountsAndTotalsAreExact) {
         }
         EXPECT_TRUE(seen_sizes.insert(block.size).second) << block.size << " recorded twice";
         const Origin origin = it->second;
-        SCOPED_TRACE("thread " + std::to_string(origin.thread) + " iteration " +
-                     std::to_string(origin.iteration));
+        SCOPED_TRACE("thread " + std::to_string(origin.thread) + " iteration " + std::to_string(origin.iteration));
         tids_of_thread[origin.thread].insert(block.tid);
         EXPECT_EQ(block.device, origin.thread % 2);
         bool leaked = origin.iteration < 0;

@@ -19,8 +19,8 @@ constexpr uint64_t MiB = 1 << 20;
 
 std::string alloc(int64_t t, uint64_t tid, const std::string& addr, uint64_t size, const std::string& kind,
                   int device = 0, uint32_t stack = 0) {
-    return "A " + std::to_string(t) + " " + std::to_string(tid) + " " + addr + " " + std::to_string(size) + " " +
-           kind + " cudaMalloc " + std::to_string(device) + " - " + std::to_string(stack) + "\n";
+    return "A " + std::to_string(t) + " " + std::to_string(tid) + " " + addr + " " + std::to_string(size) + " " + kind +
+           " cudaMalloc " + std::to_string(device) + " - " + std::to_string(stack) + "\n";
 }
 
 std::string free_(int64_t t, uint64_t tid, const std::string& addr) {
@@ -41,7 +41,7 @@ std::vector<uint64_t> addrs(const Report& r, const LiveSet& s) {
 
 TEST(Summary, CountsAndPeakWithItsFirstTime) {
     Report r = parse(alloc(100, 1, "a0", 2 * MiB, "device") + alloc(200, 1, "b0", 1 * MiB, "device") +  // 3 MiB
-                     free_(300, 1, "a0") +                                                                 // 1 MiB
+                     free_(300, 1, "a0") +                                                              // 1 MiB
                      alloc(400, 1, "c0", 2 * MiB, "device") +  // 3 MiB again: not a new peak
                      free_(500, 1, "c0") + "Z 1000\n");
     Summary s = summarize(r);
@@ -281,8 +281,8 @@ const std::string kMinor2 = "I format_minor 2\n";
 /// An A record of format 1.2: device memory from cudaMalloc on device 0, no stream.
 std::string alloc2(int64_t t, uint64_t tid, const std::string& addr, uint64_t size, uint32_t stack, uint32_t capture,
                    uint32_t python, const std::string& kind = "device") {
-    return "A " + std::to_string(t) + " " + std::to_string(tid) + " " + addr + " " + std::to_string(size) + " " +
-           kind + " cudaMalloc " + (kind == "pinned" ? "-1" : "0") + " - " + std::to_string(stack) + " " +
+    return "A " + std::to_string(t) + " " + std::to_string(tid) + " " + addr + " " + std::to_string(size) + " " + kind +
+           " cudaMalloc " + (kind == "pinned" ? "-1" : "0") + " - " + std::to_string(stack) + " " +
            std::to_string(capture) + " " + std::to_string(python) + "\n";
 }
 
@@ -307,8 +307,9 @@ TEST(Sites, ThePythonStackIsPartOfTheSite) {
 
 TEST(Pools, OrdinaryFirstThenCapturesByIdWithTheirOwnSites) {
     Report r = parse(kMinor2 + "C 1 1 2 7fab relaxed -\nC 1 1 1 7fac global -\n" + alloc2(2, 1, "a0", 10, 1, 2, 0) +
-                     alloc2(3, 1, "b0", 20, 1, 0, 0) + alloc2(4, 1, "c0", 30, 2, 1, 0) + alloc2(5, 1, "d0", 40, 1, 2, 0) +
-                     alloc2(6, 1, "e0", 1000, 1, 1, 0, "pinned") + free_(7, 1, "c0") + "Z 9\n");
+                     alloc2(3, 1, "b0", 20, 1, 0, 0) + alloc2(4, 1, "c0", 30, 2, 1, 0) +
+                     alloc2(5, 1, "d0", 40, 1, 2, 0) + alloc2(6, 1, "e0", 1000, 1, 1, 0, "pinned") + free_(7, 1, "c0") +
+                     "Z 9\n");
     LiveSet exit = live_at(r, {TimePoint::Exit, 0});
     std::vector<Pool> pools = group_by_pool(r, exit, KindFilter::Gpu);
     ASSERT_EQ(pools.size(), 2u);  // capture 1's only GPU block was freed; its pinned block is filtered out
@@ -337,8 +338,7 @@ TEST(Pools, OrdinaryFirstThenCapturesByIdWithTheirOwnSites) {
 // Capture 1: ended with graph aa, exec e0 replayed 3 times then destroyed, graph destroyed.
 // Capture 2: graph bb alive at exit, exec e0 (the handle reused) alive at exit.
 // Capture 3: invalidated (901, no graph). Capture 4: never ended.
-const std::string kCaptures = kMinor2 +
-                              "C 10 1 1 7fab relaxed -\n" + "A 11 1 a0 100 device cudaMalloc 0 - 0 1 0\n" +
+const std::string kCaptures = kMinor2 + "C 10 1 1 7fab relaxed -\n" + "A 11 1 a0 100 device cudaMalloc 0 - 0 1 0\n" +
                               "A 12 1 a1 50 device cudaMalloc 0 - 0 1 0\n" + "c 13 1 1 0 aa\n" + "G 14 1 e0 aa 1\n" +
                               "L 15 1 e0 7fab\nL 16 1 e0 7fab\nL 17 1 e0 7fab\n" + "F 18 1 a1 50 cudaFree -\n" +
                               "D 19 1 e0\nK 20 1 aa\n" + "C 30 2 2 7fac global -\n" +
@@ -497,10 +497,9 @@ TEST(Collections, TotalsPerTriggerAndWhatIsListed) {
 TEST(Collections, TotalsNearTheInt64LimitsAreExactOrClampedNeverWrapped) {
     const std::string max = std::to_string(INT64_MAX), dur = std::to_string(kMaxTimeNs);
     Report r = parse(kMinor2 + "Y 1 1 automatic 0 " + dur + " " + max + " -" + max + " " + max + " - -\n" +
-                     "Y 2 1 automatic 0 " + dur + " " + max + " -" + max + " " + max + " - -\n" +
-                     "Y 3 1 automatic 0 " + dur + " 1 -1 -" + max + " - -\n" +
-                     "Y 4 1 explicit 0 5 " + max + " 0 -" + max + " - -\nY 5 1 explicit 0 7 -3 0 -" + max + " - -\n" +
-                     "Z 9\n");
+                     "Y 2 1 automatic 0 " + dur + " " + max + " -" + max + " " + max + " - -\n" + "Y 3 1 automatic 0 " +
+                     dur + " 1 -1 -" + max + " - -\n" + "Y 4 1 explicit 0 5 " + max + " 0 -" + max +
+                     " - -\nY 5 1 explicit 0 7 -3 0 -" + max + " - -\n" + "Z 9\n");
     auto t = collection_totals(r);
     const TriggerTotals& a = t[trigger_index(GcTrigger::Automatic)];
     EXPECT_EQ(a.count, 3u);

@@ -4,11 +4,11 @@
 // its memory stays a small multiple of what the records need and its output stays small.
 //
 // MEMGUARD_TEST_CLI runs the tests against another memguard binary (say an older build).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,13 +56,13 @@ constexpr size_t kMaxOutput = 1 << 20;  // stdout, and the file plot and export 
 constexpr uint64_t kMaxFileSize = uint64_t{256} << 20;
 
 struct CliRun {
-    int rc = -1;      // exit status; 128 + signal when a signal ended it (SIGALRM: it ran too long)
-    std::string out;  // stdout
-    std::string err;  // stderr
+    int rc = -1;       // exit status; 128 + signal when a signal ended it (SIGALRM: it ran too long)
+    std::string out;   // stdout
+    std::string err;   // stderr
     uint64_t rss = 0;  // peak resident set, bytes
     std::string describe() const {
-        return "rc " + std::to_string(rc) + ", peak RSS " + std::to_string(rss >> 20) + " MiB, stderr: " +
-               err.substr(0, 2000) + (err.size() > 2000 ? "..." : "");
+        return "rc " + std::to_string(rc) + ", peak RSS " + std::to_string(rss >> 20) +
+               " MiB, stderr: " + err.substr(0, 2000) + (err.size() > 2000 ? "..." : "");
     }
 };
 
@@ -92,7 +92,7 @@ CliRun run_limited(const std::string& dir, const std::vector<std::string>& args)
     }
     CliRun r;
     int status = 0;
-    rusage usage {};
+    rusage usage{};
     if (pid < 0 || wait4(pid, &status, 0, &usage) != pid) return r;
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     r.rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
@@ -217,11 +217,16 @@ TEST(CliLimits, TimesAtTheBoundAndBeyond) {
     const std::string max = std::to_string(kMaxTimeNs);
     // A run of 146 years: plot's time axis, the Perfetto slices and memory_viz's microseconds
     // (with a wall-clock origin at INT64_MAX) neither overflow nor turn the span into a count.
-    expect_read_by_every_command(kHeader + "I format_minor 4\nI t0_unix_ns 9223372036854775807\nS 1 7f00\n"
-                                           "A -" + max + " 9 7f0000000000 4096 device cudaMalloc 0 - 1 0 0\n"
-                                           "B -" + max + " 9 1 api whole\nJ 0 9 api middle\n"
-                                           "F " + max + " 9 7f0000000000 4096 cudaFree -\nb " + max + " 9 1\nZ " + max +
-                                           "\n");
+    expect_read_by_every_command(kHeader +
+                                 "I format_minor 4\nI t0_unix_ns 9223372036854775807\nS 1 7f00\n"
+                                 "A -" +
+                                 max +
+                                 " 9 7f0000000000 4096 device cudaMalloc 0 - 1 0 0\n"
+                                 "B -" +
+                                 max +
+                                 " 9 1 api whole\nJ 0 9 api middle\n"
+                                 "F " +
+                                 max + " 9 7f0000000000 4096 cudaFree -\nb " + max + " 9 1\nZ " + max + "\n");
     expect_refused_by_every_command(kHeader + "Z 9223372036854775807\n",
                                     "2: malformed Z record: time '9223372036854775807' out of range (2^62 ns or "
                                     "more either way)");
@@ -232,19 +237,14 @@ TEST(CliLimits, TimesAtTheBoundAndBeyond) {
 TEST(CliLimits, ValuesAtTheSixtyFourBitLimits) {
     const std::string max = "18446744073709551615", smax = "9223372036854775807";
     expect_read_by_every_command(
-        kHeader + "I format_minor 6\nS 1 7f00\nC 10 9 1 5 global -\n" +
-        "A 100 9 7f0000000000 " + max + " device cudaMalloc 0 - 1 1 0\n" +
-        "A 101 9 7f1000000000 " + max + " managed cudaMallocManaged 0 - 1 0 0\n" +
-        "E 102 9 " + max + " device cudaMalloc 0 - 1 2 " + max + " 0\n" +
-        "W 103 9 warmup_retention 1 begin 0 1 " + max + " " + max + "\n" +
-        "W 104 9 warmup_retention 1 begin 0 1 " + max + " " + max + "\n" +
-        "c 105 9 1 0 abc\nG 106 9 e1 abc 1\nL 107 9 e1 5\n" +
-        "Y 108 9 explicit 0 1 " + smax + " " + smax + " " + smax + " - -\n" +
-        "Y 109 9 explicit 0 1 " + smax + " " + smax + " " + smax + " - -\n" +
-        "T 110 9 7f0000000000 " + max + " " + max + " 0 0 1 0 1 -\n" +
-        "O 111 9 0 " + max + " " + max + " " + max + " " + max + " " + max + " 1 0 none\n" +
-        "o 111 1 0 " + max + " " + max + "\n" +
-        "U 112 0 " + max + "\nU 113 0 " + max + "\nZ 200\n");
+        kHeader + "I format_minor 6\nS 1 7f00\nC 10 9 1 5 global -\n" + "A 100 9 7f0000000000 " + max +
+        " device cudaMalloc 0 - 1 1 0\n" + "A 101 9 7f1000000000 " + max + " managed cudaMallocManaged 0 - 1 0 0\n" +
+        "E 102 9 " + max + " device cudaMalloc 0 - 1 2 " + max + " 0\n" + "W 103 9 warmup_retention 1 begin 0 1 " +
+        max + " " + max + "\n" + "W 104 9 warmup_retention 1 begin 0 1 " + max + " " + max + "\n" +
+        "c 105 9 1 0 abc\nG 106 9 e1 abc 1\nL 107 9 e1 5\n" + "Y 108 9 explicit 0 1 " + smax + " " + smax + " " + smax +
+        " - -\n" + "Y 109 9 explicit 0 1 " + smax + " " + smax + " " + smax + " - -\n" + "T 110 9 7f0000000000 " + max +
+        " " + max + " 0 0 1 0 1 -\n" + "O 111 9 0 " + max + " " + max + " " + max + " " + max + " " + max +
+        " 1 0 none\n" + "o 111 1 0 " + max + " " + max + "\n" + "U 112 0 " + max + "\nU 113 0 " + max + "\nZ 200\n");
 }
 
 // Item 9: `cycles` printed a negative total for collections whose counts sum beyond INT64_MAX.
@@ -301,7 +301,8 @@ TEST(CliLimits, DiffDeltasAtTheSixtyFourBitLimitsAreExact) {
     ASSERT_EQ(peak.rc, 0) << peak.describe();
     EXPECT_TRUE(contains(line_starting(peak.out, "  peak "), " 0 B 17179869184.00 GiB +17179869184.00 GiB       -"))
         << peak.out;
-    EXPECT_TRUE(contains(peak.out, "Sites at the peak that grew: 1\n  +17179869184.00 GiB          0 B -> 17179869184.00 GiB  "))
+    EXPECT_TRUE(contains(peak.out,
+                         "Sites at the peak that grew: 1\n  +17179869184.00 GiB          0 B -> 17179869184.00 GiB  "))
         << peak.out;
     CliRun peak_json = run_limited(dir.path(), {"diff", "--json", "p.mgr", "a.mgr"});
     EXPECT_TRUE(contains(peak_json.out, "\"peak\": {\n      \"a\": " + max + ",\n      \"b\": 0,\n      \"delta\": -" +
@@ -322,7 +323,8 @@ TEST(CliLimits, MergeSumsStopAtTheSixtyFourBitLimit) {
     EXPECT_EQ(line_starting(text.out, "max "), "max    9313225746.15 GiB           9313225746.15 GiB    0          0 B")
         << text.out;
     // Peak and live at exit.
-    EXPECT_EQ(line_starting(text.out, "sum "), "sum    17179869184.00 GiB           17179869184.00 GiB    0          0 B")
+    EXPECT_EQ(line_starting(text.out, "sum "),
+              "sum    17179869184.00 GiB           17179869184.00 GiB    0          0 B")
         << text.out;
     CliRun json = run_limited(dir.path(), {"merge", "--json", "r0.mgr", "r1.mgr"});
     ASSERT_EQ(json.rc, 0) << json.describe();
@@ -341,9 +343,10 @@ TEST(CliLimits, ManyOpenPhasesTakeLinearishTime) {
     content += "Z 200000\n";
     test::TempDir dir;
     dir.write("r.mgr", content);
-    for (const std::vector<std::string>& args :
-         {std::vector<std::string>{"phases", "--json", "r.mgr"}, {"plot", "r.mgr", "-o", "out.svg"},
-          {"export", "--perfetto", "r.mgr", "-o", "out.json"}, {"diff", "r.mgr", "r.mgr"}}) {
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"phases", "--json", "r.mgr"},
+                                                 {"plot", "r.mgr", "-o", "out.svg"},
+                                                 {"export", "--perfetto", "r.mgr", "-o", "out.json"},
+                                                 {"diff", "r.mgr", "r.mgr"}}) {
         CliRun r = run_limited(dir.path(), args);
         EXPECT_EQ(r.rc, 0) << joined(args) << ": " << r.describe();
         EXPECT_LT(r.rss, kMaxRss) << joined(args) << ": " << r.describe();
@@ -385,7 +388,7 @@ TEST(CliLimits, DeeplyNestedPhasesKeepTheOutputLinear) {
 // Modules naming one big library (libstdc++) many times: each file is mapped and read once, not
 // once per M record (20000 records took 20000 copies of its symbol tables).
 TEST(CliLimits, ManyModulesNamingOneFileShareIt) {
-    Dl_info info {};
+    Dl_info info{};
     ASSERT_NE(dladdr(reinterpret_cast<void*>(&std::terminate), &info), 0);
     ASSERT_NE(info.dli_fname, nullptr);
     const std::string lib = info.dli_fname;
@@ -421,10 +424,12 @@ TEST(CliLimits, AModuleThatIsAFifoDoesNotHangAnyCommand) {
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
     dir.write("r.mgr", kHeader + "M 0 7f0000000000 7f0000100000 7f0000000000 - " + text::encode(fifo) +
                            "\nS 1 7f0000001234\nA 1 9 7f2000000000 4096 device cudaMalloc 0 - 1\nZ 2\n");
-    for (const std::vector<std::string>& args :
-         {std::vector<std::string>{"top", "r.mgr"}, {"plot", "r.mgr", "-o", "out.svg"},
-          {"export", "--memory-viz", "r.mgr", "-o", "out.pickle"}, {"diff", "r.mgr", "r.mgr"},
-          {"merge", "r.mgr"}, {"summary", "r.mgr"}}) {
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"top", "r.mgr"},
+                                                 {"plot", "r.mgr", "-o", "out.svg"},
+                                                 {"export", "--memory-viz", "r.mgr", "-o", "out.pickle"},
+                                                 {"diff", "r.mgr", "r.mgr"},
+                                                 {"merge", "r.mgr"},
+                                                 {"summary", "r.mgr"}}) {
         CliRun r = run_limited(dir.path(), args);
         EXPECT_EQ(r.rc, 0) << joined(args) << ": " << r.describe();
         if (args[0] != "summary") {
@@ -442,7 +447,8 @@ std::string symtest_report(const std::string& path, std::string* build_id = null
     if (build_id != nullptr) *build_id = m->build_id;
     char s[64];
     std::snprintf(s, sizeof s, "S 1 %llx\n", static_cast<unsigned long long>(reinterpret_cast<uint64_t>(ip)));
-    return kHeader + "I pid 1\n" + m->m_record(0, nullptr, &path) + s + "A 1 1 7f00 4096 device cudaMalloc 0 - 1\nZ 2\n";
+    return kHeader + "I pid 1\n" + m->m_record(0, nullptr, &path) + s +
+           "A 1 1 7f00 4096 device cudaMalloc 0 - 1\nZ 2\n";
 }
 
 TEST(CliLimits, SysrootAndDebugDirFindACopyOfTheLibrary) {
@@ -464,7 +470,8 @@ TEST(CliLimits, SysrootAndDebugDirFindACopyOfTheLibrary) {
     EXPECT_TRUE(contains(sys.out, "memguard_symtest::hidden_function(int)")) << sys.out;
     CliRun sys_eq = run_limited(dir.path(), {"top", "--sysroot=" + dir.path(), "r.mgr"});
     EXPECT_EQ(sys_eq.out, sys.out);
-    CliRun viz = run_limited(dir.path(), {"export", "--memory-viz", "--sysroot", dir.path(), "r.mgr", "-o", "v.pickle"});
+    CliRun viz = run_limited(dir.path(),
+                             {"export", "--memory-viz", "--sysroot", dir.path(), "r.mgr", "-o", "v.pickle"});
     EXPECT_EQ(viz.rc, 0) << viz.describe();
     EXPECT_TRUE(contains(test::read_file(dir.path() + "/v.pickle"), "memguard_symtest::hidden_function(int)"));
 
@@ -498,8 +505,10 @@ TEST(CliLimits, SysrootAndDebugDirMustBeDirectories) {
     std::string file = dir.write("r.mgr", kHeader + "Z 1\n");
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"top", "--sysroot", "/nonexistent-memguard", "r.mgr"},
-          {"plot", "r.mgr", "-o", "x.svg", "--debug-dir", file}, {"top", "--sysroot=", "r.mgr"},
-          {"graphs", "--sysroot", dir.path(), "r.mgr"}, {"phases", "--debug-dir", dir.path(), "r.mgr"}}) {
+          {"plot", "r.mgr", "-o", "x.svg", "--debug-dir", file},
+          {"top", "--sysroot=", "r.mgr"},
+          {"graphs", "--sysroot", dir.path(), "r.mgr"},
+          {"phases", "--debug-dir", dir.path(), "r.mgr"}}) {
         CliRun r = run_limited(dir.path(), args);
         EXPECT_EQ(r.rc, 2) << joined(args) << ": " << r.describe();
         EXPECT_EQ(r.err.rfind("memguard: error: ", 0), 0u) << r.err;
@@ -517,13 +526,15 @@ TEST(CliLimits, ACutReportIsReadWithItsWarningOnce) {
     test::TempDir dir;
     std::string content = kHeader + "S 1 7f00\nA 1000 9 7f0000000000 4096 device cudaMalloc 0 - 1\nF 2000 9 7f00000";
     dir.write("r.mgr", content);
-    for (const std::vector<std::string>& args :
-         {std::vector<std::string>{"summary", "r.mgr"}, {"top", "--json", "r.mgr"}, {"plot", "r.mgr", "-o", "o.svg"},
-          {"export", "--perfetto", "r.mgr", "-o", "o.json"}}) {
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"summary", "r.mgr"},
+                                                 {"top", "--json", "r.mgr"},
+                                                 {"plot", "r.mgr", "-o", "o.svg"},
+                                                 {"export", "--perfetto", "r.mgr", "-o", "o.json"}}) {
         CliRun r = run_limited(dir.path(), args);
         EXPECT_EQ(r.rc, 0) << joined(args) << ": " << r.describe();
-        const std::string warning = "memguard: warning: r.mgr:4: truncated at byte " + std::to_string(content.size()) +
-                                    " (last record incomplete: disk full?); read up to line 3, the last complete record\n";
+        const std::string warning =
+            "memguard: warning: r.mgr:4: truncated at byte " + std::to_string(content.size()) +
+            " (last record incomplete: disk full?); read up to line 3, the last complete record\n";
         EXPECT_EQ(r.err.rfind(warning, 0), 0u) << joined(args) << ": " << r.err;
         EXPECT_EQ(r.err.find(warning, 1), std::string::npos) << joined(args) << ": " << r.err;
     }

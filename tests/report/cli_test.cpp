@@ -87,7 +87,8 @@ TEST(Cli, HelpAndVersion) {
 // 'plot'"); it chooses how many frames describe the peak's site.
 TEST(Cli, PlotTakesFrames) {
     test::TempDir dir;
-    std::string path = dir.write("f.mgr", test::kHeader + "S 1 7f00 7f10\nA 1 9 7f0000000000 4096 device cudaMalloc 0 - 1\nZ 2\n");
+    std::string path = dir.write("f.mgr", test::kHeader +
+                                              "S 1 7f00 7f10\nA 1 9 7f0000000000 4096 device cudaMalloc 0 - 1\nZ 2\n");
     Result all = run_cli("plot '" + path + "' -o - 2>/dev/null");
     ASSERT_EQ(all.rc, 0) << all.out;
     EXPECT_TRUE(contains(all.out, "largest site: 0x7f00 (4.00 KiB, 100.0%)")) << all.out;
@@ -109,8 +110,9 @@ TEST(Cli, PlotAndExportHelpSayWhereOutputGoes) {
     for (const char* cmd : {"plot", "export"}) {
         Result help = run_cli(std::string("help ") + cmd);
         ASSERT_EQ(help.rc, 0) << cmd;
-        for (const char* text : {"-o - writes to standard output", "/dev/stdout", "device or FIFO of yours or of root",
-                                 "(/dev/null, a named pipe) is written in place", "symbolic link", "Refused: a directory"}) {
+        for (const char* text :
+             {"-o - writes to standard output", "/dev/stdout", "device or FIFO of yours or of root",
+              "(/dev/null, a named pipe) is written in place", "symbolic link", "Refused: a directory"}) {
             EXPECT_TRUE(contains(help.out, text)) << cmd << ": no '" << text << "' in\n" << help.out;
         }
     }
@@ -121,11 +123,28 @@ TEST(Cli, PlotAndExportHelpSayWhereOutputGoes) {
 }
 
 TEST(Cli, UsageErrorsExitWithTwoAndAHint) {
-    for (const char* args : {"", "frob", "summary", "top x.mgr --at", "top x.mgr -n x", "top x.mgr --kind cpu",
-                             "summary x.mgr --json=1", "summary a.mgr b.mgr", "help nothing", "--version x",
-                             "top x.mgr --frames -1", "--bogus", "graphs", "graphs x.mgr --all", "hazards x.mgr --pool",
-                             "hazards x.mgr --frames", "hazards x.mgr --frames x", "cycles x.mgr --all=1",
-                             "cycles x.mgr --frames 2", "top x.mgr --pool=1", "graphs a.mgr b.mgr", "help graph"}) {
+    for (const char* args : {"",
+                             "frob",
+                             "summary",
+                             "top x.mgr --at",
+                             "top x.mgr -n x",
+                             "top x.mgr --kind cpu",
+                             "summary x.mgr --json=1",
+                             "summary a.mgr b.mgr",
+                             "help nothing",
+                             "--version x",
+                             "top x.mgr --frames -1",
+                             "--bogus",
+                             "graphs",
+                             "graphs x.mgr --all",
+                             "hazards x.mgr --pool",
+                             "hazards x.mgr --frames",
+                             "hazards x.mgr --frames x",
+                             "cycles x.mgr --all=1",
+                             "cycles x.mgr --frames 2",
+                             "top x.mgr --pool=1",
+                             "graphs a.mgr b.mgr",
+                             "help graph"}) {
         Result r = run_cli(args);
         EXPECT_EQ(r.rc, 2) << args;
         EXPECT_EQ(r.out.rfind("memguard: error: ", 0), 0u) << args << ": " << r.out;

@@ -43,9 +43,13 @@ struct Flatten {
     static std::string str(bool v) { return v ? "true" : "false"; }
     static std::string str(std::string_view v) { return "[" + std::string(v) + "]"; }
     template <class E, class = decltype(format::name_of(E{}))>
-    static std::string str(E v) { return std::string(format::name_of(v)); }
+    static std::string str(E v) {
+        return std::string(format::name_of(v));
+    }
     template <class T>
-    static std::string str(const std::optional<T>& v) { return v ? str(*v) : "<absent>"; }
+    static std::string str(const std::optional<T>& v) {
+        return v ? str(*v) : "<absent>";
+    }
     template <class T>
     static std::string str(const Tail<T>& v) {
         std::string s = std::to_string(v.size) + ":";
@@ -53,7 +57,9 @@ struct Flatten {
         return s;
     }
     template <class T>
-    void operator()(const Field& f, const T& v) { out.emplace_back(f.name, str(v)); }
+    void operator()(const Field& f, const T& v) {
+        out.emplace_back(f.name, str(v));
+    }
     void key(const Field& f, std::string_view k) { out.emplace_back(f.name, std::string(k)); }
 };
 
@@ -125,7 +131,9 @@ private:
 class Checker {
 public:
     template <class R>
-    void in() { current_ = record_name<R>(); }
+    void in() {
+        current_ = record_name<R>();
+    }
     template <class A, class B>
     void eq(const char* field, const A& written, const B& read) {
         EXPECT_TRUE(read == written) << current_ << " field " << field;
@@ -178,14 +186,14 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     w.add(info), w.add(m1), w.add(m2), w.add(s1), w.add(p1), w.add(p2), w.add(ps);
 
     // Blocks.
-    const rec::Alloc a1{kMinT, kU64, kU64, kU64, format::Kind::Pinned, "cuMemAllocHost", -1, std::nullopt, kU32, 0,
-                        kU32};
+    const rec::Alloc a1{kMinT,        kU64, kU64, kU64, format::Kind::Pinned, "cuMemAllocHost", -1,
+                        std::nullopt, kU32, 0,    kU32};
     const rec::Alloc a2{kMaxT, 0, 0, 0, format::Kind::Managed, "cudaMallocManaged", 1023, uint64_t{0}, 0, kU32, 0};
     const rec::Free f2{5, kU64, 0, kU64, "unseen", kU64};
     const rec::Restore r2{-7, 3, 0, INT32_MIN};
     const rec::Failure e1{0, 1, kU64, format::Kind::Async, "cudaMallocAsync", 1023, kU64, 0, INT32_MIN, kU64, 0};
-    const rec::Failure e2{kMinT, kU64, 0, format::Kind::Device, "cuMemAlloc", -1, std::nullopt, kU32, INT32_MAX, 0,
-                          kU32};
+    const rec::Failure e2{kMinT,     kU64, 0,   format::Kind::Device, "cuMemAlloc", -1, std::nullopt, kU32,
+                          INT32_MAX, 0,    kU32};
     w.add(a1), w.add(a2), w.add(f2), w.add(r2), w.add(e1), w.add(e2);
 
     // Graphs.
@@ -197,7 +205,11 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     const rec::Launch l{kMinT, 0, kU64, kU64};
     const rec::ExecDestroy d{kMaxT, kU64, kU64};
     const rec::GraphDestroy k{kMinT, kU64, kU64};
-    const rec::UnsafeCall wu{kMaxT, kU64, "cudaMalloc", 1, format::CaptureMode::Global,
+    const rec::UnsafeCall wu{kMaxT,
+                             kU64,
+                             "cudaMalloc",
+                             1,
+                             format::CaptureMode::Global,
                              format::CaptureMode::ThreadLocal};
     const rec::FreeLiveGraph wf{kMinT, 0, kU64, kU64, kU32, kU64};
     const rec::WarmupRetention ww{0, kU64, kU32, format::CapturePhase::End, kMinT, kU32, kU64, 0};
@@ -207,10 +219,10 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     // Events.
     const rec::Compile x1{kMinT, kU64, ""};
     const rec::Compile x2{kMaxT, 0, kOdd};
-    const rec::Collection y1{kMaxT,     kU64,      format::GcTrigger::Memguard,        INT32_MIN, kMaxT,
-                             -INT64_MAX, INT64_MAX, -INT64_MAX, std::string_view("0/1,1/0,%x y"), kMinT};
-    const rec::Collection y2{kMinT, 0, format::GcTrigger::Automatic, INT32_MAX, kMinT, 0, 0, std::nullopt, std::nullopt,
-                             std::nullopt};
+    const rec::Collection y1{kMaxT,     kU64,       format::GcTrigger::Memguard,      INT32_MIN, kMaxT, -INT64_MAX,
+                             INT64_MAX, -INT64_MAX, std::string_view("0/1,1/0,%x y"), kMinT};
+    const rec::Collection
+        y2{kMinT, 0, format::GcTrigger::Automatic, INT32_MAX, kMinT, 0, 0, std::nullopt, std::nullopt, std::nullopt};
     const rec::PhaseBegin b1{kMinT, kU64, kU32, format::PhaseSource::NvtxRange, kOdd};
     const rec::PhaseBegin b2{kMaxT, 0, 1, format::PhaseSource::Api, ""};
     const rec::PhaseEnd be{kMaxT, kU64, 1};

@@ -95,8 +95,8 @@ void check_every_truncation(const std::string& name, std::mt19937& rng) {
         if (cut < header_end) continue;
         Report r = parse_report(prefix, "fuzz.mgr");
         const bool at_boundary = base[cut - 1] == '\n';
-        const bool says_cut = !r.warnings.empty() && test::contains(r.warnings[0], "truncated at byte " +
-                                                                                       std::to_string(cut) + " (");
+        const bool says_cut = !r.warnings.empty() &&
+                              test::contains(r.warnings[0], "truncated at byte " + std::to_string(cut) + " (");
         EXPECT_EQ(says_cut, !at_boundary) << name << " cut at " << cut;
         // What a cut prefix holds is what its complete lines hold.
         Report whole_lines = parse_report(base.substr(0, base.rfind('\n', cut - 1) + 1), "fuzz.mgr");
@@ -119,8 +119,8 @@ TEST(Fuzz, EveryTruncationOfTheFormat12Reports) {
 
 TEST(Fuzz, RandomByteMutations) {
     std::mt19937 rng(seed());
-    const std::string bases[] = {golden("basic.mgr"), golden("incomplete.mgr"), golden("graphs.mgr"),
-                                 golden("gc.mgr"), golden("vmm_expandable.mgr"), golden("vmm_release_mapped.mgr")};
+    const std::string bases[] = {golden("basic.mgr"), golden("incomplete.mgr"),     golden("graphs.mgr"),
+                                 golden("gc.mgr"),    golden("vmm_expandable.mgr"), golden("vmm_release_mapped.mgr")};
     const char interesting[] = {' ', '\n', '%', '-', '0', '9', 'f', 'A', 'F', 'R', 'Z', '\0', '\xff', '\r'};
     size_t parsed = 0, refused = 0;
     for (int iter = 0; iter < 4000; ++iter) {
@@ -143,13 +143,42 @@ TEST(Fuzz, RandomByteMutations) {
 
 TEST(Fuzz, RandomRecordSoup) {
     std::mt19937 rng(seed());
-    const char* types[] = {"I", "M", "S", "A", "F", "R", "E", "H", "Z", "X", "",  "C", "c", "G",
-                           "L", "D", "K", "W", "p", "P", "Y", "I format_minor", "V", "v", "N", "n", "Q", "q"};
-    const char* words[] = {"0",      "1",     "-1",    "-",      "7f00",    "ffffffffffffffff", "10000000000000000",
-                           "device", "async", "pinned", "managed", "cudaMalloc", "%",       "%zz",
-                           "%41",    "2",     "a0",    "99999999999999999999", "/x", "",
-                           "relaxed", "global", "begin", "end", "unsafe_call", "free_live_graph", "warmup_retention",
-                           "automatic", "memguard", "0/0,0/1", "3", "7f0000001000", "a001"};
+    const char* types[] = {"I", "M", "S", "A", "F", "R", "E", "H", "Z", "X", "",
+                           "C", "c", "G", "L", "D", "K", "W", "p", "P", "Y", "I format_minor",
+                           "V", "v", "N", "n", "Q", "q"};
+    const char* words[] = {"0",
+                           "1",
+                           "-1",
+                           "-",
+                           "7f00",
+                           "ffffffffffffffff",
+                           "10000000000000000",
+                           "device",
+                           "async",
+                           "pinned",
+                           "managed",
+                           "cudaMalloc",
+                           "%",
+                           "%zz",
+                           "%41",
+                           "2",
+                           "a0",
+                           "99999999999999999999",
+                           "/x",
+                           "",
+                           "relaxed",
+                           "global",
+                           "begin",
+                           "end",
+                           "unsafe_call",
+                           "free_live_graph",
+                           "warmup_retention",
+                           "automatic",
+                           "memguard",
+                           "0/0,0/1",
+                           "3",
+                           "7f0000001000",
+                           "a001"};
     size_t parsed = 0;
     for (int iter = 0; iter < 3000; ++iter) {
         std::string s = kHeader;
@@ -198,9 +227,9 @@ struct Model {
     uint64_t live = 0, peak = 0;
     int64_t peak_t = -1;
     uint64_t allocations = 0, frees = 0, restores = 0;
-    std::map<uint64_t, uint64_t> live_blocks;                // addr -> size (GPU and pinned)
+    std::map<uint64_t, uint64_t> live_blocks;                  // addr -> size (GPU and pinned)
     std::map<uint64_t, std::pair<uint64_t, bool>> last_freed;  // addr -> size, is_gpu
-    std::map<uint64_t, bool> gpu;                            // addr -> is_gpu of the live block
+    std::map<uint64_t, bool> gpu;                              // addr -> is_gpu of the live block
 };
 
 void model_change(Model& m, uint64_t size, bool gpu, bool up, int64_t t) {
@@ -231,8 +260,8 @@ std::string random_event(Model& m, std::mt19937& rng, int64_t (&clock)[3]) {
         model_change(m, size, !pinned, true, t);
         char a[32];
         std::snprintf(a, sizeof a, "%llx", static_cast<unsigned long long>(addr));
-        return "A " + ts + a + " " + std::to_string(size) + " " + (pinned ? "pinned" : kinds[rng() % 3]) +
-               " api " + (pinned ? "-1" : "0") + " - " + std::to_string(1 + rng() % 5) + "\n";
+        return "A " + ts + a + " " + std::to_string(size) + " " + (pinned ? "pinned" : kinds[rng() % 3]) + " api " +
+               (pinned ? "-1" : "0") + " - " + std::to_string(1 + rng() % 5) + "\n";
     }
     if (what < 9) {
         auto it = m.live_blocks.begin();

@@ -28,10 +28,12 @@ TEST(Json, EscapesQuotesBackslashesAndControls) {
 TEST(Json, KeepsValidUtf8AndReplacesInvalidBytes) {
     EXPECT_EQ(escaped("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
     const std::string fffd = "\xef\xbf\xbd";
-    EXPECT_EQ(escaped("a\xff" "b"), "\"a" + fffd + "b\"");
-    EXPECT_EQ(escaped("\xc3"), "\"" + fffd + "\"");                   // cut sequence
-    EXPECT_EQ(escaped("\xc0\xaf"), "\"" + fffd + fffd + "\"");        // overlong '/'
-    EXPECT_EQ(escaped("\xed\xa0\x80"), "\"" + fffd + fffd + fffd + "\"");  // UTF-16 surrogate
+    EXPECT_EQ(escaped("a\xff"
+                      "b"),
+              "\"a" + fffd + "b\"");
+    EXPECT_EQ(escaped("\xc3"), "\"" + fffd + "\"");                                   // cut sequence
+    EXPECT_EQ(escaped("\xc0\xaf"), "\"" + fffd + fffd + "\"");                        // overlong '/'
+    EXPECT_EQ(escaped("\xed\xa0\x80"), "\"" + fffd + fffd + fffd + "\"");             // UTF-16 surrogate
     EXPECT_EQ(escaped("\xf4\x90\x80\x80"), "\"" + fffd + fffd + fffd + fffd + "\"");  // above U+10FFFF
 }
 

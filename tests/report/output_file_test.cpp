@@ -104,16 +104,16 @@ bool is_char_device(const std::string& path, unsigned major_no, unsigned minor_n
 // symbolic link planted there (or at any name the CLI might choose) wrote the output into the file
 // it pointed to, and the rename then put the link at OUT.
 TEST(OutputFile, NeverWritesThroughAPlantedSymlink) {
-    for (const char* cmd : {"export --perfetto $TRAIN -o out.json", "plot $TRAIN -o out.svg",
-                            "export --memory-viz $TRAIN -o out.json"}) {
+    for (const char* cmd :
+         {"export --perfetto $TRAIN -o out.json", "plot $TRAIN -o out.svg", "export --memory-viz $TRAIN -o out.json"}) {
         test::TempDir dir;
         std::string victim = dir.write("victim", "precious\n");
         std::string out = std::string(cmd).find("out.svg") != std::string::npos ? "out.svg" : "out.json";
         // The old name, for this very process ($$ becomes the CLI's pid through exec), the pids
         // after it and other names a writer might guess.
         std::string plant = "for n in $$ $(seq $(($$ + 1)) $(($$ + 40))); do ln -s victim " + out +
-                            ".tmp.$n; done; for n in " + out + ".tmp ." + out + ".tmp " + out + "~ " + out +
-                            ".new " + out + ".part; do ln -s victim $n; done; ";
+                            ".tmp.$n; done; for n in " + out + ".tmp ." + out + ".tmp " + out + "~ " + out + ".new " +
+                            out + ".part; do ln -s victim $n; done; ";
         ShellRun r = sh(dir, plant + "exec $MG " + cmd);
         ASSERT_EQ(r.rc, 0) << cmd << ": " << r.err;
         EXPECT_EQ(read_file(victim), "precious\n") << cmd;
@@ -186,7 +186,8 @@ TEST(OutputFile, DashIsStandardOutput) {
     ShellRun r = sh(dir, "$MG export --perfetto $TRAIN -o -");
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(r.out, ref);
-    EXPECT_EQ(r.err.rfind("wrote standard output: Chrome trace (open it at https://ui.perfetto.dev), ", 0), 0u) << r.err;
+    EXPECT_EQ(r.err.rfind("wrote standard output: Chrome trace (open it at https://ui.perfetto.dev), ", 0), 0u)
+        << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     ShellRun plot = sh(dir, "$MG plot $TRAIN -o -");
     ASSERT_EQ(plot.rc, 0) << plot.err;
@@ -348,8 +349,8 @@ TEST(OutputFile, FilesAreNotWorldReadable) {
                          "$MG export --perfetto $TRAIN -o old.json && umask 077 && $MG plot $TRAIN -o b.html && "
                          "umask 0 && $MG export --memory-viz $TRAIN -o c.pickle");
     ASSERT_EQ(r.rc, 0) << r.err;
-    for (const auto& [name, mode] : {std::pair{"a.json", 0640}, {"a.svg", 0640}, {"old.json", 0640}, {"b.html", 0600},
-                                     {"c.pickle", 0640}}) {
+    for (const auto& [name, mode] :
+         {std::pair{"a.json", 0640}, {"a.svg", 0640}, {"old.json", 0640}, {"b.html", 0600}, {"c.pickle", 0640}}) {
         EXPECT_EQ(lstat_of(dir.path() + "/" + name).st_mode & 07777, static_cast<mode_t>(mode)) << name;
     }
 }

@@ -39,7 +39,9 @@ TEST(ReportHeader, BadMagicNamesFileLineAndExpectation) {
 }
 
 TEST(ReportHeader, BinaryGarbageIsQuotedPrintably) {
-    std::string e = error_of(std::string("\x7f" "ELF\x02\x01\x01\0\0\0\n", 11));
+    std::string e = error_of(std::string("\x7f"
+                                         "ELF\x02\x01\x01\0\0\0\n",
+                                         11));
     EXPECT_TRUE(contains(e, "'?ELF\?\?\?\?\?\?'")) << e;  // each unprintable byte shows as '?'
     EXPECT_EQ(e.find('\n'), std::string::npos);
 }
@@ -316,8 +318,7 @@ TEST(ReportRecords, ReferencesToUnknownStacksAreWarnings) {
                      "E 12 1 16 device cudaMalloc 0 - 7 2 0\nZ 50\n");
     EXPECT_EQ(r.blocks.size(), 2u);
     ASSERT_EQ(r.warnings.size(), 1u);
-    EXPECT_EQ(r.warnings[0],
-              "t.mgr:2: A record uses stack 9, which no earlier S record defines (and 2 more like it)");
+    EXPECT_EQ(r.warnings[0], "t.mgr:2: A record uses stack 9, which no earlier S record defines (and 2 more like it)");
 }
 
 TEST(ReportRecords, StackDefinedAfterItsUseStillWarns) {
@@ -430,7 +431,8 @@ TEST(ReportMinor, OlderMinorsReadCaptureAndPythonIdsAsZero) {
 }
 
 TEST(ReportMinor, TheMinorAppliesFromItsRecordOn) {
-    Report r = parse("A 10 1 a0 16 device m 0 - 0\n" + kMinor1 + "C 11 1 1 7fab relaxed -\n"
+    Report r = parse("A 10 1 a0 16 device m 0 - 0\n" + kMinor1 +
+                     "C 11 1 1 7fab relaxed -\n"
                      "A 12 1 b0 16 device m 0 - 0 1\nZ 20\n");
     EXPECT_EQ(r.blocks.at(0).capture_id, 0u);
     EXPECT_EQ(r.blocks.at(1).capture_id, 1u);
@@ -444,8 +446,8 @@ TEST(ReportMinor, MissingNewFieldsAreMalformed) {
     EXPECT_EQ(error_of(kHeader + kMinor2 + "E 1 2 16 device cudaMalloc 0 - 0 2 0\n"),
               "t.mgr:3: malformed E record: 11 fields expected, 10 found");
     EXPECT_TRUE(contains(error_of(kHeader + kMinor1 + "A 1 2 7f00 16 device m 0 - 0 x\n"), "bad capture id 'x'"));
-    EXPECT_TRUE(contains(error_of(kHeader + kMinor2 + "A 1 2 7f00 16 device m 0 - 0 0 -1\n"),
-                         "bad Python stack id '-1'"));
+    EXPECT_TRUE(
+        contains(error_of(kHeader + kMinor2 + "A 1 2 7f00 16 device m 0 - 0 0 -1\n"), "bad Python stack id '-1'"));
     EXPECT_TRUE(contains(error_of(kHeader + kMinor2 + "E 1 2 16 device m 0 - 0 2 0 py\n"), "bad Python stack id"));
 }
 
@@ -508,9 +510,9 @@ TEST(ReportCaptures, DuplicatesAndUnknownCapturesAreWarnings) {
     Report r = parse(kMinor1 + "C 1 1 1 7fab global -\nC 2 1 1 7fac relaxed -\nc 3 1 2 0 -\nc 4 1 1 0 aa\n"
                                "c 5 1 1 0 bb\nA 6 1 7f00 16 device m 0 - 0 9\nG 7 1 e0 aa 8\nZ 9\n");
     ASSERT_EQ(r.captures.size(), 1u);
-    EXPECT_EQ(r.captures[0].stream, 0x7fabu);  // the first C record wins
+    EXPECT_EQ(r.captures[0].stream, 0x7fabu);                       // the first C record wins
     EXPECT_EQ(r.captures[0].graph, std::optional<uint64_t>(0xaa));  // and the first c record
-    EXPECT_EQ(r.blocks[0].capture_id, 9u);  // kept as recorded
+    EXPECT_EQ(r.blocks[0].capture_id, 9u);                          // kept as recorded
     ASSERT_EQ(r.warnings.size(), 3u);
     EXPECT_EQ(r.warnings[0], "t.mgr:4: capture 1 begun twice; the second C record is ignored");
     EXPECT_EQ(r.warnings[1], "t.mgr:5: c record names capture 2, which no earlier C record began (and 2 more like it)");
@@ -586,11 +588,12 @@ TEST(ReportGraphs, InstantiatingALiveExecHandleEndsTheEarlierExec) {
 }
 
 TEST(ReportHazards, AllThreeKinds) {
-    Report r = parse(kMinor1 + "M 0 0 ffff 0 - /a\nS 4 10\nC 1 7 1 7fab global -\n"
-                               "W 2 8 unsafe_call cudaMalloc 1 global thread_local\n"
-                               "A 3 7 b0 64 device cudaMalloc 0 - 4 1\nc 4 7 1 0 aa\nG 5 7 e0 aa 1\n"
-                               "F 6 7 b0 64 cudaFree -\nW 6 7 free_live_graph b0 64 1 e0\n"
-                               "W 7 7 warmup_retention 1 end 5 4 2 4096\nW 8 7 warmup_retention 1 begin 0 0 1 1\nZ 9\n");
+    Report r = parse(kMinor1 +
+                     "M 0 0 ffff 0 - /a\nS 4 10\nC 1 7 1 7fab global -\n"
+                     "W 2 8 unsafe_call cudaMalloc 1 global thread_local\n"
+                     "A 3 7 b0 64 device cudaMalloc 0 - 4 1\nc 4 7 1 0 aa\nG 5 7 e0 aa 1\n"
+                     "F 6 7 b0 64 cudaFree -\nW 6 7 free_live_graph b0 64 1 e0\n"
+                     "W 7 7 warmup_retention 1 end 5 4 2 4096\nW 8 7 warmup_retention 1 begin 0 0 1 1\nZ 9\n");
     ASSERT_EQ(r.hazards.unsafe_calls.size(), 1u);
     const UnsafeCall& u = r.hazards.unsafe_calls[0];
     EXPECT_EQ(u.t, 2);
@@ -751,7 +754,8 @@ TEST(ReportPython, MalformedCompilesAndCollections) {
     const std::string h = kHeader + kMinor2;
     EXPECT_TRUE(contains(error_of(h + "X 1 2\n"), "malformed X record: 3 fields expected, 2 found"));
     EXPECT_TRUE(contains(error_of(h + "X 1 2 \n"), "bad compile id ''"));
-    EXPECT_TRUE(contains(error_of(h + "Y 1 2 automatic 0 1 1 0 - -\n"), "malformed Y record: 10 fields expected, 9 found"));
+    EXPECT_TRUE(
+        contains(error_of(h + "Y 1 2 automatic 0 1 1 0 - -\n"), "malformed Y record: 10 fields expected, 9 found"));
     EXPECT_TRUE(contains(error_of(h + "Y 1 2 manual 0 1 1 0 - - -\n"), "malformed Y record: unknown trigger 'manual'"));
     EXPECT_TRUE(contains(error_of(h + "Y 1 2 automatic g 1 1 0 - - -\n"), "bad generation 'g'"));
     EXPECT_TRUE(contains(error_of(h + "Y 1 2 automatic 0 - 1 0 - - -\n"), "bad duration '-'"));
@@ -830,11 +834,12 @@ TEST(ReportErrors, KindNames) {
 TEST(ReportBounds, DeviceOrdinalsOutsideMinusOneToTheBoundAreRefused) {
     const std::string max = std::to_string(kMaxDevice), over = std::to_string(kMaxDevice + 1);
     Report ok = parse("I format_minor 5\nA 1 1 7f00 16 pinned cudaMallocHost -1 - 0 0 0\n"
-                      "A 2 1 8f00 16 device cudaMalloc " + max + " - 0 0 0\nZ 3\n");
+                      "A 2 1 8f00 16 device cudaMalloc " +
+                      max + " - 0 0 0\nZ 3\n");
     EXPECT_EQ(ok.blocks.at(0).device, -1);
     EXPECT_EQ(ok.blocks.at(1).device, kMaxDevice);
-    for (const std::string& device : {over, std::string("268435456"), std::string("2147483647"), std::string("-2"),
-                                      std::string("-2147483648")}) {
+    for (const std::string& device :
+         {over, std::string("268435456"), std::string("2147483647"), std::string("-2"), std::string("-2147483648")}) {
         EXPECT_EQ(error_of(kHeader + "A 1 1 7f00 16 device cudaMalloc " + device + " - 0\n"),
                   "t.mgr:2: malformed A record: device '" + device + "' out of range (-1 to 1023)");
     }
@@ -1046,15 +1051,16 @@ TEST(AllocatorRecords, ReadOnlyFromMinor5) {
 }
 
 TEST(AllocatorRecords, GcFreesBelongToTheNextCollectionOfTheirThread) {
-    Report r = parse("I format_minor 5\n"
-                     "T 1 7 a000 512 512 0 0 0 0 0 -\nT 1 7 b000 512 512 0 0 0 0 0 -\nT 1 7 c000 512 512 0 0 0 0 0 -\n"
-                     "t 2 7 a000 1\nt 2 8 b000 1\nt 2 7 c000 0\n"
-                     "Y 3 9 automatic 0 1 0 0 - - -\nY 4 7 explicit 2 1 0 0 - - -\nY 5 7 explicit 2 1 0 0 - - -\nZ 6\n");
+    Report r = parse(
+        "I format_minor 5\n"
+        "T 1 7 a000 512 512 0 0 0 0 0 -\nT 1 7 b000 512 512 0 0 0 0 0 -\nT 1 7 c000 512 512 0 0 0 0 0 -\n"
+        "t 2 7 a000 1\nt 2 8 b000 1\nt 2 7 c000 0\n"
+        "Y 3 9 automatic 0 1 0 0 - - -\nY 4 7 explicit 2 1 0 0 - - -\nY 5 7 explicit 2 1 0 0 - - -\nZ 6\n");
     ASSERT_EQ(r.tensors.size(), 3u);
     EXPECT_EQ(r.tensors[0].collection, std::optional<size_t>(1));  // thread 7's first Y, not thread 9's
-    EXPECT_FALSE(r.tensors[1].collection.has_value());            // thread 8: no Y follows
+    EXPECT_FALSE(r.tensors[1].collection.has_value());             // thread 8: no Y follows
     EXPECT_TRUE(r.tensors[1].freed_in_gc);
-    EXPECT_FALSE(r.tensors[2].collection.has_value());            // gc 0
+    EXPECT_FALSE(r.tensors[2].collection.has_value());  // gc 0
 }
 
 TEST(AllocatorRecords, RequestedOverBlockSizeIsAWarning) {
@@ -1074,8 +1080,10 @@ TEST(AllocatorRecords, TensorFreeOfNothingLiveIsAWarning) {
 
 TEST(AllocatorRecords, MalformedLinesNameFileAndLine) {
     const std::string h = kHeader + "I format_minor 5\n";
-    EXPECT_EQ(error_of(h + "T 1 7 a000 512 500 0 0 0 0 0\n"), "t.mgr:3: malformed T record: 11 fields expected, 10 found");
-    EXPECT_EQ(error_of(h + "T 1 7 a000 512 500 0 zz 0 0 0 -\n"), "t.mgr:3: malformed T record: bad stream 'zz' (hex expected)");
+    EXPECT_EQ(error_of(h + "T 1 7 a000 512 500 0 0 0 0 0\n"),
+              "t.mgr:3: malformed T record: 11 fields expected, 10 found");
+    EXPECT_EQ(error_of(h + "T 1 7 a000 512 500 0 zz 0 0 0 -\n"),
+              "t.mgr:3: malformed T record: bad stream 'zz' (hex expected)");
     EXPECT_EQ(error_of(h + "t 1 7 a000 2\n"), "t.mgr:3: malformed t record: bad gc flag '2' (0 or 1 expected)");
     EXPECT_EQ(error_of(h + "O 3 7 0 10 512 0 0 0 0 0 maybe\n"), "t.mgr:3: malformed O record: unknown rescue 'maybe'");
     EXPECT_EQ(error_of(h + "o 3 0 0 1 512\n"), "t.mgr:3: malformed o record: no O record at t=3 precedes it");
@@ -1103,7 +1111,8 @@ TEST(LostRecords, MalformedLinesNameFileAndLine) {
     const std::string h = kHeader + "I format_minor 6\n";
     EXPECT_EQ(error_of(h + "U 5 1\n"), "t.mgr:3: malformed U record: 3 fields expected, 2 found");
     EXPECT_EQ(error_of(h + "U 5 1 x\n"), "t.mgr:3: malformed U record: bad record count 'x'");
-    EXPECT_EQ(error_of(h + "U 5 9 1\n"), "t.mgr:3: malformed U record: the first lost record's time 9 is after the record's");
+    EXPECT_EQ(error_of(h + "U 5 9 1\n"),
+              "t.mgr:3: malformed U record: the first lost record's time 9 is after the record's");
 }
 
 }  // namespace

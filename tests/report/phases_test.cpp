@@ -60,7 +60,8 @@ TEST(Phases, RecordsAreReadFromMinor4Only) {
 }
 
 TEST(Phases, MalformedRecordsAreErrors) {
-    EXPECT_TRUE(contains(test::error_of(test::kHeader + kMinor4 + "B 1 1 1 profiler x\n"), "unknown source 'profiler'"));
+    EXPECT_TRUE(
+        contains(test::error_of(test::kHeader + kMinor4 + "B 1 1 1 profiler x\n"), "unknown source 'profiler'"));
     EXPECT_TRUE(contains(test::error_of(test::kHeader + kMinor4 + "B 1 1 0 api x\n"), "phase id 0"));
     EXPECT_TRUE(contains(test::error_of(test::kHeader + kMinor4 + "B 1 1 1 api\n"), "5 fields expected"));
     EXPECT_TRUE(contains(test::error_of(test::kHeader + kMinor4 + "b 1 1\n"), "3 fields expected"));
@@ -112,14 +113,13 @@ TEST(Phases, PeakIncludesTheStateAtBeginAndAnUnendedPhaseRunsToTheEnd) {
 }
 
 TEST(Phases, NestingIsPerThreadAndRangesNestAmongThemselves) {
-    Report r = parse(kMinor4 +
-                     "B 1 1 1 api outer\n"
-                     "B 2 1 2 nvtx inner\n"
-                     "B 2 7 3 nvtx other_thread\n"
-                     "B 3 7 4 nvtx_range range\n"
-                     "B 3 1 5 nvtx_range range2\n"
-                     "b 4 1 2\nb 5 1 1\nb 6 7 3\nb 7 1 4\nb 8 1 5\n"
-                     "B 9 1 6 api outer\nb 10 1 6\nZ 11\n");
+    Report r = parse(kMinor4 + "B 1 1 1 api outer\n"
+                               "B 2 1 2 nvtx inner\n"
+                               "B 2 7 3 nvtx other_thread\n"
+                               "B 3 7 4 nvtx_range range\n"
+                               "B 3 1 5 nvtx_range range2\n"
+                               "b 4 1 2\nb 5 1 1\nb 6 7 3\nb 7 1 4\nb 8 1 5\n"
+                               "B 9 1 6 api outer\nb 10 1 6\nZ 11\n");
     std::vector<PhaseStats> s = phase_stats(r, build_timeline(r));
     ASSERT_EQ(s.size(), 6u);
     EXPECT_EQ(s[0].depth, 0);
@@ -275,8 +275,21 @@ TEST(Pickle, StringsContainersAndMemo) {
     p.get(memo);
     std::string s = bytes_of(p);
     std::string expected = std::string("}(\x8c\x01k](X\x2c\x01\x00\x00", 12) + std::string(300, 'x') +
-                           "\x8c\x03\xef\xbf\xbd" "\x88" "N" "e" "\x8c\x01t" "K\x01" "K\x02" "\x86" "\x8c\x01" "f" +
-                           std::string("G\x3f\xf8\x00\x00\x00\x00\x00\x00", 9) + "u" "\x94" "h" + std::string(1, '\0');
+                           "\x8c\x03\xef\xbf\xbd"
+                           "\x88"
+                           "N"
+                           "e"
+                           "\x8c\x01t"
+                           "K\x01"
+                           "K\x02"
+                           "\x86"
+                           "\x8c\x01"
+                           "f" +
+                           std::string("G\x3f\xf8\x00\x00\x00\x00\x00\x00", 9) +
+                           "u"
+                           "\x94"
+                           "h" +
+                           std::string(1, '\0');
     EXPECT_EQ(s, expected);
 }
 
@@ -296,13 +309,30 @@ TEST(PhasesCli, HelpOfTheNewCommands) {
 }
 
 TEST(PhasesCli, UsageErrorsExitWithTwoAndAHint) {
-    for (const char* args : {"phases", "phases a.mgr b.mgr", "phases a.mgr --pool", "phases a.mgr --marks=1",
-                             "diff", "diff a.mgr", "diff a b c", "diff a b -n 0", "merge", "merge --template",
-                             "merge --template ''", "merge --template 'x.%q.%r'", "merge a --template 'r.%r'",
-                             "plot a.mgr", "plot a.mgr -o", "plot a.mgr -o a.png", "plot a.mgr -o a.svg --json",
-                             "plot a.mgr b.mgr -o a.svg", "export a.mgr -o a.pickle", "export --perfetto a.mgr",
-                             "export --perfetto --memory-viz a.mgr -o x", "export --memory-viz=1 a.mgr -o x",
-                             "export --memory-viz a.mgr -o x --json", "export --memory-viz a.mgr -o x --frames x"}) {
+    for (const char* args : {"phases",
+                             "phases a.mgr b.mgr",
+                             "phases a.mgr --pool",
+                             "phases a.mgr --marks=1",
+                             "diff",
+                             "diff a.mgr",
+                             "diff a b c",
+                             "diff a b -n 0",
+                             "merge",
+                             "merge --template",
+                             "merge --template ''",
+                             "merge --template 'x.%q.%r'",
+                             "merge a --template 'r.%r'",
+                             "plot a.mgr",
+                             "plot a.mgr -o",
+                             "plot a.mgr -o a.png",
+                             "plot a.mgr -o a.svg --json",
+                             "plot a.mgr b.mgr -o a.svg",
+                             "export a.mgr -o a.pickle",
+                             "export --perfetto a.mgr",
+                             "export --perfetto --memory-viz a.mgr -o x",
+                             "export --memory-viz=1 a.mgr -o x",
+                             "export --memory-viz a.mgr -o x --json",
+                             "export --memory-viz a.mgr -o x --frames x"}) {
         Result r = test::run_cli(args);
         EXPECT_EQ(r.rc, 2) << args;
         EXPECT_EQ(r.out.rfind("memguard: error: ", 0), 0u) << args << ": " << r.out;
@@ -315,8 +345,8 @@ TEST(PhasesCli, BadReportFilesGiveOneMessage) {
     test::TempDir dir;
     std::string good = dir.write("good.mgr", test::kHeader + kMinor4 + alloc(1, "1000", 10) + "Z 2\n");
     std::string bad = dir.write("bad.mgr", "not a report\n");
-    for (std::string args : {"phases '" + bad + "'", "diff '" + good + "' '" + bad + "'", "merge '" + good + "' '" + bad + "'",
-                             "plot '" + bad + "' -o '" + dir.path() + "/x.svg'",
+    for (std::string args : {"phases '" + bad + "'", "diff '" + good + "' '" + bad + "'",
+                             "merge '" + good + "' '" + bad + "'", "plot '" + bad + "' -o '" + dir.path() + "/x.svg'",
                              "export --perfetto '" + bad + "' -o '" + dir.path() + "/x.json'",
                              "diff '" + good + "' '" + dir.path() + "/missing.mgr'"}) {
         Result r = test::run_cli(args);

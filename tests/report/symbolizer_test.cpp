@@ -24,12 +24,15 @@ __attribute__((noinline)) void exe_recorder() { g_exe_ip = __builtin_return_addr
 
 // Outside every namespace so that its demangled name is simply "exe_function()". As in symtest_lib.cpp,
 // the return address of the recorder call belongs to the next line.
+// The __LINE__ statement shares its line with the call it names:
+// clang-format off
 static __attribute__((noinline)) void* exe_function() {
     volatile int keep = 1;
     g_exe_line = __LINE__; exe_recorder();
     keep = keep + 1;
     return keep != 0 ? g_exe_ip : nullptr;
 }
+// clang-format on
 
 namespace memguard::report {
 namespace {
@@ -115,7 +118,7 @@ TEST(Symbolizer, StrippedCopyFallsBackToDynsym) {
     Probe known = probe(memguard_symtest::known_function(3));
     Frame f = only_frame(report_for(known.module, known.ip, nullptr, &stripped));
     EXPECT_EQ(f.function, "memguard_symtest::known_function(int)");  // exported: in .dynsym
-    EXPECT_EQ(f.file, "");                                            // no DWARF in the copy
+    EXPECT_EQ(f.file, "");                                           // no DWARF in the copy
 
     Probe hidden = probe(memguard_symtest::call_hidden_function(3));
     Frame h = only_frame(report_for(hidden.module, hidden.ip, nullptr, &stripped));
@@ -163,8 +166,8 @@ TEST(Symbolizer, DifferentBuildIdIsNotSymbolized) {
     sym.frame(p.ip, 1);  // the warning comes once per module
     std::vector<std::string> w = sym.take_warnings();
     ASSERT_EQ(w.size(), 1u);
-    EXPECT_TRUE(contains(w[0], p.module.path + ": GNU build-id " + p.module.build_id + " differs from the recorded " +
-                                   other));
+    EXPECT_TRUE(
+        contains(w[0], p.module.path + ": GNU build-id " + p.module.build_id + " differs from the recorded " + other));
     EXPECT_TRUE(sym.take_warnings().empty());
 }
 
@@ -241,14 +244,14 @@ TEST(Symbolizer, FailingAddr2lineWarnsAndKeepsSymbolNames) {
 
 TEST(Symbolizer, ModuleLookupPrefersModulesKnownWhenTheStackWasWritten) {
     Report r = parse_report(test::kHeader + "M 0 1000 2000 0 - /old.so\nS 1 1100\nM 1 1000 2000 0 - /new.so\n"
-                                             "S 2 1100\nM 2 3000 4000 0 - /late.so\nS 3 3100 9000\nZ 1\n",
+                                            "S 2 1100\nM 2 3000 4000 0 - /late.so\nS 3 3100 9000\nZ 1\n",
                             "x.mgr");
     Symbolizer sym(r);
     EXPECT_EQ(sym.find_module(0x1100, r.stacks.at(1).modules_known)->path, "/old.so");
     EXPECT_EQ(sym.find_module(0x1100, r.stacks.at(2).modules_known)->path, "/new.so");
     EXPECT_EQ(sym.find_module(0x1100, 0)->path, "/new.so");   // no information: the latest
     EXPECT_EQ(sym.find_module(0x3100, 1)->path, "/late.so");  // announced after the stack: tolerated
-    EXPECT_EQ(sym.find_module(0x2000, 3), nullptr);            // ranges are half-open
+    EXPECT_EQ(sym.find_module(0x2000, 3), nullptr);           // ranges are half-open
     std::vector<Frame> f = sym.frames(r.stacks.at(3), 5);
     ASSERT_EQ(f.size(), 2u);
     EXPECT_EQ(f[0].offset, 0x3100u);
@@ -312,8 +315,9 @@ public:
         root_ = templ;
     }
     ~TempTree() {
-        nftw(root_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
-             FTW_DEPTH | FTW_PHYS);
+        nftw(
+            root_.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
+            FTW_DEPTH | FTW_PHYS);
     }
     TempTree(const TempTree&) = delete;
     TempTree& operator=(const TempTree&) = delete;
@@ -347,9 +351,8 @@ TEST(Symbolizer, AModuleThatIsAFifoIsRefusedWithoutBlocking) {
         Frame f = sym.frame(0x1100, 1);
         std::vector<std::string> w = sym.take_warnings();
         if (!f.function.empty() || f.module == nullptr || f.offset != 0x1100) return 3;
-        return w.size() == 1 && w[0] == fifo + ": cannot read (not a regular file); its frames are not symbolized"
-                   ? 0
-                   : 4;
+        return w.size() == 1 && w[0] == fifo + ": cannot read (not a regular file); its frames are not symbolized" ? 0
+                                                                                                                   : 4;
     });
     EXPECT_EQ(rc, 0) << (rc == 128 + SIGALRM ? "the symbolizer blocked on the FIFO" : "wrong frame or warning");
 }
@@ -424,9 +427,9 @@ TEST(Symbolizer, SysrootFindsTheModulesUnderItsDirectory) {
     SymbolizerOptions options;
     options.addr2line = "";
     options.sysroot = tree.root();
-    for (const std::string& path : {std::string("/opt/run/lib/libmemguard_symtest.so"),
-                                    std::string("/opt/run/lib/liblink.so"),
-                                    std::string("/opt/run/../run/lib/./libmemguard_symtest.so")}) {
+    for (const std::string& path :
+         {std::string("/opt/run/lib/libmemguard_symtest.so"), std::string("/opt/run/lib/liblink.so"),
+          std::string("/opt/run/../run/lib/./libmemguard_symtest.so")}) {
         Report r = report_for(p.module, p.ip, nullptr, &path);
         Frame f = only_frame(r, options);
         EXPECT_EQ(f.function, "memguard_symtest::known_function(int)") << path;
@@ -492,8 +495,8 @@ TEST(Symbolizer, ADebugFileWithAnotherBuildIdIsNotUsed) {
     EXPECT_EQ(f.offset, hidden.ip - hidden.module.bias);
     std::vector<std::string> w = sym.take_warnings();
     ASSERT_EQ(w.size(), 1u);
-    EXPECT_EQ(w[0], planted + ": GNU build-id " + exe.module.build_id + " differs from the recorded " + id +
-                        "; not used");
+    EXPECT_EQ(w[0],
+              planted + ": GNU build-id " + exe.module.build_id + " differs from the recorded " + id + "; not used");
 }
 
 // --- the ELF reader on its own -------------------------------------------------------------------

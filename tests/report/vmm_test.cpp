@@ -32,9 +32,9 @@ Levels after(const Report& r, size_t n) {
 
 TEST(VmmRecords, FieldsOfEachRecord) {
     Report r = parse(kMinor3 + "M 0 0 ffff 0 - /a\nS 1 10\nV 100 7 7f4000000000 1073741824 1 0\n"
-                     "N 110 7 a001 2097152 0 1 0 0\n"
-                     "Q 120 7 7f4000000000 2097152 0 a001\nq 130 7 7f4000000000 2097152\nn 140 7 a001\n"
-                     "v 150 7 7f4000000000 1073741824\nZ 200\n");
+                               "N 110 7 a001 2097152 0 1 0 0\n"
+                               "Q 120 7 7f4000000000 2097152 0 a001\nq 130 7 7f4000000000 2097152\nn 140 7 a001\n"
+                               "v 150 7 7f4000000000 1073741824\nZ 200\n");
     ASSERT_EQ(r.reservations.size(), 1u);
     EXPECT_EQ(r.reservations[0].va, 0x7f4000000000u);
     EXPECT_EQ(r.reservations[0].size, 1073741824u);
@@ -51,8 +51,8 @@ TEST(VmmRecords, FieldsOfEachRecord) {
     EXPECT_EQ(r.mappings[0].handle, std::optional<size_t>(0));
     EXPECT_EQ(r.mappings[0].t_unmap, std::optional<int64_t>(130));
     ASSERT_EQ(r.events.size(), 6u);
-    const Event::Type types[] = {Event::Reserve, Event::Create, Event::Map, Event::Unmap, Event::Release,
-                                 Event::AddressFree};
+    const Event::Type types[] = {Event::Reserve, Event::Create,  Event::Map,
+                                 Event::Unmap,   Event::Release, Event::AddressFree};
     for (size_t i = 0; i < 6; ++i) {
         EXPECT_EQ(r.events[i].type, types[i]) << i;
         EXPECT_FALSE(r.events[i].is_block());
@@ -79,7 +79,8 @@ TEST(VmmRecords, MalformedRecordsNameFileLineAndField) {
 }
 
 TEST(VmmRecords, InconsistentRecordsAreWarningsNotErrors) {
-    Report r = parse(kMinor3 + "q 10 1 7f40 64\nn 20 1 a001\nv 30 1 7f40 64\nQ 40 1 7f40 64 0 b00\n"
+    Report r = parse(kMinor3 +
+                     "q 10 1 7f40 64\nn 20 1 a001\nv 30 1 7f40 64\nQ 40 1 7f40 64 0 b00\n"
                      "V 50 1 7f50 64 0 0\nV 60 1 7f50 128 0 0\nN 70 1 a001 64 0 0 0 0\nN 80 1 a001 32 0 0 0 0\n"
                      "Q 90 1 7f40 32 0 a001\nZ 100\n");
     std::string all;
@@ -114,15 +115,15 @@ TEST(VmmRecords, DriverApiNamesAreKeptAsIs) {
 
 TEST(LevelWalk, ReleaseBeforeUnmapKeepsThePhysicalMemoryUntilTheLastUnmap) {
     Report r = parse(kMinor3 + "N 10 1 a001 4194304 0 0 0 0\nQ 20 1 7f4000000000 4194304 0 a001\n"
-                     "Q 30 1 7f8000000000 4194304 0 a001\n"
-                     "n 40 1 a001\nq 50 1 7f4000000000 4194304\nq 60 1 7f8000000000 4194304\nZ 100\n");
-    EXPECT_EQ(after(r, 3).mapped_bytes, 8 * MiB);   // mapped twice: two mappings,
-    EXPECT_EQ(after(r, 3).physical_bytes, 4 * MiB); // one piece of memory
-    EXPECT_EQ(after(r, 4).physical_bytes, 4 * MiB); // released, still mapped twice
+                               "Q 30 1 7f8000000000 4194304 0 a001\n"
+                               "n 40 1 a001\nq 50 1 7f4000000000 4194304\nq 60 1 7f8000000000 4194304\nZ 100\n");
+    EXPECT_EQ(after(r, 3).mapped_bytes, 8 * MiB);    // mapped twice: two mappings,
+    EXPECT_EQ(after(r, 3).physical_bytes, 4 * MiB);  // one piece of memory
+    EXPECT_EQ(after(r, 4).physical_bytes, 4 * MiB);  // released, still mapped twice
     EXPECT_EQ(after(r, 4).gpu_bytes, 4 * MiB);
-    EXPECT_EQ(after(r, 5).physical_bytes, 4 * MiB); // still mapped once
+    EXPECT_EQ(after(r, 5).physical_bytes, 4 * MiB);  // still mapped once
     EXPECT_EQ(after(r, 5).mapped_bytes, 4 * MiB);
-    EXPECT_EQ(after(r, 6).physical_bytes, 0u);      // the last unmap returns it
+    EXPECT_EQ(after(r, 6).physical_bytes, 0u);  // the last unmap returns it
     EXPECT_EQ(after(r, 6).gpu_bytes, 0u);
     EXPECT_EQ(r.handles[0].t_gone, std::optional<int64_t>(60));
     EXPECT_EQ(live_at(r, {TimePoint::Time, 55}).handles, std::vector<size_t>{0});
@@ -131,9 +132,9 @@ TEST(LevelWalk, ReleaseBeforeUnmapKeepsThePhysicalMemoryUntilTheLastUnmap) {
 
 TEST(LevelWalk, OneUnmapRemovesEveryMappingStartingInItsRange) {
     Report r = parse(kMinor3 + "N 10 1 a1 2097152 0 0 0 0\nQ 10 1 7f4000000000 2097152 0 a1\n"
-                     "N 11 1 a2 2097152 0 0 0 0\nQ 11 1 7f4000200000 2097152 0 a2\n"
-                     "N 12 1 a3 2097152 0 0 0 0\nQ 12 1 7f4000400000 2097152 0 a3\n"
-                     "q 20 1 7f4000000000 4194304\nn 21 1 a1\nn 21 1 a2\nZ 100\n");
+                               "N 11 1 a2 2097152 0 0 0 0\nQ 11 1 7f4000200000 2097152 0 a2\n"
+                               "N 12 1 a3 2097152 0 0 0 0\nQ 12 1 7f4000400000 2097152 0 a3\n"
+                               "q 20 1 7f4000000000 4194304\nn 21 1 a1\nn 21 1 a2\nZ 100\n");
     Levels end = after(r, r.events.size());
     EXPECT_EQ(end.mapped_bytes, 2 * MiB);
     EXPECT_EQ(end.physical_bytes, 2 * MiB);
@@ -142,7 +143,8 @@ TEST(LevelWalk, OneUnmapRemovesEveryMappingStartingInItsRange) {
 }
 
 TEST(LevelWalk, GpuLiveBytesAddBlocksAndPhysicalMemoryOnDevicesOnly) {
-    Report r = parse(kMinor3 + "A 10 1 7f00 1048576 device cudaMalloc 1 - 0 0 0\n"
+    Report r = parse(kMinor3 +
+                     "A 10 1 7f00 1048576 device cudaMalloc 1 - 0 0 0\n"
                      "A 11 1 7f80 1048576 pinned cuMemHostAlloc -1 - 0 0 0\n"
                      "N 20 1 a1 2097152 1 0 0 0\nN 30 1 a2 4194304 -1 0 0 0\nV 40 1 7f40 8388608 0 0\nZ 100\n");
     Levels end = after(r, r.events.size());
@@ -172,7 +174,7 @@ TEST(LevelWalk, GpuLiveBytesAddBlocksAndPhysicalMemoryOnDevicesOnly) {
 
 TEST(LevelWalk, HandlesCreatedDuringACaptureBelongToItsPool) {
     Report r = parse(kMinor3 + "C 10 1 1 7fab relaxed -\nN 20 1 a1 2097152 0 3 0 1\nQ 20 1 7f40 2097152 0 a1\n"
-                     "c 30 1 1 0 5600\nA 40 1 7f00 1048576 device cudaMalloc 0 - 0 0 0\nZ 100\n");
+                               "c 30 1 1 0 5600\nA 40 1 7f00 1048576 device cudaMalloc 0 - 0 0 0\nZ 100\n");
     std::vector<Pool> pools = group_by_pool(r, live_at(r, {TimePoint::Exit, 0}), KindFilter::Gpu);
     ASSERT_EQ(pools.size(), 2u);
     EXPECT_EQ(pools[1].capture_id, 1u);
@@ -188,8 +190,8 @@ TEST(LevelWalk, HandlesCreatedDuringACaptureBelongToItsPool) {
 TEST(LevelWalk, PeakIncludesPhysicalMemoryAndTopAtThePeakShowsIt) {
     // 3 MiB of blocks, then 4 MiB of physical memory while 1 MiB of blocks is live: the peak is 5 MiB.
     Report r = parse(kMinor3 + "A 10 1 7f00 3145728 device cudaMalloc 0 - 0 0 0\nF 20 1 7f00 0 cudaFree -\n"
-                     "A 30 1 7f80 1048576 device cudaMalloc 0 - 0 0 0\nN 40 1 a1 4194304 0 0 0 0\n"
-                     "n 50 1 a1\nZ 100\n");
+                               "A 30 1 7f80 1048576 device cudaMalloc 0 - 0 0 0\nN 40 1 a1 4194304 0 0 0 0\n"
+                               "n 50 1 a1\nZ 100\n");
     Summary s = summarize(r);
     EXPECT_EQ(s.peak_bytes, 5 * MiB);
     EXPECT_EQ(s.peak_t, std::optional<int64_t>(40));
@@ -307,8 +309,8 @@ std::string random_vmm_record(VmmModel& m, std::mt19937& rng, int64_t t, uint64_
         uint64_t size = 1 + rng() % 5000000;
         int device = static_cast<int>(rng() % 2);
         m.blocks[addr] = {size, device};
-        return "A " + ts + hex_of(addr) + " " + std::to_string(size) + " device cuMemAlloc " +
-               std::to_string(device) + " - 1 0 0\n";
+        return "A " + ts + hex_of(addr) + " " + std::to_string(size) + " device cuMemAlloc " + std::to_string(device) +
+               " - 1 0 0\n";
     }
     }
 }

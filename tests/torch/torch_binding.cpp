@@ -27,8 +27,8 @@ PyObject* alloc(PyObject*, PyObject* arg) {
 PyMethodDef methods[] = {{"alloc", alloc, METH_O, "memguard_alloc(nbytes, 0, nullptr) inside HANDLE_TH_ERRORS"},
                          {nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef module = {PyModuleDef_HEAD_INIT, "mg_torch_binding", nullptr, -1, methods,
-                      nullptr, nullptr, nullptr, nullptr};
+PyModuleDef module =
+    {PyModuleDef_HEAD_INIT, "mg_torch_binding", nullptr, -1, methods, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 

@@ -87,7 +87,8 @@ TEST_P(TorchError, CaughtAsOutOfMemoryErrorWithMemguardsMessage) {
         throw_oom();
     } catch (const c10::OutOfMemoryError& e) {
         EXPECT_EQ(e.msg(), kMessage);
-        EXPECT_NE(std::string(e.what_without_backtrace()).find(kMessage), std::string::npos) << e.what_without_backtrace();
+        EXPECT_NE(std::string(e.what_without_backtrace()).find(kMessage), std::string::npos)
+            << e.what_without_backtrace();
         EXPECT_NE(std::string(e.what()).find(kMessage), std::string::npos) << e.what();
         // The vptr is OutOfMemoryError's, as after a `throw c10::OutOfMemoryError(...)`.
         EXPECT_EQ(typeid(e), typeid(c10::OutOfMemoryError)) << typeid(e).name();
@@ -145,7 +146,8 @@ TEST_P(TorchError, TheExceptionIsDestroyed) {
 
 INSTANTIATE_TEST_SUITE_P(Ctors, TorchError, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& info) {
-                             return info.param ? std::string("OwnConstructor") : std::string("BaseConstructorAndVtable");
+                             return info.param ? std::string("OwnConstructor")
+                                               : std::string("BaseConstructorAndVtable");
                          });
 
 TEST(TorchErrorFallback, WithoutTheTypeinfoTheOomIsMemguardsBadAlloc) {

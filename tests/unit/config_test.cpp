@@ -42,8 +42,10 @@ TEST(Config, AcceptsValidValues) {
 }
 
 TEST(Config, EnableSpellings) {
-    for (const char* on : {"1", "true", "YES", "on"}) EXPECT_TRUE(parse({{"MEMGUARD_ENABLE", on}}).config.enabled) << on;
-    for (const char* off : {"0", "false", "No", "OFF"}) EXPECT_FALSE(parse({{"MEMGUARD_ENABLE", off}}).config.enabled) << off;
+    for (const char* on : {"1", "true", "YES", "on"})
+        EXPECT_TRUE(parse({{"MEMGUARD_ENABLE", on}}).config.enabled) << on;
+    for (const char* off : {"0", "false", "No", "OFF"})
+        EXPECT_FALSE(parse({{"MEMGUARD_ENABLE", off}}).config.enabled) << off;
 }
 
 TEST(Config, StackDepthBounds) {
@@ -59,9 +61,8 @@ TEST(Config, StackDepthBounds) {
 }
 
 TEST(Config, EachBadValueGivesOneProblemNamingTheVariableAndKeepsTheDefault) {
-    ConfigResult r = parse({{"MEMGUARD_ENABLE", "banana"},
-                            {"MEMGUARD_LOG_LEVEL", "loud"},
-                            {"MEMGUARD_OUTPUT", "/tmp/x.%q"}});
+    ConfigResult r = parse(
+        {{"MEMGUARD_ENABLE", "banana"}, {"MEMGUARD_LOG_LEVEL", "loud"}, {"MEMGUARD_OUTPUT", "/tmp/x.%q"}});
     ASSERT_EQ(r.problems.size(), 3u);
     EXPECT_NE(r.problems[0].find("MEMGUARD_LOG_LEVEL='loud'"), std::string::npos);
     EXPECT_NE(r.problems[1].find("MEMGUARD_ENABLE='banana'"), std::string::npos);
@@ -98,7 +99,8 @@ TEST(Config, PythonSwitchesDefaultOnAndTurnOff) {
 
 /// A boolean switch: `field` is `default_value` when `var` is unset, flips with `flip` (no problem),
 /// and a bad value gives one problem naming it and keeps the default.
-static void expect_switch(const char* var, bool Config::*field, bool default_value, const char* flip, const char* bad_value) {
+static void expect_switch(const char* var, bool Config::*field, bool default_value, const char* flip,
+                          const char* bad_value) {
     EXPECT_EQ(parse({}).config.*field, default_value);
     ConfigResult flipped = parse({{var, flip}});
     EXPECT_TRUE(flipped.problems.empty());
@@ -164,18 +166,22 @@ TEST(Config, EchoedValuesEscapeControlCharactersAndInvalidUtf8) {
     EXPECT_EQ(echo_value("back\\slash"), "back\\\\slash");
     EXPECT_EQ(echo_value(std::string("nul\0byte", 8)), "nul\\x00byte");
     // UTF-8 stays (a path in anyone's language); broken sequences and C1 controls do not.
-    EXPECT_EQ(echo_value("/home/jos\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80"), "/home/jos\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80");
+    EXPECT_EQ(echo_value("/home/jos\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80"),
+              "/home/jos\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80");
     EXPECT_EQ(echo_value("\xff\xc3"), "\\xff\\xc3");
-    EXPECT_EQ(echo_value("\xc2\x9b" "2J"), "\\xc2\\x9b2J");                // CSI as a C1 control
+    EXPECT_EQ(echo_value("\xc2\x9b"
+                         "2J"),
+              "\\xc2\\x9b2J");                                                   // CSI as a C1 control
     EXPECT_EQ(echo_value("\xc0\xaf\xed\xa0\x80"), "\\xc0\\xaf\\xed\\xa0\\x80");  // overlong, surrogate
-    EXPECT_EQ(echo_value("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");        // past U+10FFFF
+    EXPECT_EQ(echo_value("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");           // past U+10FFFF
 }
 
 TEST(Config, EchoedValuesAreCutAtTheLimit) {
     using memguard::echo_value;
     using memguard::kEchoLimit;
     EXPECT_EQ(echo_value(std::string(kEchoLimit, 'x')), std::string(kEchoLimit, 'x'));
-    EXPECT_EQ(echo_value(std::string(kEchoLimit + 1, 'x')), std::string(kEchoLimit, 'x') + "... (" + std::to_string(kEchoLimit + 1) + " bytes)");
+    EXPECT_EQ(echo_value(std::string(kEchoLimit + 1, 'x')),
+              std::string(kEchoLimit, 'x') + "... (" + std::to_string(kEchoLimit + 1) + " bytes)");
     const std::string escapes = echo_value(std::string(100000, '\n'));
     EXPECT_LE(escapes.size(), kEchoLimit + 30);
     EXPECT_NE(escapes.find("... (100000 bytes)"), std::string::npos);

@@ -18,10 +18,10 @@ TEST(PhaseTable, IdsStartAtOneAndCloseOnce) {
     EXPECT_EQ(a, 1u);
     EXPECT_EQ(b, 2u);
     EXPECT_EQ(t.open_count(), 2u);
-    EXPECT_TRUE(t.close(b));   // out of order: ranges may overlap
-    EXPECT_FALSE(t.close(b));  // ended twice
-    EXPECT_FALSE(t.close(0));  // "not recording"
-    EXPECT_FALSE(t.close(77)); // never handed out
+    EXPECT_TRUE(t.close(b));    // out of order: ranges may overlap
+    EXPECT_FALSE(t.close(b));   // ended twice
+    EXPECT_FALSE(t.close(0));   // "not recording"
+    EXPECT_FALSE(t.close(77));  // never handed out
     EXPECT_TRUE(t.close(a));
     EXPECT_EQ(t.open_count(), 0u);
 }

@@ -110,7 +110,7 @@ TEST_F(RecorderTest, AFreeIsAnFRecordAndLiveBytesFollowTheBlocks) {
     alloc(0x1000, 100);
     alloc(0x2000, 200);
     alloc(0x3000, 1000, {}, Kind::Pinned, Api::cudaMallocHost);  // host memory: not GPU live bytes
-    alloc(0x4000, 50, {}, Kind::Device, Api::cudaMalloc, 1);      // another device
+    alloc(0x4000, 50, {}, Kind::Device, Api::cudaMalloc, 1);     // another device
     clock.set(20);
     EXPECT_TRUE(free_block(0x1000, make_stream_arg(0x5, false), Api::cudaFreeAsync));
     failed_alloc(1 << 30);
@@ -167,8 +167,8 @@ TEST_F(RecorderTest, ACaptureOwnsTheBlocksOfItsStreamAndOfItsThread) {
     const StreamArg other = make_stream_arg(0x52, false);
     recorder->record_capture_begin(capturing, CaptureMode::ThreadLocal, 0);
     alloc(0x1000, 1, capturing, Kind::Async, Api::cudaMallocAsync);  // on the capturing stream
-    alloc(0x2000, 2);                                                 // by the capturing thread, no stream
-    on_another_thread([&] { alloc(0x3000, 3); });                     // another thread, no stream
+    alloc(0x2000, 2);                                                // by the capturing thread, no stream
+    on_another_thread([&] { alloc(0x3000, 3); });                    // another thread, no stream
     on_another_thread([&] { alloc(0x4000, 4, other, Kind::Async, Api::cudaMallocAsync); });
     on_another_thread([&] { alloc(0x5000, 5, capturing, Kind::Async, Api::cudaMallocAsync); });
     recorder->record_capture_end(capturing, 0, 0x9999);

@@ -54,13 +54,12 @@ void write_report(EventSink& sink, FakeClock& clock, const std::string& path) {
     sink.finish();
 }
 
-const char kExpected[] =
-    "HEADER 1\nI key value\n"
-    "A 1\nB 2\n"
-    "P 10 24\n"
-    "U 30 20 3\n"
-    "C 3\nC 4\n"
-    "Z 40\n";
+const char kExpected[] = "HEADER 1\nI key value\n"
+                         "A 1\nB 2\n"
+                         "P 10 24\n"
+                         "U 30 20 3\n"
+                         "C 3\nC 4\n"
+                         "Z 40\n";
 
 TEST(EventSink, TheFileAndTheMemorySinkWriteTheSameReport) {
     char dir[] = "/tmp/mg-sink-XXXXXX";

@@ -57,7 +57,8 @@ TEST(StackTable, ConcurrentInterningAgreesOnIds) {
             for (int round = 0; round < 3; ++round) {
                 for (int i = 0; i < kStacks; ++i) {
                     int s = (i + t * 37) % kStacks;
-                    uintptr_t frames[4] = {0x1000u + static_cast<uintptr_t>(s), 0x2000, 0x3000, static_cast<uintptr_t>(s % 7)};
+                    uintptr_t frames[4] = {0x1000u + static_cast<uintptr_t>(s), 0x2000, 0x3000,
+                                           static_cast<uintptr_t>(s % 7)};
                     ids[t][s] = table.intern(frames, 4, &NewStacks::on_new, &seen);
                 }
             }

@@ -31,7 +31,7 @@ TEST(StampClock, CountsArePlacedBackFromTheLaterPairAtTheMeasuredRate) {
     // 2.5 counts per nanosecond: 1 s is 2.5e9 counts.
     c.start(10'000'000'000ull, 7'000'000'000);
     c.anchor(10'000'000'000ull + 2'500'000'000ull, 8'000'000'000);
-    EXPECT_EQ(c.to_monotonic_ns(counter(10'000'000'000ull)), 7'000'000'000);                    // the first pair
+    EXPECT_EQ(c.to_monotonic_ns(counter(10'000'000'000ull)), 7'000'000'000);                     // the first pair
     EXPECT_EQ(c.to_monotonic_ns(counter(10'000'000'000ull + 2'500'000'000ull)), 8'000'000'000);  // the later one
     EXPECT_EQ(c.to_monotonic_ns(counter(10'000'000'000ull + 1'250'000'000ull)), 7'500'000'000);
     // A stamp a little after the later pair (another CPU) goes forward at the same rate.

@@ -21,8 +21,9 @@ TEST(TorchAllocConf, AppliesTheSettingsTheAllocatorHas) {
 }
 
 TEST(TorchAllocConf, SaysWhatItDoesNotApply) {
-    auto c = parse_torch_alloc_conf("expandable_segments:True,max_split_size_mb:10,roundup_power2_divisions:[256:8,>:4],"
-                                    "garbage_collection_threshold:0.6,backend:cudaMallocAsync,expandable_segments:False");
+    auto c = parse_torch_alloc_conf(
+        "expandable_segments:True,max_split_size_mb:10,roundup_power2_divisions:[256:8,>:4],"
+        "garbage_collection_threshold:0.6,backend:cudaMallocAsync,expandable_segments:False");
     EXPECT_EQ(c.max_split_size, static_cast<size_t>(-1));
     EXPECT_EQ(c.roundup_power2_divisions, 0u);
     ASSERT_EQ(c.notes.size(), 5u);

@@ -59,8 +59,7 @@ bool cap_address_space(unsigned long extra, rlimit* before) {
 }
 
 /// A writer of a new report file at `path`, with `header`; null (and a failure) when it cannot start.
-std::unique_ptr<memguard::track::ReportWriter> started_writer(const std::string& path,
-                                                              const std::string& header = "") {
+std::unique_ptr<memguard::track::ReportWriter> started_writer(const std::string& path, const std::string& header = "") {
     auto w = std::make_unique<memguard::track::ReportWriter>(zero_clock);
     std::string error;
     if (!w->start(path, "in-directory.mgr", header, &error)) {

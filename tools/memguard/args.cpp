@@ -137,7 +137,8 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
         if (args.output.empty()) throw UsageError("option '" + opt + "' needs a non-empty value", command);
     } else if (command == "plot" && opt == "--format") {
         std::string v = cur.value(opt);
-        if (v != "svg" && v != "html") throw UsageError("bad value '" + v + "' for --format: expected svg or html", command);
+        if (v != "svg" && v != "html")
+            throw UsageError("bad value '" + v + "' for --format: expected svg or html", command);
         args.format = v == "svg" ? Args::Svg : Args::Html;
     } else if (command == "export" && (opt == "--memory-viz" || opt == "--perfetto")) {
         cur.no_value(opt);
@@ -171,7 +172,9 @@ bool names_a_stream(const std::string& path) {
 /// FIFO or standard stream.
 Args::Format plot_format(const std::string& output, Args::Format given) {
     const std::string command = "plot";
-    Args::Format named = ends_with(output, ".svg") ? Args::Svg : ends_with(output, ".html") ? Args::Html : Args::NoFormat;
+    Args::Format named = ends_with(output, ".svg")    ? Args::Svg
+                         : ends_with(output, ".html") ? Args::Html
+                                                      : Args::NoFormat;
     if (named != Args::NoFormat && given != Args::NoFormat && named != given) {
         throw UsageError("--format " + std::string(given == Args::Svg ? "svg" : "html") + " but the output name '" +
                              output + "' ends in " + (named == Args::Svg ? ".svg" : ".html"),

@@ -24,7 +24,20 @@ public:
 };
 
 struct Args {
-    enum Command { Help, Version, Summary, Top, Graphs, Hazards, Cycles, Phases, Diff, Merge, Plot, Export } command = Help;
+    enum Command {
+        Help,
+        Version,
+        Summary,
+        Top,
+        Graphs,
+        Hazards,
+        Cycles,
+        Phases,
+        Diff,
+        Merge,
+        Plot,
+        Export
+    } command = Help;
     std::string help_topic;  // for Help: "" or a command name
     std::string file;
     bool json = false;
@@ -32,19 +45,19 @@ struct Args {
     report::TimePoint at;
     std::string at_name = "peak";  // "peak", "exit" or "time"
     size_t top_n = 10;
-    size_t frames = 6;  // top and hazards
+    size_t frames = 6;          // top and hazards
     bool frames_given = false;  // export: its default is every frame (up to 256)
     report::KindFilter kind = report::KindFilter::Gpu;
-    bool pool = false;  // top: split by owner (ordinary memory, capture pools)
+    bool pool = false;      // top: split by owner (ordinary memory, capture pools)
     bool segments = false;  // top: allocator mode: the segments (A blocks), not the tensor blocks (T)
     // cycles
     bool all = false;  // list every automatic collection
     // diff, merge: every report named (diff: A then B; merge: the ranks' reports in order)
     std::vector<std::string> files;
-    bool marks = false;  // phases --marks: list the marks instead
+    bool marks = false;         // phases --marks: list the marks instead
     std::string rank_template;  // merge --template
     // plot, export
-    std::string output;        // -o
+    std::string output;  // -o
     // export: --memory-viz or --perfetto; plot: SVG or HTML, from the name, --format or the default
     enum Format { NoFormat, MemoryViz, Perfetto, Svg, Html } format = NoFormat;
     // the commands that show frames: where the module files and their debug files are

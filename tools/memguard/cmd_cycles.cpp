@@ -99,7 +99,8 @@ std::vector<GcFrees> gc_frees(const report::Report& r, SiteSymbolizer& sym) {
             if (a.bytes != b.bytes) return a.bytes > b.bytes;
             return a.blocks > b.blocks;
         });
-        for (const report::Site& site : out[c].sites) out[c].frames.push_back(sym.add(site.stack_id, site.python_stack_id));
+        for (const report::Site& site : out[c].sites)
+            out[c].frames.push_back(sym.add(site.stack_id, site.python_stack_id));
     }
     sym.resolve();
     return out;

@@ -120,9 +120,7 @@ void print_row(const std::string& first, const Row& row) {
           value_text(row.b, row.bytes).c_str(), delta_text(row).c_str(), ratio_text(row).c_str());
 }
 
-Wide freed_by(const report::Summary& s, report::GcTrigger t) {
-    return s.cuda_bytes_freed[report::trigger_index(t)];
-}
+Wide freed_by(const report::Summary& s, report::GcTrigger t) { return s.cuda_bytes_freed[report::trigger_index(t)]; }
 
 std::vector<Row> total_rows(const Side& a, const Side& b) {
     auto i = [](uint64_t v) { return std::optional<Wide>(v); };
@@ -145,7 +143,8 @@ std::vector<Row> total_rows(const Side& a, const Side& b) {
     }
     rows.push_back({"OOM events", i(a.summary.oom_events), i(b.summary.oom_events), false});
     rows.push_back({"failed allocations", i(a.summary.failed_allocations), i(b.summary.failed_allocations), false});
-    for (report::GcTrigger t : {report::GcTrigger::Memguard, report::GcTrigger::Explicit, report::GcTrigger::Automatic}) {
+    for (report::GcTrigger t :
+         {report::GcTrigger::Memguard, report::GcTrigger::Explicit, report::GcTrigger::Automatic}) {
         rows.push_back({std::string("freed by gc (") + report::trigger_name(t) + ")", freed_by(a.summary, t),
                         freed_by(b.summary, t)});
     }
@@ -240,8 +239,8 @@ void print_sites(const char* title, const std::vector<SiteDelta>& sites, size_t 
     for (size_t i = 0; i < sites.size() && i < n; ++i) {
         const SiteDelta& d = sites[i];
         Row row{"", Wide{d.a}, Wide{d.b}};
-        print("  %12s  %11s -> %11s  %s\n", delta_text(row).c_str(), human_bytes(d.a).c_str(),
-              human_bytes(d.b).c_str(), d.label.c_str());
+        print("  %12s  %11s -> %11s  %s\n", delta_text(row).c_str(), human_bytes(d.a).c_str(), human_bytes(d.b).c_str(),
+              d.label.c_str());
     }
 }
 

@@ -44,9 +44,8 @@ void print_details(const report::Report& r, const report::CaptureStats& s) {
               static_cast<unsigned long long>(s.live_owned_handles_at_exit));
     }
     if (s.owned_tensor_blocks != 0) {
-        print("%stensor blocks from its private pool (memguard's allocator): %s, %s; live at exit: %s, %s\n",
-              indent, plural(s.owned_tensor_blocks, "block", "blocks").c_str(),
-              human_bytes(s.owned_tensor_bytes).c_str(),
+        print("%stensor blocks from its private pool (memguard's allocator): %s, %s; live at exit: %s, %s\n", indent,
+              plural(s.owned_tensor_blocks, "block", "blocks").c_str(), human_bytes(s.owned_tensor_bytes).c_str(),
               plural(s.live_owned_tensor_blocks_at_exit, "block", "blocks").c_str(),
               human_bytes(s.live_owned_tensor_bytes_at_exit).c_str());
     }
@@ -61,8 +60,7 @@ void print_details(const report::Report& r, const report::CaptureStats& s) {
         std::string fate = e.t_destroy ? "destroyed at " + seconds_fixed3(*e.t_destroy) + " s"
                                        : std::string("alive at exit");
         print("%sexec %s: instantiated at %s s, %s, %s\n", indent, hex(e.exec).c_str(),
-              seconds_fixed3(e.t_instantiate).c_str(), plural(e.launches, "launch", "launches").c_str(),
-              fate.c_str());
+              seconds_fixed3(e.t_instantiate).c_str(), plural(e.launches, "launch", "launches").c_str(), fate.c_str());
     }
 }
 
@@ -72,14 +70,15 @@ void print_text(const report::Report& r, const std::vector<report::CaptureStats>
     if (stats.empty()) {
         print("no stream captures%s\n", format_note(r, 1).c_str());
     } else {
-        print("%s; %s, %s; alive at exit: %s, %s\n\n", plural(sum.captures, "stream capture", "stream captures").c_str(),
+        print("%s; %s, %s; alive at exit: %s, %s\n\n",
+              plural(sum.captures, "stream capture", "stream captures").c_str(),
               plural(sum.execs, "graph exec", "graph execs").c_str(),
               plural(sum.launches, "launch", "launches").c_str(),
               plural(sum.graphs_alive_at_exit, "graph", "graphs").c_str(),
               plural(sum.execs_alive_at_exit, "exec", "execs").c_str());
-        print("%7s  %-14s  %-12s  %8s  %9s  %9s  %5s  %-14s  %5s  %8s  %10s  %6s  %12s  %s\n", "capture",
-              "stream", "mode", "thread", "begin (s)", "end (s)", "error", "graph", "execs", "launches", "owned",
-              "blocks", "live at exit", "destroyed");
+        print("%7s  %-14s  %-12s  %8s  %9s  %9s  %5s  %-14s  %5s  %8s  %10s  %6s  %12s  %s\n", "capture", "stream",
+              "mode", "thread", "begin (s)", "end (s)", "error", "graph", "execs", "launches", "owned", "blocks",
+              "live at exit", "destroyed");
     }
     for (const report::CaptureStats& s : stats) {
         const report::Capture& c = *s.capture;

@@ -43,8 +43,7 @@ void print_unsafe(const report::Report& r) {
     const auto& calls = r.hazards.unsafe_calls;
     print("Unsafe calls during stream capture: %s\n", calls.empty() ? "none" : std::to_string(calls.size()).c_str());
     if (calls.empty()) return;
-    print("  %9s  %8s  %-24s  %7s  %-12s  %s\n", "time (s)", "thread", "api", "capture", "capture mode",
-          "thread mode");
+    print("  %9s  %8s  %-24s  %7s  %-12s  %s\n", "time (s)", "thread", "api", "capture", "capture mode", "thread mode");
     for (const report::UnsafeCall& u : calls) {
         print("  %9s  %8llu  %-24s  %7u  %-12s  %s\n", seconds_fixed3(u.t).c_str(),
               static_cast<unsigned long long>(u.tid), u.api.c_str(), u.capture_id,
@@ -64,8 +63,8 @@ void print_frees(const report::Report& r, const HazardView& v, const SiteSymboli
             print("\n");
         }
         print("  %9s  %8llu  %-16s  %10s  %7u  %s\n", seconds_fixed3(h.t).c_str(),
-              static_cast<unsigned long long>(h.tid), hex(h.addr).c_str(), human_bytes(h.size).c_str(),
-              h.capture_id, hex(h.exec).c_str());
+              static_cast<unsigned long long>(h.tid), hex(h.addr).c_str(), human_bytes(h.size).c_str(), h.capture_id,
+              hex(h.exec).c_str());
         if (!h.block) {
             print("      allocation site unknown (no such block in the report)\n");
             continue;

@@ -141,8 +141,7 @@ void print_text(const std::vector<RankRow>& rows, const RankRow& max, const Rank
               r.has_peak ? report::seconds_fixed3(r.peak_t).c_str() : "-", tensor_peak(r).c_str(),
               human_bytes(r.live_at_exit).c_str(),
               static_cast<unsigned long long>(report::saturating_add(r.oom_events, r.allocator_oom_events)),
-              report::human_bytes_signed(r.gc_freed).c_str(),
-              file.c_str(), site.c_str());
+              report::human_bytes_signed(r.gc_freed).c_str(), file.c_str(), site.c_str());
     }
     for (const RankRow* r : {&max, &sum}) {
         print("%-6s %10s %9s%s %12s %4llu %12s\n", r->rank.c_str(), human_bytes(r->peak).c_str(), "",

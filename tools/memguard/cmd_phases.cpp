@@ -43,16 +43,16 @@ void print_phases(const report::Report& r, report::Series series, const std::vec
     print(", %s%s\n", plural(r.marks.size(), "mark", "marks").c_str(), format_note(r, 4).c_str());
     print_bytes_note(r, series);
     if (stats.empty()) return;
-    print("\n%5s %9s %10s %10s %10s %11s %10s  %-10s %8s  %s\n", "id", "begin s", "duration s", "entry",
-          "peak", "incr. peak", "exit", "source", "thread", "name");
+    print("\n%5s %9s %10s %10s %10s %11s %10s  %-10s %8s  %s\n", "id", "begin s", "duration s", "entry", "peak",
+          "incr. peak", "exit", "source", "thread", "name");
     for (const report::PhaseStats& s : stats) {
         const report::Phase& p = r.phases[s.index];
         std::string duration = report::seconds_fixed3(s.t_end - p.t_begin) + (p.t_end ? "" : "+");
-        print("%5u %9s %10s %10s %10s %11s %10s  %-10s %8llu  %s\n", p.id,
-              report::seconds_fixed3(p.t_begin).c_str(), duration.c_str(), human_bytes(s.entry_bytes).c_str(),
-              human_bytes(s.peak_bytes).c_str(), human_bytes(s.incremental_peak()).c_str(),
-              human_bytes(s.exit_bytes).c_str(), report::phase_source_name(p.source),
-              static_cast<unsigned long long>(p.tid), phase_name(p, s.depth).c_str());
+        print("%5u %9s %10s %10s %10s %11s %10s  %-10s %8llu  %s\n", p.id, report::seconds_fixed3(p.t_begin).c_str(),
+              duration.c_str(), human_bytes(s.entry_bytes).c_str(), human_bytes(s.peak_bytes).c_str(),
+              human_bytes(s.incremental_peak()).c_str(), human_bytes(s.exit_bytes).c_str(),
+              report::phase_source_name(p.source), static_cast<unsigned long long>(p.tid),
+              phase_name(p, s.depth).c_str());
     }
     if (unended != 0) print("\n+: never ended; measured to the end of the report\n");
 }

@@ -40,8 +40,8 @@ std::string xml(const std::string& s) {
     for (size_t i = 0; i < s.size();) {
         uint32_t cp = 0;
         size_t len = text::utf8_sequence(s, i, &cp);
-        bool allowed =
-            len != 0 && (cp >= 0x20 || cp == '\t' || cp == '\n' || cp == '\r') && cp != 0xfffe && cp != 0xffff;
+        bool allowed = len != 0 && (cp >= 0x20 || cp == '\t' || cp == '\n' || cp == '\r') && cp != 0xfffe &&
+                       cp != 0xffff;
         if (!allowed) {
             out += "\xef\xbf\xbd";
             i += len == 0 ? 1 : len;
@@ -156,7 +156,8 @@ void prepare(Plot& p, size_t frames) {
     if (p.peak_t) {
         PeakSite top = top_site_at_peak(r, frames, &p.summary);  // the tensor blocks' in allocator mode, as here
         if (!top.label.empty()) {
-            p.peak_site = top.label + " (" + human_bytes(top.bytes) + ", " + report::percent(top.bytes, top.total_bytes) + ")";
+            p.peak_site = top.label + " (" + human_bytes(top.bytes) + ", " +
+                          report::percent(top.bytes, top.total_bytes) + ")";
         }
         // The innermost phase holding the peak.
         int depth = -1;
@@ -177,7 +178,8 @@ void prepare(Plot& p, size_t frames) {
 
 /// "peak 2.75 GiB at 1.600 s", or in allocator mode "tensor peak 16.00 MiB at 0.350 s".
 std::string peak_text(const Plot& p) {
-    return std::string(p.tl.has_tensors ? "tensor peak " : "peak ") + human_bytes(p.peak_bytes) + " at " + secs(*p.peak_t);
+    return std::string(p.tl.has_tensors ? "tensor peak " : "peak ") + human_bytes(p.peak_bytes) + " at " +
+           secs(*p.peak_t);
 }
 
 void title(Plot& p) {
@@ -196,7 +198,7 @@ void title(Plot& p) {
         sub += " | segments peak " + human_bytes(p.summary.peak_bytes) + " at " + secs(*p.summary.peak_t);
     }
     sub += p.tl.has_tensors ? " | tensors at exit " + human_bytes(p.summary.tensor_live_bytes_at_exit)
-                         : " | live at exit " + human_bytes(p.summary.live_bytes_at_exit);
+                            : " | live at exit " + human_bytes(p.summary.live_bytes_at_exit);
     sub += " | " + plural(p.summary.oom_events + p.summary.tensor_oom_events, "OOM event", "OOM events");
     s << "<text x=\"" << kLeft << "\" y=\"46\" class=\"sub\">" << xml(sub) << "</text>\n";
 }
@@ -244,8 +246,9 @@ std::string series_path(const Plot& p, uint64_t report::LevelPoint::*field, bool
         double xx = p.x(pts[i].t);
         d << " L" << num(xx) << "," << num(last_y) << " L" << num(xx) << "," << num(p.y(hi));
         last_y = p.y(pts[j].*field);
-        if (j > i) d << " L" << num(std::min(xx + 1, p.x(p.t_max))) << "," << num(p.y(hi)) << " L"
-                     << num(std::min(xx + 1, p.x(p.t_max))) << "," << num(last_y);
+        if (j > i)
+            d << " L" << num(std::min(xx + 1, p.x(p.t_max))) << "," << num(p.y(hi)) << " L"
+              << num(std::min(xx + 1, p.x(p.t_max))) << "," << num(last_y);
         i = j + 1;
     }
     d << " L" << num(p.x(p.t_max)) << "," << num(last_y);
@@ -268,12 +271,11 @@ void lanes(Plot& p) {
         double x0 = p.x(ph.t_begin), x1 = std::max(p.x(st.t_end), x0 + 1);
         double yy = lane_top + lane * kLaneHeight;
         const char* fill = fills[i % 6];
-        std::string tip = ph.name + " (" + report::phase_source_name(ph.source) + ", thread " +
-                          std::to_string(ph.tid) + ")\n" + secs(ph.t_begin) + " to " + secs(st.t_end) +
-                          (ph.t_end ? "" : " (never ended)") + (p.tl.has_tensors ? "\ntensor bytes: entry " : "\nentry ") +
-                          human_bytes(st.entry_bytes) + ", peak " +
-                          human_bytes(st.peak_bytes) + ", incremental peak " + human_bytes(st.incremental_peak()) +
-                          ", exit " + human_bytes(st.exit_bytes);
+        std::string tip = ph.name + " (" + report::phase_source_name(ph.source) + ", thread " + std::to_string(ph.tid) +
+                          ")\n" + secs(ph.t_begin) + " to " + secs(st.t_end) + (ph.t_end ? "" : " (never ended)") +
+                          (p.tl.has_tensors ? "\ntensor bytes: entry " : "\nentry ") + human_bytes(st.entry_bytes) +
+                          ", peak " + human_bytes(st.peak_bytes) + ", incremental peak " +
+                          human_bytes(st.incremental_peak()) + ", exit " + human_bytes(st.exit_bytes);
         s << "<g class=\"phase\"><title>" << xml(tip) << "</title>";
         s << "<rect x=\"" << num(x0) << "\" y=\"" << num(yy) << "\" width=\"" << num(x1 - x0) << "\" height=\""
           << kLaneHeight - 2 << "\" fill=\"" << fill << "\" class=\"" << (range ? "span range" : "span") << "\"/>";
@@ -301,8 +303,8 @@ void lanes(Plot& p) {
                           (c.t_end ? secs(*c.t_end) : std::string("the end (never ended)"));
         s << "<g class=\"capture\"><title>" << xml(tip) << "</title><rect x=\"" << num(x0) << "\" y=\"" << num(yy)
           << "\" width=\"" << num(x1 - x0) << "\" height=\"" << kLaneHeight - 2 << "\" class=\"capspan\"/>"
-          << "<rect x=\"" << num(x0) << "\" y=\"" << num(p.chart_top) << "\" width=\"" << num(x1 - x0)
-          << "\" height=\"" << num(p.chart_bottom - p.chart_top) << "\" class=\"capwin\"/>";
+          << "<rect x=\"" << num(x0) << "\" y=\"" << num(p.chart_top) << "\" width=\"" << num(x1 - x0) << "\" height=\""
+          << num(p.chart_bottom - p.chart_top) << "\" class=\"capwin\"/>";
         if (x1 - x0 > 30) {
             s << "<text x=\"" << num(x0 + 3) << "\" y=\"" << num(yy + 13) << "\" class=\"label\">capture " << c.id
               << "</text>";
@@ -363,8 +365,8 @@ void events(Plot& p) {
     for (const report::Compile& c : p.r.compiles) {
         double xx = p.x(c.t), yy = p.chart_bottom;
         s << "<g class=\"compile\"><title>" << xml("torch.compile compile " + c.id + " finished at " + secs(c.t))
-          << "</title><path d=\"M" << num(xx) << "," << num(yy - 9) << " L" << num(xx - 5) << "," << num(yy)
-          << " L" << num(xx + 5) << "," << num(yy) << " Z\"/>";
+          << "</title><path d=\"M" << num(xx) << "," << num(yy - 9) << " L" << num(xx - 5) << "," << num(yy) << " L"
+          << num(xx + 5) << "," << num(yy) << " Z\"/>";
         if (p.r.compiles.size() <= 20) {
             s << "<text x=\"" << num(xx + 7) << "\" y=\"" << num(yy - 3) << "\" class=\"compilelabel\">compile "
               << xml(c.id) << "</text>";
@@ -427,13 +429,13 @@ void peak(Plot& p) {
     double ny = p.chart_top + 4;
     s << "<line x1=\"" << num(xx) << "\" y1=\"" << num(yy) << "\" x2=\"" << num(left ? nx + width : nx) << "\" y2=\""
       << num(ny) << "\" class=\"leader\"/>";
-    s << "<rect x=\"" << num(nx) << "\" y=\"" << num(ny) << "\" width=\"" << num(width) << "\" height=\""
-      << num(box_h) << "\" class=\"note\"/>";
+    s << "<rect x=\"" << num(nx) << "\" y=\"" << num(ny) << "\" width=\"" << num(width) << "\" height=\"" << num(box_h)
+      << "\" class=\"note\"/>";
     double ty = ny + 17;
     for (const std::string& l : {line1, line2, line3}) {
         if (l.empty()) continue;
-        s << "<text x=\"" << num(nx + 6) << "\" y=\"" << num(ty) << "\" class=\"" << (&l == &line1 ? "notehead" : "notetext")
-          << "\">" << xml(l) << "</text>";
+        s << "<text x=\"" << num(nx + 6) << "\" y=\"" << num(ty) << "\" class=\""
+          << (&l == &line1 ? "notehead" : "notetext") << "\">" << xml(l) << "</text>";
         ty += 18;
     }
     s << "</g>\n";
@@ -461,8 +463,10 @@ void legend(Plot& p) {
         ours = ours || c.trigger == report::GcTrigger::Memguard;
         others = others || c.trigger == report::GcTrigger::Explicit || freed;
     }
-    if (ours) item("<line x1=\"8\" x2=\"8\" y1=\"-7\" y2=\"6\" style=\"stroke:#d62728;stroke-width:2\"/>", "memguard gc");
-    if (others) item("<line x1=\"8\" x2=\"8\" y1=\"-7\" y2=\"6\" style=\"stroke:#555;stroke-dasharray:3 2\"/>", "other gc");
+    if (ours)
+        item("<line x1=\"8\" x2=\"8\" y1=\"-7\" y2=\"6\" style=\"stroke:#d62728;stroke-width:2\"/>", "memguard gc");
+    if (others)
+        item("<line x1=\"8\" x2=\"8\" y1=\"-7\" y2=\"6\" style=\"stroke:#555;stroke-dasharray:3 2\"/>", "other gc");
     if (!p.r.compiles.empty()) item("<path d=\"M8,-7 L3,4 L13,4 Z\" fill=\"#2ca02c\"/>", "compile");
     if (!p.r.captures.empty()) item("<rect x=\"0\" y=\"-6\" width=\"16\" height=\"10\" class=\"capspan\"/>", "capture");
     if (p.summary.oom_events + p.summary.tensor_oom_events != 0) {
@@ -474,7 +478,8 @@ void legend(Plot& p) {
 std::string render_svg(Plot& p) {
     std::ostringstream& s = p.svg;
     s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << num(p.height)
-      << "\" viewBox=\"0 0 " << kWidth << " " << num(p.height) << "\" font-family=\"DejaVu Sans, Arial, sans-serif\">\n";
+      << "\" viewBox=\"0 0 " << kWidth << " " << num(p.height)
+      << "\" font-family=\"DejaVu Sans, Arial, sans-serif\">\n";
     s << "<style>\n"
          ".title{font-size:17px;font-weight:bold}.sub{font-size:13px;fill:#333}\n"
          ".frame{fill:#fff;stroke:#888}.grid{stroke:#e4e4e4}.axis{stroke:#888}\n"

@@ -88,8 +88,7 @@ void print_virtual(const report::Summary& s) {
     print("\nVirtual memory (driver)  %12s %12s\n", "at end", "peak");
     print("  %-22s %12s %12s  %s\n", "address space reserved", human_bytes(v.reserved_bytes).c_str(),
           human_bytes(v.peak_reserved_bytes).c_str(),
-          (plural(v.reserves, "reserve", "reserves") + ", " + std::to_string(v.address_frees) + " freed")
-              .c_str());
+          (plural(v.reserves, "reserve", "reserves") + ", " + std::to_string(v.address_frees) + " freed").c_str());
     print("  %-22s %12s %12s  %s\n", "mapped", human_bytes(v.mapped_bytes).c_str(),
           human_bytes(v.peak_mapped_bytes).c_str(),
           (plural(v.maps, "map", "maps") + ", " + plural(v.unmaps, "unmap", "unmaps")).c_str());
@@ -119,7 +118,8 @@ void print_runtime(const report::Report& r, const report::Summary& s) {
         std::string hazards = std::to_string(s.hazards());
         if (s.hazards() != 0) {
             hazards += " (" + plural(s.unsafe_calls, "unsafe call", "unsafe calls") + ", " +
-                       plural(s.frees_while_graph_alive, "free while a graph is alive", "frees while a graph is alive") +
+                       plural(s.frees_while_graph_alive, "free while a graph is alive",
+                              "frees while a graph is alive") +
                        ", " + plural(s.warmup_retention, "warm-up retention", "warm-up retentions") + ")";
         }
         line("Hazards", hazards);
@@ -190,9 +190,8 @@ void print_tensors(const report::Report& r, const report::Summary& s) {
         print("    t=%s s, thread %llu, device %d: requested %s (%s rounded); allocated %s, reserved %s, "
               "limit %s; tried: %s\n",
               seconds_fixed3(o.t).c_str(), static_cast<unsigned long long>(o.tid), o.device,
-              human_bytes(o.requested).c_str(), human_bytes(o.rounded).c_str(),
-              human_bytes(o.allocated).c_str(), human_bytes(o.reserved).c_str(),
-              o.limit == 0 ? "none" : human_bytes(o.limit).c_str(), o.rescued.c_str());
+              human_bytes(o.requested).c_str(), human_bytes(o.rounded).c_str(), human_bytes(o.allocated).c_str(),
+              human_bytes(o.reserved).c_str(), o.limit == 0 ? "none" : human_bytes(o.limit).c_str(), o.rescued.c_str());
         for (size_t i = 0; i < labels[k].size(); ++i) {
             const report::OomSite& site = o.sites[i];
             print("      #%zu %10s in %-10s %s  %s\n", i + 1, human_bytes(site.bytes).c_str(),

@@ -1,8 +1,8 @@
 // memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool]
 //              [--segments] [--json]
-#include <optional>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "cli.h"
 #include "output.h"
@@ -83,7 +83,8 @@ std::string when_text(const Args& args, const TopView& v) {
     std::string t = "t=" + report::seconds_fixed3(v.live.t) + " s";
     switch (args.at.type) {
     case report::TimePoint::Peak:
-        if (!v.has_peak) return v.tensors ? "at peak (tensor memory was never live)" : "at peak (GPU memory was never live)";
+        if (!v.has_peak)
+            return v.tensors ? "at peak (tensor memory was never live)" : "at peak (GPU memory was never live)";
         return std::string(args.kind == report::KindFilter::Gpu ? "at peak" : "at the GPU peak") + " (" + t + ")";
     case report::TimePoint::Exit: return "at exit (" + t + ")";
     case report::TimePoint::Time: return "at " + t;
@@ -138,8 +139,7 @@ void print_pools(const report::Report& r, const TopView& v, const SiteSymbolizer
         const report::SiteTable& t = v.pools[p].table;
         print("\n== %s: %s (%s) in %s from %s\n", pool_title(r, v.pools[p].capture_id).c_str(),
               human_bytes(t.total_bytes).c_str(), report::percent(t.total_bytes, v.table.total_bytes).c_str(),
-              count_text(t.total_blocks, t.total_handles).c_str(),
-              plural(t.sites.size(), "site", "sites").c_str());
+              count_text(t.total_blocks, t.total_handles).c_str(), plural(t.sites.size(), "site", "sites").c_str());
         print_sites(r, v.pool_shown[p], sym, v.tensors);
     }
 }
@@ -238,7 +238,8 @@ void print_json(const report::Report& r, const Args& args, const TopView& v, con
     // Allocator mode only: which blocks the sites are of ("tensors": T records; "segments": A records).
     if (!r.tensors.empty()) j.key("view").value(v.tensors ? "tensors" : "segments");
     // What the bytes are of, in the words of diff, phases and merge: "tensors" or "gpu" (GPU kinds).
-    if (args.kind == report::KindFilter::Gpu) j.key("bytes_of").value(report::series_name(v.tensors ? report::Series::Tensors : report::Series::Gpu));
+    if (args.kind == report::KindFilter::Gpu)
+        j.key("bytes_of").value(report::series_name(v.tensors ? report::Series::Tensors : report::Series::Gpu));
     j.key("total_bytes").value(v.table.total_bytes);
     if (v.tensors) j.key("total_requested_bytes").value(v.table.total_requested);
     j.key("total_blocks").value(v.table.total_blocks);

@@ -121,7 +121,9 @@ std::optional<std::pair<uint64_t, uint64_t>> pool_id(const std::string& pool) {
     const size_t dot = pool.find('.');
     if (dot == std::string::npos || dot == 0 || dot + 1 == pool.size()) return std::nullopt;
     const std::string a = pool.substr(0, dot), b = pool.substr(dot + 1);
-    auto digits = [](const std::string& x) { return x.find_first_not_of("0123456789") == std::string::npos && x.size() <= 19; };
+    auto digits = [](const std::string& x) {
+        return x.find_first_not_of("0123456789") == std::string::npos && x.size() <= 19;
+    };
     if (!digits(a) || !digits(b)) return std::nullopt;
     return std::make_pair(std::stoull(a), std::stoull(b));
 }
@@ -202,11 +204,11 @@ struct AllocatorState {
     // Per device that has entries: a report names devices up to report::kMaxDevice, and one that
     // names only device 1000 needs one trace, not a thousand.
     std::map<int, std::vector<TraceEntry>> traces;
-    std::vector<Item> segments;                   // the allocator's, live at the end, in order of allocation
-    std::vector<Item> whole;                      // other GPU memory live at the end: one block each
-    std::vector<Item> tensors;                    // live at the end
-    uint64_t left_out = 0;     // tensor blocks in no live segment of their device
-    uint64_t ended_early = 0;  // tensor blocks ended by an overlapping one or by their segment's free
+    std::vector<Item> segments;  // the allocator's, live at the end, in order of allocation
+    std::vector<Item> whole;     // other GPU memory live at the end: one block each
+    std::vector<Item> tensors;   // live at the end
+    uint64_t left_out = 0;       // tensor blocks in no live segment of their device
+    uint64_t ended_early = 0;    // tensor blocks ended by an overlapping one or by their segment's free
 };
 
 /// The A blocks that are the allocator's segments: those a tensor block was handed out from. Other
@@ -251,7 +253,9 @@ AllocatorState allocator_state(const report::Report& r) {
     const std::set<size_t> ours = allocator_segments(r);
     std::map<std::pair<bool, size_t>, Item> whole;  // other GPU memory: (is a mapping, index) -> item
     std::vector<std::pair<bool, size_t>> whole_order;
-    auto trace = [&](const char* action, const Item& it, int64_t t) { st.traces[it.device].push_back({action, it, t}); };
+    auto trace = [&](const char* action, const Item& it, int64_t t) {
+        st.traces[it.device].push_back({action, it, t});
+    };
     auto free_tensor = [&](std::map<Key, Live>::iterator it, int64_t t) {
         trace("free_requested", it->second.second, t);
         trace("free_completed", it->second.second, t);
@@ -266,8 +270,15 @@ AllocatorState allocator_state(const report::Report& r) {
         }
         if (e.type == report::Event::TensorAlloc) {
             const report::Tensor& tb = r.tensors[e.block];
-            Item it{tb.addr, tb.size, tb.device, tb.stream, tb.stack_id, tb.python_stack_id, tb.capture_id,
-                    /*expandable=*/false, tb.requested};
+            Item it{tb.addr,
+                    tb.size,
+                    tb.device,
+                    tb.stream,
+                    tb.stack_id,
+                    tb.python_stack_id,
+                    tb.capture_id,
+                    /*expandable=*/false,
+                    tb.requested};
             const Key key{it.device, it.addr};
             auto seg = segs.upper_bound(key);  // then the segment at or below the address
             if (it.device < 0 || seg == segs.begin()) {
@@ -318,8 +329,15 @@ AllocatorState allocator_state(const report::Report& r) {
             continue;
         }
         const report::Block& b = r.blocks[e.block];
-        Item seg{b.addr, b.size, b.device, b.stream.value_or(0), b.stack_id, b.python_stack_id, b.capture_id,
-                 /*expandable=*/false, /*requested=*/b.size};
+        Item seg{b.addr,
+                 b.size,
+                 b.device,
+                 b.stream.value_or(0),
+                 b.stack_id,
+                 b.python_stack_id,
+                 b.capture_id,
+                 /*expandable=*/false,
+                 /*requested=*/b.size};
         const Key key{b.device, b.addr};
         if (adds(e)) {
             if (segs.emplace(key, Live{e.block, seg}).second) {
@@ -423,7 +441,8 @@ std::string replayed_pickle(const report::Report& r, size_t max_frames, std::vec
                          "of the memory snapshot");
     }
     if (notes && st.ended_early != 0) {
-        notes->push_back(std::to_string(st.ended_early) + " tensor block(s) still live when a block over them or their "
+        notes->push_back(std::to_string(st.ended_early) +
+                         " tensor block(s) still live when a block over them or their "
                          "segment's free came (the report lost records?): ended there in the memory snapshot");
     }
     FrameLists frames(r, max_frames);

@@ -89,7 +89,11 @@ void counters(TraceWriter& w, const report::Report& r, const report::Timeline& t
         w.event("mapped bytes", "C", p.t, pid).key("args").begin_object().key("bytes").value(p.mapped).end_object();
         w.end();
         w.event("reserved address space", "C", p.t, pid)
-            .key("args").begin_object().key("bytes").value(p.reserved).end_object();
+            .key("args")
+            .begin_object()
+            .key("bytes")
+            .value(p.reserved)
+            .end_object();
         w.end();
     }
     (void)r;
@@ -196,7 +200,8 @@ std::string perfetto_json(const report::Report& r) {
     captures(w, r, tids);
     collections(w, r);
     for (uint64_t tid : tids) {
-        w.metadata("thread_name", tid, tid == pid ? "main thread " + std::to_string(tid) : "thread " + std::to_string(tid));
+        w.metadata("thread_name", tid,
+                   tid == pid ? "main thread " + std::to_string(tid) : "thread " + std::to_string(tid));
     }
     return w.finish();
 }

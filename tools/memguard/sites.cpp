@@ -159,8 +159,9 @@ void print_site_frames(const SiteFrames& s, const report::Report& r) {
         print("      py#%-2zu %s\n", i, python_frame_text(r, s.python[i]).c_str());
     }
     if (s.python_stack != nullptr && s.python_stack->frames.size() > s.python.size()) {
-        print("      ... %s\n", plural(s.python_stack->frames.size() - s.python.size(), "more Python frame",
-                                      "more Python frames").c_str());
+        print("      ... %s\n",
+              plural(s.python_stack->frames.size() - s.python.size(), "more Python frame", "more Python frames")
+                  .c_str());
     }
     if (s.stack_id == 0) print("      (no stack recorded)\n");
     if (s.stack_id != 0 && s.stack == nullptr) print("      (stack %u is not in the report)\n", s.stack_id);

@@ -29,9 +29,7 @@ public:
     }
     uint64_t stamp() const noexcept override { return static_cast<uint64_t>(t_.load()) + kStampOffset; }
     void anchor() noexcept override { anchors_.fetch_add(1); }
-    int64_t time_of_stamp(uint64_t stamp) const noexcept override {
-        return static_cast<int64_t>(stamp - kStampOffset);
-    }
+    int64_t time_of_stamp(uint64_t stamp) const noexcept override { return static_cast<int64_t>(stamp - kStampOffset); }
 
 private:
     std::atomic<int64_t> t_{0};

@@ -62,10 +62,10 @@ private:
     Clock& clock_;
     mutable std::mutex mu_;
     std::vector<Report> reports_;
-    bool started_ = false;    // the last of reports_ is this sink's report
+    bool started_ = false;  // the last of reports_ is this sink's report
     bool finished_ = false;
     std::vector<Entry> pending_;
-    uint64_t lost_ = 0;       // lost and not yet reported in a U record
+    uint64_t lost_ = 0;  // lost and not yet reported in a U record
     int64_t lost_since_ = 0;
     std::string fail_next_;
     std::string empty_;

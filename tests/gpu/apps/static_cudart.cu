@@ -11,13 +11,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        cudaError_t e = (call);                                                              \
-        if (e != cudaSuccess) {                                                              \
-            std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e));           \
-            std::exit(1);                                                                    \
-        }                                                                                    \
+#define CHECK(call)                                                                \
+    do {                                                                           \
+        cudaError_t e = (call);                                                    \
+        if (e != cudaSuccess) {                                                    \
+            std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e)); \
+            std::exit(1);                                                          \
+        }                                                                          \
     } while (0)
 
 __global__ void fill(float* p, size_t n) {
