@@ -25,21 +25,20 @@ HERE = Path(__file__).resolve().parent
 CHECKS = []
 
 # The parts, in the order they run: each is the file checks/<name, with _ for ->.py. The seconds
-# are about what the part's checks took on one H200 (torch 2.11; the runs in docs/benchmarks.md and
-# the session notes, where interposition, graphs, compile-garbage and compile-window were timed only
-# together, with python-hook): they plan the device calls.
+# are what the part's checks took on one H200 (torch 2.11, 2026-12-03: 22, 45, 249, 132, 30, 21, 21,
+# 125, 6 and 49 s), rounded up with a margin: they plan the device calls.
 PARTS = [
-    ("interposition", 50, "self-contained library; every cudaMalloc/cudaFree of a training loop recorded, "
+    ("interposition", 30, "self-contained library; every cudaMalloc/cudaFree of a training loop recorded, "
                           "losses unchanged; summary and top name the PyTorch path"),
-    ("graphs", 80, "CUDA graphs: results unchanged, private pools owned by their captures, warm-up retention"),
-    ("compile-garbage", 120, "compile garbage freed on CUDA, `memguard cycles` bytes; step-time benchmark"),
-    ("python-hook", 250, "the Python hook's CPU test drivers under this machine's CPython and torch"),
-    ("driver-entry-points", 35, "expandable segments, cudaMallocAsync, static cudart, NCCL and cuBLAS"),
+    ("graphs", 60, "CUDA graphs: results unchanged, private pools owned by their captures, warm-up retention"),
+    ("compile-garbage", 260, "compile garbage freed on CUDA, `memguard cycles` bytes; step-time benchmark"),
+    ("python-hook", 150, "the Python hook's CPU test drivers under this machine's CPython and torch"),
+    ("driver-entry-points", 40, "expandable segments, cudaMallocAsync, static cudart, NCCL and cuBLAS"),
     ("phases", 30, "phases against PyTorch's counters; NVTX ranges as phases"),
-    ("export-merge", 20, "memory_viz export read by PyTorch; DDP under torchrun and `memguard merge` (2 GPUs)"),
-    ("allocator-mode", 150, "allocator mode: training, graphs, compile, statistics, OOM rescue, by hand"),
-    ("allocator-mode-reports", 40, "the CLI on allocator-mode reports: top, cycles, native cut, exports"),
-    ("compile-window", 150, "benchmark: the compile window with inductor on CUDA (its own limit: 580 s)"),
+    ("export-merge", 30, "memory_viz export read by PyTorch; DDP under torchrun and `memguard merge` (2 GPUs)"),
+    ("allocator-mode", 140, "allocator mode: training, graphs, compile, statistics, OOM rescue, by hand"),
+    ("allocator-mode-reports", 15, "the CLI on allocator-mode reports: top, cycles, native cut, exports"),
+    ("compile-window", 80, "benchmark: the compile window with inductor on CUDA (its own limit: 580 s)"),
 ]
 # Parts are packed in order into one device call while their checks take at most this many seconds:
 # a call is limited to 600 s, and the rest is left to the build and to estimates that fall short.
