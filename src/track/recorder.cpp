@@ -10,7 +10,9 @@
 #include "format/encode.h"
 #include "memguard/memguard.h"
 #include "track/clock.h"
+#include "track/system_clock.h"
 #include "track/unwind.h"
+#include "track/writer.h"
 
 namespace memguard::track {
 
@@ -53,7 +55,12 @@ std::string command_line() {
 }  // namespace
 
 Recorder::Recorder(const Config& config, EventSink& sink, Clock& clock, Unwinder& unwinder)
-    : writer_(sink), clock_(clock), unwinder_(unwinder), self_range_(unwinder.own_code()) {
+    : writer_(sink),
+      clock_(clock),
+      unwinder_(unwinder),
+      file_sink_(dynamic_cast<ReportWriter*>(&sink)),
+      system_clock_(dynamic_cast<SystemClock*>(&clock)),
+      self_range_(unwinder.own_code()) {
     init(config);
 }
 

@@ -29,6 +29,9 @@
 
 namespace memguard::track {
 
+class ReportWriter;
+class SystemClock;
+
 class Recorder {
 public:
     /// A recorder that writes into `sink`, with the times of `clock` and the stacks of
@@ -230,6 +233,11 @@ private:
     EventSink& writer_;  // the report's sink
     Clock& clock_;
     Unwinder& unwinder_;
+    // The production sink and clock when those are what was injected (else null): allocator mode's
+    // T and t records reach them without a virtual call, as before they were injected
+    // (records_tensors.cpp).
+    ReportWriter* const file_sink_;
+    SystemClock* const system_clock_;
     std::mutex start_mu_;
     StackTable stacks_;
     BlockTable blocks_;

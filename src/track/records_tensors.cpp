@@ -8,6 +8,8 @@
 #include "format/encode.h"
 #include "track/clock.h"
 #include "track/recorder.h"
+#include "track/system_clock.h"
+#include "track/writer.h"
 
 namespace memguard::track {
 
@@ -82,12 +84,24 @@ void format_block_free(const unsigned char* bytes, uint32_t n, const Clock& cloc
     format_record(format::rec::TensorFree{clock.time_of_stamp(f.stamp), f.tid, f.addr, f.during_gc != 0}, out);
 }
 
+// The file sink's append_packed is always inlined where it is named directly (the copy of a
+// payload whose size is known here): the production recorder calls it so; another sink (a test's)
+// through the interface.
+[[gnu::always_inline]] inline void append_packed(ReportWriter* file, EventSink& sink, EventSink::PackedFormat format,
+                                                 const void* payload, uint32_t bytes) noexcept {
+    if (file) {
+        file->ReportWriter::append_packed(format, payload, bytes);
+    } else {
+        sink.append_packed(format, payload, bytes);
+    }
+}
+
 }  // namespace
 
 void Recorder::record_block_alloc(const TensorBlock& b) {
     if (!ensure_started()) return;
     BlockAllocPayload f;
-    f.stamp = clock_.stamp();
+    f.stamp = system_clock_ ? system_clock_->SystemClock::stamp() : clock_.stamp();
     f.addr = b.addr;
     f.size = b.size;
     f.requested = b.requested;
@@ -102,20 +116,20 @@ void Recorder::record_block_alloc(const TensorBlock& b) {
     f.pool_second = b.pool_second;
     // Two calls, each with its size known here: the copy into the buffer is inlined.
     if (b.private_pool) {
-        writer_.append_packed(&format_block_alloc, &f, kPrivatePoolBytes);
+        append_packed(file_sink_, writer_, &format_block_alloc, &f, kPrivatePoolBytes);
     } else {
-        writer_.append_packed(&format_block_alloc, &f, kDefaultPoolBytes);
+        append_packed(file_sink_, writer_, &format_block_alloc, &f, kDefaultPoolBytes);
     }
 }
 
 void Recorder::record_block_free(uintptr_t addr, bool during_gc) {
     if (state_.load(std::memory_order_acquire) != State::Recording) return;
     BlockFreePayload f;
-    f.stamp = clock_.stamp();
+    f.stamp = system_clock_ ? system_clock_->SystemClock::stamp() : clock_.stamp();
     f.addr = addr;
     f.tid = static_cast<uint32_t>(current_tid());
     f.during_gc = during_gc ? 1 : 0;
-    writer_.append_packed(&format_block_free, &f, kFreeBytes);
+    append_packed(file_sink_, writer_, &format_block_free, &f, kFreeBytes);
 }
 
 void Recorder::record_allocator_oom(const AllocatorOom& oom) {

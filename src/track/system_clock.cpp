@@ -14,8 +14,6 @@ void SystemClock::restart() noexcept {
     origin_unix_.store(realtime_ns(), std::memory_order_relaxed);
 }
 
-uint64_t SystemClock::stamp() const noexcept { return stamp::now(); }
-
 void SystemClock::anchor() noexcept { stamp::anchor_now(); }
 
 int64_t SystemClock::time_of_stamp(uint64_t s) const noexcept {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "track/clock.h"
+#include "track/stamp_clock.h"
 
 namespace memguard::track {
 
@@ -17,7 +18,8 @@ public:
     int64_t now() const noexcept override { return monotonic_ns() - origin_mono_.load(std::memory_order_relaxed); }
     int64_t origin_unix_ns() const noexcept override { return origin_unix_.load(std::memory_order_relaxed); }
     void restart() noexcept override;
-    uint64_t stamp() const noexcept override;
+    /// Inline: allocator mode stamps every tensor record with it (records_tensors.cpp).
+    uint64_t stamp() const noexcept override { return stamp::now(); }
     void anchor() noexcept override;
     int64_t time_of_stamp(uint64_t stamp) const noexcept override;
 
