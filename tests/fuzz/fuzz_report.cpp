@@ -14,6 +14,7 @@
 #include "report/captures.h"
 #include "report/collections.h"
 #include "report/report.h"
+#include "report/saturate.h"
 #include "report/timeline.h"
 
 namespace {
@@ -31,7 +32,7 @@ constexpr const char* kName = "fuzz.mgr";
 
 void check_sites(const Report& r, const SiteTable& table) {
     uint64_t bytes = 0;
-    for (const Site& s : table.sites) bytes += s.bytes;
+    for (const Site& s : table.sites) add_to(bytes, s.bytes);  // as the analyses sum: saturating
     MG_FUZZ_CHECK(bytes == table.total_bytes);
     MG_FUZZ_CHECK(table.sites.size() <= r.blocks.size() + r.handles.size() + r.tensors.size());
 }
@@ -63,7 +64,8 @@ void analyse(const Report& r) {
     SiteTable peak_sites = group_by_site(r, peak, KindFilter::Gpu);
     MG_FUZZ_CHECK(peak_sites.total_bytes == s.peak_bytes);
     uint64_t pooled = 0;
-    for (const Pool& p : group_by_pool(r, peak, KindFilter::Gpu)) pooled += p.table.total_bytes;
+    // Summed as the analyses sum (saturating at 2^64 - 1): a pool of a huge block must not wrap.
+    for (const Pool& p : group_by_pool(r, peak, KindFilter::Gpu)) add_to(pooled, p.table.total_bytes);
     MG_FUZZ_CHECK(pooled == s.peak_bytes);
     LiveSet at_exit = live_at(r, {TimePoint::Exit, 0}, &s);
     MG_FUZZ_CHECK(group_by_site(r, at_exit, KindFilter::Gpu).total_bytes == s.live_bytes_at_exit);
