@@ -1,16 +1,31 @@
 #include "report/levels.h"
 
-#include "report/saturate.h"
-
 namespace memguard::report {
 
 namespace {
 
-// A report can hold any sizes: a level stops at 0 and at UINT64_MAX rather than wrap.
-void sub(uint64_t& v, uint64_t n) { v -= v < n ? v : n; }
-void add(uint64_t& v, uint64_t n) { add_to(v, n); }
+// Counts (blocks, mappings) grow by one a record: they stop at 0 rather than wrap.
+void count_down(uint64_t& v) { v -= v != 0 ? 1 : 0; }
 
 }  // namespace
+
+void LevelWalk::add(uint64_t& shown, Exact& exact, uint64_t n) {
+    exact += n;  // cannot wrap: fewer than 2^64 records, each under 2^64
+    shown = exact > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(exact);
+}
+
+void LevelWalk::sub(uint64_t& shown, Exact& exact, uint64_t n) {
+    exact -= exact < n ? exact : n;
+    shown = exact > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(exact);
+}
+
+void LevelWalk::add_device(int device, uint64_t n) {
+    add(levels_.device_bytes[device], exact_.device_bytes[device], n);
+}
+
+void LevelWalk::sub_device(int device, uint64_t n) {
+    sub(levels_.device_bytes[device], exact_.device_bytes[device], n);
+}
 
 LevelWalk::LevelWalk(const Report& r)
     : r_(r),
@@ -27,13 +42,13 @@ void LevelWalk::set_tensor(size_t i, bool live) {
     tensor_live_[i] = live ? 1 : 0;
     const Tensor& x = r_.tensors[i];
     if (live) {
-        add(levels_.tensor_bytes, x.size);
-        add(levels_.tensor_requested, x.requested);
+        add(levels_.tensor_bytes, exact_.tensor_bytes, x.size);
+        add(levels_.tensor_requested, exact_.tensor_requested, x.requested);
         ++levels_.tensor_blocks;
     } else {
-        sub(levels_.tensor_bytes, x.size);
-        sub(levels_.tensor_requested, x.requested);
-        sub(levels_.tensor_blocks, 1);
+        sub(levels_.tensor_bytes, exact_.tensor_bytes, x.size);
+        sub(levels_.tensor_requested, exact_.tensor_requested, x.requested);
+        count_down(levels_.tensor_blocks);
     }
     last_changed_tensor_ = true;
 }
@@ -44,22 +59,21 @@ void LevelWalk::set_block(size_t b, bool live) {
     const Block& block = r_.blocks[b];
     size_t k = kind_index(block.kind);
     if (live) {
-        add(levels_.kind_bytes[k], block.size);
+        add(levels_.kind_bytes[k], exact_.kind_bytes[k], block.size);
         ++levels_.kind_blocks[k];
     } else {
-        sub(levels_.kind_bytes[k], block.size);
-        sub(levels_.kind_blocks[k], 1);
+        sub(levels_.kind_bytes[k], exact_.kind_bytes[k], block.size);
+        count_down(levels_.kind_blocks[k]);
     }
     if (!is_gpu(block.kind)) return;
-    uint64_t& dev = levels_.device_bytes[block.device];
     if (live) {
-        add(levels_.gpu_bytes, block.size);
+        add(levels_.gpu_bytes, exact_.gpu_bytes, block.size);
         ++levels_.gpu_blocks;
-        add(dev, block.size);
+        add_device(block.device, block.size);
     } else {
-        sub(levels_.gpu_bytes, block.size);
-        sub(levels_.gpu_blocks, 1);
-        sub(dev, block.size);
+        sub(levels_.gpu_bytes, exact_.gpu_bytes, block.size);
+        count_down(levels_.gpu_blocks);
+        sub_device(block.device, block.size);
     }
     last_gpu_device_ = block.device;
 }
@@ -68,13 +82,13 @@ void LevelWalk::set_handle_gone(size_t h) {
     if (handle_live_[h] == 0) return;
     handle_live_[h] = 0;
     const PhysicalHandle& p = r_.handles[h];
-    sub(levels_.physical_bytes, p.size);
-    sub(levels_.physical_handles, 1);
+    sub(levels_.physical_bytes, exact_.physical_bytes, p.size);
+    count_down(levels_.physical_handles);
     if (p.device < 0) return;
-    sub(levels_.physical_device_handles, 1);
-    sub(levels_.physical_device_bytes, p.size);
-    sub(levels_.gpu_bytes, p.size);
-    sub(levels_.device_bytes[p.device], p.size);
+    count_down(levels_.physical_device_handles);
+    sub(levels_.physical_device_bytes, exact_.physical_device_bytes, p.size);
+    sub(levels_.gpu_bytes, exact_.gpu_bytes, p.size);
+    sub_device(p.device, p.size);
     last_gpu_device_ = p.device;
 }
 
@@ -92,27 +106,27 @@ bool LevelWalk::step() {
     case Event::Reserve:
         if (reservation_live_[e.block] == 0) {
             reservation_live_[e.block] = 1;
-            add(levels_.reserved_bytes, r_.reservations[e.block].size);
+            add(levels_.reserved_bytes, exact_.reserved_bytes, r_.reservations[e.block].size);
             ++levels_.reservations;
         }
         break;
     case Event::AddressFree:
         if (reservation_live_[e.block] != 0) {
             reservation_live_[e.block] = 0;
-            sub(levels_.reserved_bytes, r_.reservations[e.block].size);
-            sub(levels_.reservations, 1);
+            sub(levels_.reserved_bytes, exact_.reserved_bytes, r_.reservations[e.block].size);
+            count_down(levels_.reservations);
         }
         break;
     case Event::Create: {
         const PhysicalHandle& p = r_.handles[e.block];
         handle_live_[e.block] = 1;
-        add(levels_.physical_bytes, p.size);
+        add(levels_.physical_bytes, exact_.physical_bytes, p.size);
         ++levels_.physical_handles;
         if (p.device >= 0) {
             ++levels_.physical_device_handles;
-            add(levels_.physical_device_bytes, p.size);
-            add(levels_.gpu_bytes, p.size);
-            add(levels_.device_bytes[p.device], p.size);
+            add(levels_.physical_device_bytes, exact_.physical_device_bytes, p.size);
+            add(levels_.gpu_bytes, exact_.gpu_bytes, p.size);
+            add_device(p.device, p.size);
             last_gpu_device_ = p.device;
         }
         break;
@@ -125,7 +139,7 @@ bool LevelWalk::step() {
     case Event::Map: {
         const Mapping& m = r_.mappings[e.block];
         mapping_live_[e.block] = 1;
-        add(levels_.mapped_bytes, m.size);
+        add(levels_.mapped_bytes, exact_.mapped_bytes, m.size);
         ++levels_.mappings;
         if (m.handle) ++handle_maps_[*m.handle];
         break;
@@ -134,10 +148,10 @@ bool LevelWalk::step() {
         if (mapping_live_[e.block] == 0) break;
         mapping_live_[e.block] = 0;
         const Mapping& m = r_.mappings[e.block];
-        sub(levels_.mapped_bytes, m.size);
-        sub(levels_.mappings, 1);
+        sub(levels_.mapped_bytes, exact_.mapped_bytes, m.size);
+        count_down(levels_.mappings);
         if (m.handle) {
-            sub(handle_maps_[*m.handle], 1);
+            count_down(handle_maps_[*m.handle]);
             if (handle_maps_[*m.handle] == 0 && handle_released_[*m.handle] != 0) set_handle_gone(*m.handle);
         }
         break;

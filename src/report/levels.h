@@ -77,6 +77,22 @@ public:
     bool tensor_live(size_t i) const { return tensor_live_[i] != 0; }
 
 private:
+    // The byte levels held exactly: a report can hold sizes whose sum passes 2^64. Levels shows
+    // each clamped at UINT64_MAX, so that it agrees with every view that sums the same blocks
+    // saturating (add_to): a level that saturated and then went down would not.
+    __extension__ typedef unsigned __int128 Exact;
+    struct ExactLevels {
+        Exact gpu_bytes = 0;
+        std::array<Exact, kKindCount> kind_bytes{};
+        std::map<int, Exact> device_bytes;
+        Exact reserved_bytes = 0, mapped_bytes = 0, physical_bytes = 0, physical_device_bytes = 0;
+        Exact tensor_bytes = 0, tensor_requested = 0;
+    };
+    static void add(uint64_t& shown, Exact& exact, uint64_t n);
+    static void sub(uint64_t& shown, Exact& exact, uint64_t n);
+    void add_device(int device, uint64_t n);
+    void sub_device(int device, uint64_t n);
+
     void set_block(size_t b, bool live);
     void set_handle_gone(size_t h);
     void set_tensor(size_t i, bool live);
@@ -84,6 +100,7 @@ private:
     const Report& r_;
     size_t applied_ = 0;
     Levels levels_;
+    ExactLevels exact_;
     std::optional<int> last_gpu_device_;
     bool last_changed_tensor_ = false;
     std::vector<char> block_live_;

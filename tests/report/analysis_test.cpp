@@ -235,6 +235,26 @@ TEST(Summary, ByteTotalsStopAtTheLimitInsteadOfWrapping) {
     EXPECT_EQ(sites.sites[0].blocks, 3u);
 }
 
+// A level that passed 2^64 and then went down: three blocks of 2^63 bytes, one freed. The level is
+// held exactly (2^64 at exit, shown as UINT64_MAX), as the site table sums the blocks still live; a
+// level that saturated and then subtracted would say 2^63 (the fuzzer's finding with a physical
+// handle of 2^64 - 1 bytes).
+TEST(Summary, ALevelPastTheLimitThatGoesDownAgreesWithTheSites) {
+    const uint64_t half = uint64_t{1} << 63;
+    Report r = parse(alloc(1, 1, "1000", half, "device", 0, 1) + alloc(2, 1, "2000", half, "device", 0, 1) +
+                     alloc(3, 1, "3000", half, "device", 0, 1) + free_(4, 1, "1000") + "Z 5\n");
+    Summary s = summarize(r);
+    EXPECT_EQ(s.live_bytes_at_exit, UINT64_MAX);
+    EXPECT_EQ(s.by_device.at(0).live_bytes_at_exit, UINT64_MAX);
+    EXPECT_EQ(group_by_site(r, live_at(r, {TimePoint::Exit, 0}), KindFilter::Gpu).total_bytes, UINT64_MAX);
+    // Two blocks freed: 2^63 live, exactly.
+    Report r2 = parse(alloc(1, 1, "1000", half, "device", 0, 1) + alloc(2, 1, "2000", half, "device", 0, 1) +
+                      alloc(3, 1, "3000", half, "device", 0, 1) + free_(4, 1, "1000") + free_(5, 1, "2000") +
+                      "Z 6\n");
+    EXPECT_EQ(summarize(r2).live_bytes_at_exit, half);
+    EXPECT_EQ(summarize(r2).peak_bytes, UINT64_MAX);
+}
+
 TEST(Sites, GroupedByStackAndSorted) {
     Report r = parse("M 0 0 ffff 0 - /a\nS 1 10\nS 2 20\nS 3 30\n" + alloc(1, 1, "a0", 100, "device", 0, 1) +
                      alloc(2, 1, "b0", 300, "device", 0, 2) + alloc(3, 1, "c0", 50, "device", 0, 1) +
