@@ -1,8 +1,8 @@
 """memguard's GPU acceptance suite: checks of every feature on a real GPU, with a pass/fail table.
 
 usage: python3 tests/gpu/acceptance.py --list
-       python3 tests/gpu/acceptance.py --build BUILD_DIR --out OUT_DIR [--part PART[,PART...]] [--only SUBSTRING]
-                                       [--skip SUBSTRING]... (repeatable)
+       python3 tests/gpu/acceptance.py --build BUILD_DIR|--venv VENV --out OUT_DIR [--part PART[,PART...]]
+                                       [--only SUBSTRING] [--skip SUBSTRING]... (repeatable)
 
 Run through tests/gpu/acceptance.sh, which builds memguard first. The checks live in checks/, one
 file per part (a feature); --part runs some parts, --only the checks whose name contains a string,
@@ -57,18 +57,31 @@ def check(part, name):
 
 
 class Context:
-    def __init__(self, build, out):
-        self.build = Path(build).resolve()
+    """Where memguard is: a build tree (--build), or a venv with the wheel installed (--venv), where
+    the library and the CLI are the installed ones and every preloaded run goes through `memguard
+    run --` instead of setting LD_PRELOAD."""
+
+    def __init__(self, out, build=None, venv=None):
         self.out = Path(out).resolve()
-        self.lib = self.build / "lib" / "libmemguard.so"
-        self.cli = self.build / "bin" / "memguard"
-        self.python = sys.executable
+        self.venv = Path(venv).resolve() if venv else None
+        if self.venv:
+            self.python = str(self.venv / "bin" / "python")
+            self.cli = self.venv / "bin" / "memguard"
+            self.lib = Path(subprocess.run([self.python, "-c", "import memguard; print(memguard.lib_path())"],
+                                           capture_output=True, text=True, check=True).stdout.strip())
+        else:
+            self.build = Path(build).resolve()
+            self.python = sys.executable
+            self.lib = self.build / "lib" / "libmemguard.so"
+            self.cli = self.build / "bin" / "memguard"
         self._cache = {}
 
     def run(self, cmd, env=None, preload=False, timeout=600, check=True):
         full_env = dict(os.environ)
         full_env.update(env or {})
-        if preload:
+        if preload and self.venv:
+            cmd = [str(self.cli), "run", "--", *cmd]
+        elif preload:
             full_env["LD_PRELOAD"] = str(self.lib)
         t0 = time.time()
         p = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout)
@@ -194,7 +207,8 @@ def print_parts():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--list", action="store_true", help="print the parts and their checks, run nothing")
-    ap.add_argument("--build")
+    ap.add_argument("--build", help="a build tree of memguard (build/lib/libmemguard.so, build/bin/memguard)")
+    ap.add_argument("--venv", help="a venv with the wheel installed: runs go through its `memguard run`")
     ap.add_argument("--out")
     ap.add_argument("--part", default="", help="run only these parts (comma-separated; --list names them)")
     ap.add_argument("--only", default="", help="run only the checks whose name contains this")
@@ -204,13 +218,13 @@ def main():
     if args.list:
         print_parts()
         return 0
-    if not args.build or not args.out:
-        ap.error("--build and --out are needed (or --list)")
+    if not (args.build or args.venv) or not args.out:
+        ap.error("--build or --venv, and --out, are needed (or --list)")
     parts = [p for p in args.part.split(",") if p]
     unknown = [p for p in parts if p not in {name for name, _, _ in PARTS}]
     if unknown:
         ap.error(f"no part {', '.join(unknown)}; the parts: {', '.join(name for name, _, _ in PARTS)}")
-    ctx = Context(args.build, args.out)
+    ctx = Context(args.out, build=args.build, venv=args.venv)
     ctx.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for part, name, fn in CHECKS:
