@@ -281,7 +281,8 @@ void check_positional(const std::string& command, const std::vector<std::string>
     if (command == "check" && !args.max_peak && !args.max_tensor_peak && !args.max_live_at_exit &&
         !args.max_tensor_live_at_exit && !args.max_gc_freed && !args.no_hazards && !args.no_oom) {
         throw UsageError("'check' needs at least one limit: --max-peak, --max-tensor-peak, --max-live-at-exit, "
-                         "--max-tensor-live-at-exit, --max-gc-freed SIZE, --no-hazards or --no-oom",
+                         "--max-tensor-live-at-exit or --max-gc-freed (each with a SIZE such as 2GiB), --no-hazards "
+                         "or --no-oom",
                          command);
     }
     if ((command == "plot" || command == "export") && args.output.empty()) {
