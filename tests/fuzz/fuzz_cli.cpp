@@ -7,7 +7,8 @@
 //
 // A finding: a crash, a sanitizer report, an exception that escapes, a hang (-timeout), too much
 // memory (-rss_limit_mb, -malloc_limit_mb), or exit code 1 ("internal error": a report that asks for
-// something absurd must get a clear error, exit code 2). MEMGUARD_FUZZ_ALLOW_INTERNAL=1 lets
+// something absurd must get a clear error, exit code 2; for the gates, check and diff --fail-if,
+// exit code 1 is also their answer, so only an internal error's message makes it a finding). MEMGUARD_FUZZ_ALLOW_INTERNAL=1 lets
 // internal errors pass, to look past one that is known. Frames are not given file:line
 // (MEMGUARD_ADDR2LINE is empty: no addr2line per input); module files a report names are opened as
 // the CLI opens them.
@@ -70,12 +71,37 @@ const std::vector<std::vector<std::string>> kCommands = {
     {"export", "--memory-viz", "IN", "-o", "out.pickle"},
     {"export", "--memory-viz", "IN", "-o", "out.pickle", "--frames", "1"},
     {"export", "--perfetto", "IN", "-o", "out.json"},
+    // The gates: exit 1 is their answer when a limit is exceeded (see is_internal_error).
+    {"check", "IN", "--max-peak", "1GiB", "--max-live-at-exit", "1MiB", "--no-hazards", "--no-oom"},
+    {"check", "--json", "IN", "--max-tensor-peak", "1MiB", "--max-tensor-live-at-exit", "0", "--max-gc-freed", "1KiB"},
+    {"check", "IN", "--max-peak", "0", "--max-live-at-exit", "0", "--max-gc-freed", "0", "--no-oom"},
+    {"diff", "GOLDEN", "IN", "--fail-if", "peak>+5%", "--fail-if", "live_at_exit>+100MiB", "--fail-if", "oom>0"},
+    {"diff", "--json", "IN", "GOLDEN", "--fail-if", "gc_freed<-10%", "--fail-if", "phase[step].incremental_peak>=+1B",
+     "--fail-if", "compiles>+0"},
+    {"diff", "IN", "IN", "--fail-if", "tensor_peak>+1%", "--fail-if", "tensor_live_at_exit>0", "--fail-if",
+     "peak<=-1GiB"},
 };
 
 std::string g_dir;                                   // this process's directory for the input and the output files
 std::string g_golden;                                // the golden report diff and merge compare with
 std::ostringstream* g_err = new std::ostringstream;  // never destroyed: std::cerr writes to it until exit
 bool g_allow_internal = false;
+
+/// Whether an exit code 1 of `command` is an internal error. For the gates (check, diff --fail-if)
+/// exit code 1 also means "a limit was exceeded": there only main_impl's own messages for internal
+/// errors (an exception that is not a report or usage error, running out of memory, a failed
+/// write of the output) make it one.
+bool is_internal_error(const std::vector<std::string>& command, int rc, const std::string& err) {
+    if (rc != 1) return false;
+    bool gate = command[0] == "check";
+    for (const std::string& w : command) gate = gate || w == "--fail-if";
+    if (!gate) return true;
+    for (const char* internal :
+         {"memguard: internal error", "memguard: error: out of memory", "memguard: error: cannot write the output"}) {
+        if (err.find(internal) != std::string::npos) return true;
+    }
+    return false;
+}
 
 void fail(const char* what) {
     std::perror(what);
@@ -144,7 +170,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     g_err->str("");
     int rc = memguard::cli::main_impl(static_cast<int>(words.size()), argv.data());
     std::fflush(stdout);
-    if (rc == 1 && !g_allow_internal) {
+    if (is_internal_error(command, rc, g_err->str()) && !g_allow_internal) {
         std::string line;
         for (const std::string& w : command) line += " " + w;
         std::fprintf(stderr, "fuzz_cli: memguard%s: exit code 1\n%s", line.c_str(), g_err->str().c_str());

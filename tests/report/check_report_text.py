@@ -158,16 +158,22 @@ def main(cli, golden):
             (["phases", "train.mgr", "--marks"], True), (["phases", "alloc_b.mgr"], True),
             (["diff", "train.mgr", "train_fix.mgr"], True), (["diff", "alloc.mgr", "alloc_b.mgr"], True),
             (["merge", "train.mgr", "train_fix.mgr", "alloc.mgr"], True),
+            # The gates fail (exit 1) here on purpose: their FAIL lines name the sites.
+            (["check", "train.mgr", "--max-peak", "1GiB", "--max-live-at-exit", "1MiB"], True, 1),
+            (["check", "alloc.mgr", "--max-tensor-peak", "1MiB", "--max-tensor-live-at-exit", "0"], True, 1),
+            (["diff", "train.mgr", "train_fix.mgr", "--fail-if", "peak>1", "--fail-if", "oom>+0"], True, 1),
         ]
-        for args, shown in commands:
+        for args, shown, *expected in commands:
+            expected_rc = expected[0] if expected else 0
             what = "memguard " + " ".join(args)
             h = run(cli, args, os.path.join(tmp, "hostile"))
             b = run(cli, args, os.path.join(tmp, "benign"))
-            check(h[0] == 0 and b[0] == 0, f"{what}: exit {h[0]} (plain names: {b[0]}); stderr {h[2][:300]!r}")
+            check(h[0] == expected_rc and b[0] == expected_rc,
+                  f"{what}: exit {h[0]} (plain names: {b[0]}), expected {expected_rc}; stderr {h[2][:300]!r}")
             check_text(what, h, b, shown)
             # The same through --json: the names exactly, as valid JSON.
             rc, out, err = run(cli, args[:1] + ["--json"] + args[1:], os.path.join(tmp, "hostile"))
-            check(rc == 0, f"{what} --json: exit {rc}")
+            check(rc == expected_rc, f"{what} --json: exit {rc}")
             doc = load_json(what + " --json", out)
             if doc is not None and shown:
                 check(has_name(doc), f"{what} --json: the name does not read back")

@@ -78,6 +78,12 @@ TEST(Cli, HelpAndVersion) {
     EXPECT_TRUE(contains(run_cli("help top").out, "--pool"));
     EXPECT_TRUE(contains(run_cli("help cycles").out, "--all"));
     EXPECT_TRUE(contains(run_cli("help hazards").out, "--frames K"));
+    Result check = run_cli("help check");
+    EXPECT_EQ(check.rc, 0);
+    EXPECT_EQ(check.out.rfind("usage: memguard check FILE [--max-peak SIZE]", 0), 0u) << check.out;
+    EXPECT_EQ(run_cli("check --help").out, check.out);
+    EXPECT_TRUE(contains(run_cli("--help").out, "memguard check FILE [--max-peak SIZE]"));
+    EXPECT_TRUE(contains(run_cli("help diff").out, "--fail-if EXPR"));
     Result v = run_cli("--version");
     EXPECT_EQ(v.rc, 0);
     EXPECT_EQ(v.out, std::string("memguard ") + MEMGUARD_VERSION_STRING + " (reads report format 1)\n");
@@ -144,7 +150,23 @@ TEST(Cli, UsageErrorsExitWithTwoAndAHint) {
                              "cycles x.mgr --frames 2",
                              "top x.mgr --pool=1",
                              "graphs a.mgr b.mgr",
-                             "help graph"}) {
+                             "help graph",
+                             "check",
+                             "check x.mgr",
+                             "check x.mgr y.mgr --no-oom",
+                             "check x.mgr --max-peak",
+                             "check x.mgr --max-peak 2G",
+                             "check x.mgr --max-peak=-1GiB",
+                             "check x.mgr --max-gc-freed 1e9",
+                             "check x.mgr --no-hazards=1",
+                             "check x.mgr --frames 2 --no-oom",
+                             "diff a.mgr b.mgr --fail-if",
+                             "diff a.mgr b.mgr --fail-if peak",
+                             "diff a.mgr b.mgr --fail-if 'peak>+5%,oom>0'",
+                             "diff a.mgr b.mgr --fail-if 'oom>+1MiB'",
+                             "diff a.mgr b.mgr --fail-if 'phase[x].exit>1'",
+                             "summary x.mgr --fail-if 'peak>1'",
+                             "summary x.mgr --max-peak 1GiB"}) {
         Result r = run_cli(args);
         EXPECT_EQ(r.rc, 2) << args;
         EXPECT_EQ(r.out.rfind("memguard: error: ", 0), 0u) << args << ": " << r.out;

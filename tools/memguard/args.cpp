@@ -110,9 +110,49 @@ bool top_option(const std::string& opt, ArgCursor& cur, Args& args) {
     return true;
 }
 
+uint64_t size_value(const std::string& option, const std::string& v, const std::string& command) {
+    std::string why;
+    auto bytes = report::parse_size(v, &why);
+    if (!bytes) throw UsageError("bad value '" + v + "' for " + option + ": " + why, command);
+    return *bytes;
+}
+
+/// Handles one option of `check`; returns false when it is not one of them. A limit given twice
+/// keeps the last, as every option of the CLI does.
+bool check_option(const std::string& opt, ArgCursor& cur, Args& args) {
+    const std::string command = "check";
+    if (opt == "--max-peak") {
+        args.max_peak = size_value(opt, cur.value(opt), command);
+    } else if (opt == "--max-tensor-peak") {
+        args.max_tensor_peak = size_value(opt, cur.value(opt), command);
+    } else if (opt == "--max-live-at-exit") {
+        args.max_live_at_exit = size_value(opt, cur.value(opt), command);
+    } else if (opt == "--max-tensor-live-at-exit") {
+        args.max_tensor_live_at_exit = size_value(opt, cur.value(opt), command);
+    } else if (opt == "--max-gc-freed") {
+        args.max_gc_freed = size_value(opt, cur.value(opt), command);
+    } else if (opt == "--no-hazards") {
+        cur.no_value(opt);
+        args.no_hazards = true;
+    } else if (opt == "--no-oom") {
+        cur.no_value(opt);
+        args.no_oom = true;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 /// Handles one option of a command other than `top`; returns false when it is not one of them.
 bool other_option(const std::string& command, const std::string& opt, ArgCursor& cur, Args& args) {
-    if (command == "hazards" && opt == "--frames") {
+    if (command == "check") return check_option(opt, cur, args);
+    if (command == "diff" && opt == "--fail-if") {
+        try {
+            args.fail_if.push_back(report::parse_gate(cur.value(opt)));
+        } catch (const report::GateError& e) {
+            throw UsageError(e.what(), command);
+        }
+    } else if (command == "hazards" && opt == "--frames") {
         args.frames = count_value(opt, cur.value(opt), 0, command);
     } else if (command == "cycles" && opt == "--all") {
         cur.no_value(opt);
@@ -213,6 +253,7 @@ Args::Command command_named(const std::string& name) {
     if (name == "merge") return Args::Merge;
     if (name == "plot") return Args::Plot;
     if (name == "export") return Args::Export;
+    if (name == "check") return Args::Check;
     return Args::Help;
 }
 
@@ -237,6 +278,13 @@ void check_positional(const std::string& command, const std::vector<std::string>
     if (positional.empty()) throw UsageError("'" + command + "' needs a report FILE", command);
     if (positional.size() > 1) throw UsageError("unexpected argument '" + positional[1] + "'", command);
     args.file = positional[0];
+    if (command == "check" && !args.max_peak && !args.max_tensor_peak && !args.max_live_at_exit &&
+        !args.max_tensor_live_at_exit && !args.max_gc_freed && !args.no_hazards && !args.no_oom) {
+        throw UsageError("'check' needs at least one limit: --max-peak, --max-tensor-peak, --max-live-at-exit, "
+                         "--max-tensor-live-at-exit or --max-gc-freed (each with a SIZE such as 2GiB), --no-hazards "
+                         "or --no-oom",
+                         command);
+    }
     if ((command == "plot" || command == "export") && args.output.empty()) {
         throw UsageError("'" + command + "' needs an output file: -o FILE", command);
     }
@@ -281,7 +329,7 @@ report::SymbolizerOptions& options() {
 
 bool symbolizes(const std::string& command) {
     return command == "summary" || command == "top" || command == "hazards" || command == "cycles" ||
-           command == "diff" || command == "merge" || command == "plot" || command == "export";
+           command == "diff" || command == "merge" || command == "plot" || command == "export" || command == "check";
 }
 
 void set_symbolizer_options(const Args& args) {

@@ -1,19 +1,23 @@
 // The memguard command line: argument parsing and the commands. Exit codes: 0 success, 2 bad arguments
-// or an unreadable report, 1 an internal error.
+// or an unreadable report, 1 an internal error; the gates (check, diff --fail-if) exit 1 when a limit is
+// exceeded.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "report/analysis.h"
+#include "report/gates.h"
 #include "report/symbolizer.h"
 
 namespace memguard::cli {
 
 constexpr int kExitOk = 0;
 constexpr int kExitInternal = 1;
+constexpr int kExitGateFailed = 1;  // check, diff --fail-if: a limit exceeded
 constexpr int kExitUsage = 2;
 
 /// A bad command line; what() names the problem, `command` selects the usage hint.
@@ -36,7 +40,8 @@ struct Args {
         Diff,
         Merge,
         Plot,
-        Export
+        Export,
+        Check
     } command = Help;
     std::string help_topic;  // for Help: "" or a command name
     std::string file;
@@ -63,6 +68,12 @@ struct Args {
     // the commands that show frames: where the module files and their debug files are
     std::string sysroot;    // --sysroot: module paths are looked up under it instead of /
     std::string debug_dir;  // --debug-dir: separate debug files by build-id, DIR/.build-id/xx/rest.debug
+    // check: the limits given (absent: not checked), in bytes
+    std::optional<uint64_t> max_peak, max_tensor_peak, max_live_at_exit, max_tensor_live_at_exit, max_gc_freed;
+    bool no_hazards = false;
+    bool no_oom = false;
+    // diff --fail-if, in the order given
+    std::vector<report::GateExpr> fail_if;
 };
 
 /// Parses argv[1..]. Throws UsageError.
@@ -90,6 +101,7 @@ int run_diff(const Args& args);
 int run_merge(const Args& args);
 int run_plot(const Args& args);
 int run_export(const Args& args);
+int run_check(const Args& args);
 
 /// Whether a command shows the tensor blocks (allocator mode's T records: the sites PyTorch's
 /// tensors were allocated at, their bytes) rather than the GPU blocks (there, the segments the
@@ -97,6 +109,10 @@ int run_export(const Args& args);
 inline bool tensor_view(const report::Report& r, const Args& args) {
     return !r.tensors.empty() && !args.segments && args.kind == report::KindFilter::Gpu;
 }
+
+/// Whether the run had memguard as PyTorch's allocator: the header says so (I allocator memguard),
+/// or, where that record is missing (an allocator installed by hand), tensor blocks or OOMs show it.
+bool allocator_mode(const report::Report& r);
 
 /// Prints "memguard: warning: <w>" on stderr for each remark.
 void print_warnings(const std::vector<std::string>& warnings);

@@ -1,4 +1,5 @@
-// memguard diff A B [-n N] [--frames K] [--segments] [--json]: two runs side by side. Phases are
+// memguard diff A B [-n N] [--frames K] [--segments] [--fail-if EXPR]... [--json]: two runs side by
+// side; --fail-if makes it a gate (diff_gates.h). Phases are
 // matched by name and occurrence (the k-th phase named X in A with the k-th in B); sites live at the
 // peak are matched by their symbolized frames (site_key), so the same code matches across runs even
 // when the stack ids differ. When both runs used memguard's allocator (T records), the sites are
@@ -9,6 +10,7 @@
 #include <map>
 
 #include "cli.h"
+#include "diff_gates.h"
 #include "output.h"
 #include "report/collections.h"
 #include "report/json.h"
@@ -27,32 +29,10 @@ using report::human_bytes;
 /// which a report may give as any int64): held in 128 bits, each of them and B - A are exact. In
 /// 64 bits a peak beyond INT64_MAX showed as negative and B - A overflowed (undefined behaviour;
 /// INT64_MAX and -INT64_MAX printed a delta of +2 B).
-__extension__ typedef __int128 Wide;
-
-/// `v` in decimal.
-std::string wide_text(Wide v) {
-    __extension__ unsigned __int128 mag = v < 0 ? -static_cast<unsigned __int128>(v) : v;
-    std::string digits;
-    do {
-        digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(mag % 10)));
-        mag /= 10;
-    } while (mag != 0);
-    return v < 0 ? "-" + digits : digits;
-}
-
-/// human_bytes_signed of a Wide value; beyond 64 bits in GiB, human_bytes' largest unit.
-std::string wide_bytes(Wide v) {
-    __extension__ unsigned __int128 mag = v < 0 ? -static_cast<unsigned __int128>(v) : v;
-    std::string s;
-    if (mag <= UINT64_MAX) {
-        s = human_bytes(static_cast<uint64_t>(mag));
-    } else {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(mag) / (1024.0 * 1024.0 * 1024.0));
-        s = buf;
-    }
-    return v < 0 ? "-" + s : s;
-}
+using Wide = report::GateInt;
+using report::gate_int_text;
+std::string wide_text(Wide v) { return gate_int_text(v); }
+std::string wide_bytes(Wide v) { return report::gate_bytes_text(v); }
 
 /// One report and what diff derives from it.
 struct Side {
@@ -321,7 +301,7 @@ void json_sites(report::JsonWriter& j, const char* key, const std::vector<SiteDe
     j.end_array();
 }
 
-void print_json(const Side& a, const Side& b, const Args& args, bool tensors) {
+void print_json(const Side& a, const Side& b, const Args& args, bool tensors, const std::vector<GateResult>& gates) {
     report::JsonWriter j;
     j.begin_object();
     j.key("a").value(a.r.path);
@@ -353,6 +333,7 @@ void print_json(const Side& a, const Side& b, const Args& args, bool tensors) {
     auto [grew, shrank] = site_changes(a, b);
     json_sites(j, "sites_grew", grew, args.top_n);
     json_sites(j, "sites_shrank", shrank, args.top_n);
+    if (!args.fail_if.empty()) json_gates(j, gates);
     j.end_object();
     std::cout << j.str();
 }
@@ -366,11 +347,18 @@ int run_diff(const Args& args) {
     const bool tensors = tensor_view(a.r, args) && tensor_view(b.r, args);
     find_phases_and_sites(a, tensors, args.frames);
     find_phases_and_sites(b, tensors, args.frames);
+    // Before any output: a gate that cannot be measured is an error, not a diff and then an error.
+    const std::vector<GateResult> gates = evaluate_gates(args.fail_if, {a.r, a.summary, a.phases},
+                                                         {b.r, b.summary, b.phases});
     std::cout.flush();
     if (args.json) {
-        print_json(a, b, args, tensors);
+        print_json(a, b, args, tensors, gates);
     } else {
         print_text(a, b, args, tensors);
+        if (!gates.empty()) print_gates(gates);
+    }
+    for (const GateResult& g : gates) {
+        if (g.failed) return kExitGateFailed;
     }
     return kExitOk;
 }

@@ -144,13 +144,6 @@ constexpr size_t kOomSitesShown = 5;
 
 void json_peak(report::JsonWriter& j, uint64_t bytes, const std::optional<int64_t>& t);
 
-/// The run had memguard as PyTorch's allocator: the header says so (I allocator memguard), or,
-/// where that record is missing (an allocator installed by hand), tensor blocks or OOMs show it.
-bool allocator_mode(const report::Report& r) {
-    auto it = r.info.find("allocator");
-    return (it != r.info.end() && it->second == "memguard") || !r.tensors.empty() || !r.tensor_ooms.empty();
-}
-
 /// One label per shown o record, per O, in order.
 std::vector<std::vector<std::string>> oom_site_labels(const report::Report& r) {
     SiteSymbolizer sym(r, 6);
@@ -408,6 +401,11 @@ void print_json(const report::Report& r, const report::Summary& s) {
 }
 
 }  // namespace
+
+bool allocator_mode(const report::Report& r) {
+    auto it = r.info.find("allocator");
+    return (it != r.info.end() && it->second == "memguard") || !r.tensors.empty() || !r.tensor_ooms.empty();
+}
 
 int run_summary(const Args& args) {
     report::Report r = report::load_report(args.file);

@@ -38,6 +38,7 @@ int dispatch(const Args& args) {
     case Args::Merge: return run_merge(args);
     case Args::Plot: return run_plot(args);
     case Args::Export: return run_export(args);
+    case Args::Check: return run_check(args);
     }
     return kExitInternal;
 }

@@ -12,11 +12,17 @@ std::string synopsis(const std::string& command) {
     if (command == "hazards") return "memguard hazards FILE [--frames K] [--json]";
     if (command == "cycles") return "memguard cycles FILE [--all] [--json]";
     if (command == "phases") return "memguard phases FILE [--marks] [--segments] [--json]";
-    if (command == "diff") return "memguard diff A B [-n N] [--frames K] [--segments] [--json]";
+    if (command == "diff") {
+        return "memguard diff A B [-n N] [--frames K] [--segments] [--fail-if EXPR]... [--json]";
+    }
+    if (command == "check") {
+        return "memguard check FILE [--max-peak SIZE] [--max-tensor-peak SIZE] [--max-live-at-exit SIZE] "
+               "[--max-tensor-live-at-exit SIZE] [--max-gc-freed SIZE] [--no-hazards] [--no-oom] [--json]";
+    }
     if (command == "merge") return "memguard merge FILE... | --template TEMPLATE [--frames K] [--json]";
     if (command == "plot") return "memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]";
     if (command == "export") return "memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]";
-    return "memguard summary|top|graphs|hazards|cycles|phases|diff|merge|plot|export FILE... [OPTIONS]   "
+    return "memguard summary|top|graphs|hazards|cycles|phases|diff|merge|plot|export|check FILE... [OPTIONS]   "
            "(memguard help for more)";
 }
 
@@ -32,10 +38,12 @@ usage:
   memguard hazards FILE [--frames K] [--json]
   memguard cycles FILE [--all] [--json]
   memguard phases FILE [--marks] [--segments] [--json]
-  memguard diff A B [-n N] [--frames K] [--segments] [--json]
+  memguard diff A B [-n N] [--frames K] [--segments] [--fail-if EXPR]... [--json]
   memguard merge FILE... | --template TEMPLATE [--frames K] [--json]
   memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]
   memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
+  memguard check FILE [--max-peak SIZE] [--max-tensor-peak SIZE] [--max-live-at-exit SIZE]
+                 [--max-tensor-live-at-exit SIZE] [--max-gc-freed SIZE] [--no-hazards] [--no-oom] [--json]
   memguard help [COMMAND]
   memguard --version
 
@@ -56,12 +64,16 @@ commands:
             collections, OOM events and the peak marked
   export    the report as a memory snapshot for pytorch.org/memory_viz (--memory-viz) or as
             a Chrome trace for ui.perfetto.dev (--perfetto)
+  check     a gate for CI: fails (exit 1) when the run exceeded a limit (peak, live at exit,
+            bytes freed by garbage collections) or had hazards or OOM events; diff --fail-if
+            gates a run against a baseline
 
 Run 'memguard help COMMAND' for the options of a command. The commands that show stack frames
-(summary, top, hazards, cycles, diff, merge, plot, export) also take --sysroot DIR (look up the
-module files the report names under DIR instead of /) and --debug-dir DIR (separate debug files by
-build-id, DIR/.build-id/xx/rest.debug, as GDB finds them).
-Exit status: 0 success (also for a report with warnings), 2 bad arguments or an unreadable report.
+(summary, top, hazards, cycles, diff, merge, plot, export, check) also take --sysroot DIR (look up
+the module files the report names under DIR instead of /) and --debug-dir DIR (separate debug files
+by build-id, DIR/.build-id/xx/rest.debug, as GDB finds them).
+Exit status: 0 success (also for a report with warnings), 2 bad arguments or an unreadable report;
+check and diff --fail-if: 1 when a limit was exceeded.
 )";
 
 const char* const kSummary = R"(usage: memguard summary FILE [--json]
@@ -212,7 +224,7 @@ options:
   -h, --help  show this help
 )";
 
-const char* const kDiff = R"(usage: memguard diff A B [-n N] [--frames K] [--segments] [--json]
+const char* const kDiff = R"(usage: memguard diff A B [-n N] [--frames K] [--segments] [--fail-if EXPR]... [--json]
 
 Shows two reports side by side (A, B, the delta B - A and the ratio B/A): the peak of GPU live
 bytes, live bytes at exit, OOM events, failed allocations, CUDA bytes freed by garbage
@@ -229,10 +241,62 @@ options:
   -n N             show the N biggest changes of each direction (default 10)
   --frames K       match sites by up to K Python and K native frames (default 6)
   --segments       allocator mode: compare the sites of the allocator's segments at the GPU peak
-  --json           print one JSON object instead of text
+  --fail-if EXPR   a gate: exit 1 when EXPR holds (see below); give it once per expression
+  --json           print one JSON object instead of text (with --fail-if: "fail_if", "failed")
   --sysroot DIR    look up the module files the reports name under DIR instead of /
   --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
   -h, --help       show this help
+
+--fail-if EXPR: METRIC OP VALUE, OP one of > >= < <=; the diff fails (exit 1, a FAIL line per
+expression that holds, after the diff) when B's figure satisfies it:
+  +SIZE, -SIZE   the change B - A            peak>+1GiB     live_at_exit>+100MiB
+  SIZE           B's own value               peak>40GiB     oom>0
+  [+|-]N%        the change relative to A    peak>+5%       gc_freed>10%   (A = 0: any rise is +inf%)
+SIZE: a number (fractions allowed) with an optional unit, any case: B, KB, MB, GB, TB (powers of
+1000), KiB, MiB, GiB, TiB (powers of 1024); counts take whole numbers. Metrics:
+  peak, live_at_exit         GPU live bytes at the peak and at exit (allocator mode: segments)
+  tensor_peak, tensor_live_at_exit
+                             allocator mode (both runs): the tensor blocks
+  gc_freed                   CUDA bytes freed by all garbage collections
+  oom                        OOM events (failed allocations out of memory, allocator OOM events)
+  failed_allocations, collections, compiles
+                             counts
+  phase[NAME].peak, phase[NAME].incremental_peak
+                             the largest of the phases named NAME (bytes as the phases above)
+A metric one run cannot give (a tensor figure without allocator mode, a phase it lacks) is an error
+(exit 2). Quote the expression in a shell: --fail-if 'peak>+5%'.
+)";
+
+const char* const kCheck =
+    R"(usage: memguard check FILE [--max-peak SIZE] [--max-tensor-peak SIZE] [--max-live-at-exit SIZE]
+                      [--max-tensor-live-at-exit SIZE] [--max-gc-freed SIZE] [--no-hazards] [--no-oom]
+                      [--json]
+
+A gate for CI: checks a report against limits. Exit status 1 with one FAIL line per limit the run
+exceeded (a peak or the memory at exit with its largest sites), 0 with one line saying what was
+checked and passed. A limit is the most allowed: a peak of exactly --max-peak passes. The figures
+are those of `memguard summary` and `memguard cycles`:
+  --max-peak SIZE      the peak of GPU live bytes (summary's "Peak GPU"; in allocator mode the
+                       allocator's segments: torch.cuda.max_memory_reserved())
+  --max-tensor-peak SIZE
+                       allocator mode (MEMGUARD_ALLOCATOR=memguard): the peak of the tensor blocks
+                       (torch.cuda.max_memory_allocated()); an error for a run without it
+  --max-live-at-exit SIZE
+                       GPU live bytes at exit (in allocator mode the segments still held)
+  --max-tensor-live-at-exit SIZE
+                       allocator mode: the tensor blocks live at exit
+  --max-gc-freed SIZE  CUDA bytes freed by all garbage collections (cycles' totals summed; memory
+                       held by reference cycles until a collection freed it)
+  --no-hazards         fail on any capture hazard (as `memguard hazards` lists them)
+  --no-oom             fail on any out-of-memory event: a failed allocation out of memory, or in
+                       allocator mode an allocator OOM event
+  --json               print one JSON object (file, passed, limits, measured, violations)
+  --sysroot DIR        look up the module files the report names under DIR instead of /
+  --debug-dir DIR      look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
+  -h, --help           show this help
+SIZE: a number (fractions allowed, rounded down to a byte) with an optional unit, any case, with
+or without a space: B, KB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB (powers of 1024);
+e.g. 2GiB, "1.5 GB", 4096. A limit given twice keeps the last. At least one limit is needed.
 )";
 
 const char* const kMerge = R"(usage: memguard merge FILE... | --template TEMPLATE [--frames K] [--json]
@@ -337,6 +401,7 @@ std::string help_text(const std::string& topic) {
     if (topic == "graphs") return kGraphs;
     if (topic == "hazards") return kHazards;
     if (topic == "cycles") return kCycles;
+    if (topic == "check") return kCheck;
     return kGeneral;
 }
 
