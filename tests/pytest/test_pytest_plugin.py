@@ -77,6 +77,12 @@ class Run:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def skip(why):
+    """Ends the run with 77, CTest's skip (unittest would turn SystemExit into an error)."""
+    print(f"SKIP: {why}", flush=True)
+    os._exit(SKIP_RC)
+
+
 def cli():
     return os.path.join(os.path.dirname(os.path.dirname(_need("MGTEST_LIB"))), "bin", "memguard")
 
@@ -173,12 +179,27 @@ class PluginTest(unittest.TestCase):
         self.assertIn("but libmemguard.so is not loaded", r.err, r.text())
         self.assertEqual(r.outcomes, {})
 
+    def test_xdist(self):
+        """pytest-xdist: the controller re-runs under the library, the workers inherit the preload
+        and write a report each, and the controller's summary gathers every worker's tests."""
+        probe = subprocess.run([sys.executable, "-c", "import xdist"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            skip(f"pytest-xdist is not installed for {sys.executable}")
+        r = self.run_pytest(["fake_cuda_cases.py"], self.memguard_args() + ["-n", "2"])
+        self.assertEqual(r.rc, 1, r.text())
+        for name, outcome in r.outcomes.items():
+            self.assertEqual(outcome, "failed" if name.endswith("_fails") else "passed", f"{name}\n{r.text()}")
+        self.assertIn("big_allocation at", r.messages["test_memory_fails"])
+        self.assertIn("Tests by incremental CUDA memory peak (top 9 of 9):", r.out, r.text())
+        self.assertEqual(len(r.reports), 2, "one report per worker; the controller allocates nothing")
+        for path in r.reports:
+            self.assertIn(f"report: {path}", r.out)
+
     def test_torch_cpu(self):
         """Real PyTorch on the CPU (no CUDA) under --memguard: every test passes, nothing is measured."""
         probe = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True)
         if probe.returncode != 0:
-            print(f"SKIP: import torch fails: {probe.stderr.strip().splitlines()[-1:]}")
-            sys.exit(SKIP_RC)
+            skip(f"import torch fails: {probe.stderr.strip().splitlines()[-1:]}")
         r = self.run_pytest(["torch_cpu_cases.py"], self.memguard_args())
         self.assertEqual(r.rc, 0, r.text())
         self.assertEqual(len(r.outcomes), 4, r.text())
