@@ -199,12 +199,11 @@ TEST_F(RecorderTest, StatsCountLivePeakAndCollectionsThatFreedCudaMemory) {
 TEST_F(RecorderTest, StatsInAllocatorModeAreTheTensorCounters) {
     static uint64_t live = 0, peak = 0;
     static int reset_device = -2;
-    static const Recorder::TensorCounters counters{
-        [](int device, uint64_t* l, uint64_t* p) {
-            *l = device < 0 ? live : live + 1;
-            *p = peak;
-        },
-        [](int device) { reset_device = device; }};
+    static const Recorder::TensorCounters counters{[](int device, uint64_t* l, uint64_t* p) {
+                                                       *l = device < 0 ? live : live + 1;
+                                                       *p = peak;
+                                                   },
+                                                   [](int device) { reset_device = device; }};
     live = 700;
     peak = 900;
     recorder->set_tensor_counters(&counters);
