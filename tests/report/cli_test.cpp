@@ -165,10 +165,11 @@ TEST(Cli, OptionFormsAndDoubleDash) {
 TEST(Cli, TopSinceKeepsWhatWasAllocatedFromThatTime) {
     test::TempDir dir;
     // 100 B before t=2 s (live throughout), then 20 B and 3 B from t=2 s; the 3 B freed at t=4 s.
-    std::string path = dir.write("since.mgr", test::kHeader + "A 1000000000 1 7f00 100 device m 0 - 0\n"
-                                                              "A 2000000000 1 8f00 20 device m 0 - 0\n"
-                                                              "A 3000000000 1 9f00 3 device m 0 - 0\n"
-                                                              "F 4000000000 1 9f00 3 cudaFree -\nZ 5000000000\n");
+    const std::string body = "A 1000000000 1 7f00 100 device m 0 - 0\n"
+                             "A 2000000000 1 8f00 20 device m 0 - 0\n"
+                             "A 3000000000 1 9f00 3 device m 0 - 0\n"
+                             "F 4000000000 1 9f00 3 cudaFree -\nZ 5000000000\n";
+    const std::string path = dir.write("since.mgr", test::kHeader + body);
     Result all = run_cli("top '" + path + "' --at 3.5 --frames 0");
     EXPECT_TRUE(contains(all.out, "at t=3.500 s: 123 B in 3 blocks")) << all.out;
     Result since = run_cli("top '" + path + "' --at 3.5 --since 2 --frames 0");
