@@ -44,6 +44,35 @@ void memguard_phase_end(uint64_t id);
 /** Records a mark: an instant event named `name` (UTF-8; NULL is an empty name). */
 void memguard_mark(const char* name);
 
+/** In-process statistics, for tests and gates that check memory as the program runs (the pytest
+ *  plugin's markers). Fields may be added at the end in later versions: callers pass the size of
+ *  the struct they were compiled with, and only that much is written. */
+typedef struct memguard_stats {
+    /** The bytes the report's phases count: in allocator mode (MEMGUARD_ALLOCATOR=memguard) the
+     *  tensor blocks of memguard's allocator (torch.cuda.memory_allocated()), else the GPU blocks
+     *  below. peak_bytes: the most at once since the last memguard_reset_peak (or the start). */
+    uint64_t live_bytes, peak_bytes;
+    /** GPU memory (device, async and managed blocks) memguard's hooks saw allocated and not yet
+     *  freed: with PyTorch's own allocator its cached segments, in allocator mode memguard's. */
+    uint64_t gpu_live_bytes, gpu_peak_bytes;
+    /** Garbage collections recorded so far (Python), those of them that freed CUDA memory, and the
+     *  CUDA bytes those freed (the report's cuda_bytes_freed, positive ones summed). */
+    uint64_t gc_collections, gc_freeing_collections, gc_cuda_bytes_freed;
+    /** 1 in allocator mode, else 0. */
+    int32_t allocator_mode;
+    int32_t reserved_;
+} memguard_stats_t;
+
+/** Fills `out` (its first `size` bytes: pass sizeof(memguard_stats_t)) with the counters of CUDA
+ *  device `device`, or of every device when it is -1 (sums; the peaks are each device's own peak,
+ *  summed). Returns 0, or -1 with *out zeroed when memguard does not record. Reads counters the
+ *  hooks keep anyway (relaxed atomics); takes no lock a hook takes. */
+int memguard_stats(int device, memguard_stats_t* out, size_t size);
+
+/** Starts new peaks at the bytes live now, on `device` or on every device (-1). In allocator mode
+ *  this is also PyTorch's peak (torch.cuda.reset_peak_memory_stats resets the same counters). */
+void memguard_reset_peak(int device);
+
 #ifdef __cplusplus
 }
 #endif

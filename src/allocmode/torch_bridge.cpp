@@ -315,6 +315,8 @@ void install(PyObject* torch_c) {
     }
     g_allocator = allocator.release();
     patch_torch(torch_c);
+    static const track::Recorder::TensorCounters kTensorCounters{&tensor_counters, &reset_tensor_peak};
+    g_recorder->set_tensor_counters(&kTensorCounters);
     g_recorder->set_allocator_mode();
     MG_LOG_INFO("memguard is PyTorch's CUDA allocator (MEMGUARD_ALLOCATOR=memguard)");
 }

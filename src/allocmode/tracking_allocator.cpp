@@ -232,6 +232,27 @@ bool reset_accumulated_of(int device) {
     return reset_stats_of(device, &alloc::CachingAllocator::reset_accumulated_stats);
 }
 
+void tensor_counters(int device, uint64_t* live, uint64_t* peak) {
+    *live = *peak = 0;
+    alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire);
+    if (!a) return;
+    for (int d = 0; d < a->device_count(); ++d) {
+        if (device >= 0 && d != device) continue;
+        const alloc::DeviceStats stats = a->stats(d);  // a copy, taken under the device's lock
+        const alloc::Stat& s = stats.allocated_bytes[alloc::kStatAll];
+        *live += static_cast<uint64_t>(s.current);
+        *peak += static_cast<uint64_t>(s.peak);
+    }
+}
+
+void reset_tensor_peak(int device) {
+    alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire);
+    if (!a) return;
+    for (int d = 0; d < a->device_count(); ++d) {
+        if (device < 0 || d == device) a->reset_peak_stats(d);
+    }
+}
+
 void lock_for_fork() {
     if (alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire)) a->lock_for_fork();
 }

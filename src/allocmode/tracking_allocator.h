@@ -40,6 +40,12 @@ std::vector<std::pair<std::string, int64_t>> stats_of(int device);
 bool reset_peak_of(int device);
 bool reset_accumulated_of(int device);
 
+/// The recorder's view of the tensor blocks (track::Recorder::TensorCounters): the allocated bytes
+/// now and at their peak of `device` (-1: every device, summed), torch.cuda.memory_allocated() and
+/// max_memory_allocated(); and the reset of that peak (torch.cuda.reset_peak_memory_stats()).
+void tensor_counters(int device, uint64_t* live, uint64_t* peak);
+void reset_tensor_peak(int device);
+
 /// fork(2): the allocator's device locks (runtime/fork.h takes them first). No-ops before the
 /// allocator exists.
 void lock_for_fork();

@@ -1,6 +1,6 @@
 # memguard's Python module, embedded into libmemguard.so at build time (embed_text.cmake) and run by
 # it (src/python/module.cpp) in the module's namespace, which already holds the native functions
-# _begin, _end, _mark, _active, _report_path and _flush.
+# _begin, _end, _mark, _active, _report_path, _flush, _stats and _reset_peak.
 """memguard's in-process API, provided by libmemguard.so (LD_PRELOAD); no file on disk is involved.
 
     import memguard
@@ -14,14 +14,44 @@
 
     memguard.mark("step 3")
 
+    before = memguard.stats()          # live and peak GPU bytes now, without reading the report
+    memguard.reset_peak()
+
 For each phase the report gives the GPU bytes live at its begin, its peak, and its incremental peak
 (`memguard phases REPORT`). The module exists only in a process that runs with libmemguard.so
 preloaded (and MEMGUARD_ENABLE not 0); code that must also run without memguard guards the import.
 """
+import collections as _collections
 import functools as _functools
 import threading as _threading
 
-__all__ = ["phase", "mark", "active", "report_path", "flush"]
+__all__ = ["phase", "mark", "active", "report_path", "flush", "stats", "reset_peak", "Stats"]
+
+class Stats(_collections.namedtuple("Stats", [
+        "live_bytes", "peak_bytes", "gpu_live_bytes", "gpu_peak_bytes", "allocator_mode",
+        "gc_collections", "gc_freeing_collections", "gc_cuda_bytes_freed"])):
+    """memguard's counters at one moment (memguard.stats()).
+
+    live_bytes, peak_bytes: what `memguard phases` counts: in allocator mode
+        (MEMGUARD_ALLOCATOR=memguard) the tensor blocks of memguard's allocator
+        (torch.cuda.memory_allocated()); otherwise the GPU memory memguard's hooks saw (cudaMalloc
+        and friends: with PyTorch's own allocator, its cached segments). peak_bytes is the most
+        live at once since the last reset_peak().
+    gpu_live_bytes, gpu_peak_bytes: the GPU memory the hooks saw, in every mode (allocator mode:
+        its segments, torch.cuda.memory_reserved()).
+    allocator_mode: True when memguard is PyTorch's allocator.
+    gc_collections, gc_freeing_collections, gc_cuda_bytes_freed: garbage collections so far, those
+        that freed CUDA memory, and the CUDA bytes those freed (as `memguard cycles` counts them).
+    """
+    __slots__ = ()
+
+
+def _device(device):
+    if device is None:
+        return -1
+    if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < 64:
+        raise ValueError(f"device must be None or a CUDA device number 0-63, not {device!r}")
+    return device
 
 
 def active():
@@ -38,6 +68,23 @@ def report_path():
 def flush():
     """Writes the records buffered so far to the report; False when no report exists yet."""
     return _flush() == 0
+
+
+def stats(device=None):
+    """memguard's counters now, as a Stats tuple: of CUDA device `device`, or of every device
+    (None: sums; the peaks are each device's own peak, summed). Cheap (a few atomic reads); it
+    never reads the report."""
+    gpu_live, gpu_peak, tensor_live, tensor_peak, gcs, freeing, gc_bytes = _stats(_device(device))
+    tensors = tensor_live >= 0
+    return Stats(tensor_live if tensors else gpu_live, tensor_peak if tensors else gpu_peak,
+                 gpu_live, gpu_peak, tensors, gcs, freeing, gc_bytes)
+
+
+def reset_peak(device=None):
+    """Starts new peaks (stats().peak_bytes, gpu_peak_bytes) at the bytes live now, on `device` or
+    on every device (None). In allocator mode this also resets PyTorch's peaks
+    (torch.cuda.reset_peak_memory_stats()): they are the same counters."""
+    _reset_peak(_device(device))
 
 
 def mark(name):

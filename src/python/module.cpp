@@ -61,7 +61,52 @@ PyObject* native_flush(PyObject*, PyObject*) {
     return new_long(0);
 }
 
+/// The device argument (one int; memguard.py passes -1 for every device); -2 with a Python
+/// exception set when it is not an int.
+long long device_arg(PyObject* args) {
+    const CApi* a = capi();
+    // A wrong argument count reads None, which raises TypeError.
+    PyObject* arg = a->PyTuple_Size(args) == 1 ? a->PyTuple_GetItem(args, 0) : a->none;
+    long long device = a->PyLong_AsLongLong(arg);
+    if (device == -1 && a->PyErr_Occurred()) return -2;
+    return device < 0 ? -1 : device;
+}
+
+/// _stats(device) -> (gpu_live, gpu_peak, tensor_live, tensor_peak, gc_collections,
+/// gc_freeing_collections, gc_cuda_bytes_freed); the tensor figures are -1 outside allocator mode.
+PyObject* native_stats(PyObject*, PyObject* args) {
+    const CApi* a = capi();
+    long long device = device_arg(args);
+    if (device == -2) return nullptr;
+    const track::Recorder::Stats s = recorder().stats(static_cast<int>(device));
+    const long long values[] = {static_cast<long long>(s.gpu_live),
+                                static_cast<long long>(s.gpu_peak),
+                                s.tensors ? static_cast<long long>(s.tensor_live) : -1,
+                                s.tensors ? static_cast<long long>(s.tensor_peak) : -1,
+                                static_cast<long long>(s.gc_collections),
+                                static_cast<long long>(s.gc_freeing_collections),
+                                static_cast<long long>(s.gc_cuda_bytes_freed)};
+    constexpr long long kCount = sizeof values / sizeof values[0];
+    Ref tuple(a->PyTuple_New(kCount));
+    if (!tuple) return nullptr;
+    for (long long i = 0; i < kCount; ++i) {
+        PyObject* v = new_long(values[i]);
+        if (!v) return nullptr;
+        a->PyTuple_SetItem(tuple.get(), i, v);  // steals the reference
+    }
+    return tuple.release();
+}
+
+PyObject* native_reset_peak(PyObject*, PyObject* args) {
+    long long device = device_arg(args);
+    if (device == -2) return nullptr;
+    if (recorder().active()) recorder().reset_peak(static_cast<int>(device));
+    return new_none();
+}
+
 PyMethodDef g_natives[] = {
+    {"_stats", native_stats, METH_VARARGS, nullptr},
+    {"_reset_peak", native_reset_peak, METH_VARARGS, nullptr},
     {"_begin", native_begin, METH_VARARGS, nullptr},
     {"_end", native_end, METH_VARARGS, nullptr},
     {"_mark", native_mark, METH_VARARGS, nullptr},

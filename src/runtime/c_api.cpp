@@ -33,6 +33,29 @@ MG_EXPORT void memguard_mark(const char* name) {
     recorder().record_mark(memguard::track::PhaseSource::Api, name ? name : "");
 }
 
+MG_EXPORT int memguard_stats(int device, memguard_stats_t* out, size_t size) {
+    if (!out) return -1;
+    memguard_stats_t s{};
+    const bool on = recorder().active();
+    if (on) {
+        const memguard::track::Recorder::Stats r = recorder().stats(device < 0 ? -1 : device);
+        s.gpu_live_bytes = r.gpu_live;
+        s.gpu_peak_bytes = r.gpu_peak;
+        s.live_bytes = r.tensors ? r.tensor_live : r.gpu_live;
+        s.peak_bytes = r.tensors ? r.tensor_peak : r.gpu_peak;
+        s.gc_collections = r.gc_collections;
+        s.gc_freeing_collections = r.gc_freeing_collections;
+        s.gc_cuda_bytes_freed = r.gc_cuda_bytes_freed;
+        s.allocator_mode = r.tensors ? 1 : 0;
+    }
+    std::memcpy(out, &s, size < sizeof s ? size : sizeof s);
+    return on ? 0 : -1;
+}
+
+MG_EXPORT void memguard_reset_peak(int device) {
+    if (recorder().active()) recorder().reset_peak(device < 0 ? -1 : device);
+}
+
 MG_EXPORT size_t memguard_report_path(char* buf, size_t len) {
     std::string path = recorder().report_path();
     if (path.empty()) return 0;

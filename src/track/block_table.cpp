@@ -17,7 +17,11 @@ void BlockTable::account(const LiveBlock& b, bool add) noexcept {
     if (!is_gpu(b.kind)) return;
     auto& counter = gpu_live_[device_slot(b.device)];
     if (add) {
-        counter.fetch_add(b.size, std::memory_order_relaxed);
+        const uint64_t live = counter.fetch_add(b.size, std::memory_order_relaxed) + b.size;
+        auto& peak = gpu_peak_[device_slot(b.device)];
+        uint64_t seen = peak.load(std::memory_order_relaxed);
+        while (live > seen && !peak.compare_exchange_weak(seen, live, std::memory_order_relaxed)) {
+        }
     } else {
         counter.fetch_sub(b.size, std::memory_order_relaxed);
     }
@@ -52,9 +56,19 @@ uint64_t BlockTable::gpu_live_bytes(int device) const noexcept {
     return gpu_live_[device_slot(device)].load(std::memory_order_relaxed);
 }
 
+uint64_t BlockTable::gpu_peak_bytes(int device) const noexcept {
+    return gpu_peak_[device_slot(device)].load(std::memory_order_relaxed);
+}
+
+void BlockTable::reset_gpu_peak(int device) noexcept {
+    const size_t slot = device_slot(device);
+    gpu_peak_[slot].store(gpu_live_[slot].load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
 void BlockTable::clear() {
     for (auto& s : shards_) s.blocks.clear();
     for (auto& c : gpu_live_) c.store(0, std::memory_order_relaxed);
+    for (auto& c : gpu_peak_) c.store(0, std::memory_order_relaxed);
 }
 
 void BlockTable::lock_all() {

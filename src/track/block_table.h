@@ -33,6 +33,11 @@ public:
 
     /// GPU bytes (device, async, managed kinds) live on `device` now.
     uint64_t gpu_live_bytes(int device) const noexcept;
+    /// The most GPU bytes live on `device` at once since the last reset_gpu_peak (or the start).
+    uint64_t gpu_peak_bytes(int device) const noexcept;
+    /// Starts a new peak of `device` at its live bytes now. An insert racing with the reset may be
+    /// left out of the new peak; the next insert on that device counts again.
+    void reset_gpu_peak(int device) noexcept;
 
     /// Calls fn(addr, block) for every live block, one shard lock at a time.
     template <typename Fn>
@@ -57,6 +62,9 @@ private:
     };
     Shard shards_[kShards];
     std::array<std::atomic<uint64_t>, kMaxDevices> gpu_live_{};
+    // Raised by a relaxed compare-and-swap loop in account() only when an insert sets a new peak:
+    // otherwise one relaxed load on the insert path, no lock and no allocation.
+    std::array<std::atomic<uint64_t>, kMaxDevices> gpu_peak_{};
 };
 
 }  // namespace memguard::track

@@ -193,6 +193,37 @@ public:
     /// The captures in progress; lock-free reads (for the Python hook and the allocator).
     const CaptureView& captures() const noexcept { return captures_; }
 
+    // --- in-process statistics (memguard_stats, the Python module's stats()) ---------------------
+    /// Allocator mode's tensor counters (memguard's allocator: torch.cuda.memory_allocated()),
+    /// injected at the switch so that the recorder needs nothing from allocmode. `device` -1: every
+    /// device (sums; `reset_peak` resets each). Never called on the hook path.
+    struct TensorCounters {
+        void (*read)(int device, uint64_t* live, uint64_t* peak) = nullptr;
+        void (*reset_peak)(int device) = nullptr;
+    };
+    /// `counters` must live for the process; set once, before set_allocator_mode().
+    void set_tensor_counters(const TensorCounters* counters) noexcept {
+        tensor_counters_.store(counters, std::memory_order_release);
+    }
+    struct Stats {
+        uint64_t gpu_live = 0, gpu_peak = 0;  // GPU blocks the hooks saw (allocator mode: its segments)
+        bool tensors = false;                 // allocator mode: the tensor counters below are set
+        uint64_t tensor_live = 0, tensor_peak = 0;
+        uint64_t gc_collections = 0;          // collections recorded
+        uint64_t gc_freeing_collections = 0;  // ... of which freed CUDA memory
+        uint64_t gc_cuda_bytes_freed = 0;     // CUDA bytes they freed, summed
+    };
+    /// The counters of `device` (-1: every device; the peaks are then each device's own peak,
+    /// summed). Reads relaxed atomics (and, in allocator mode, the allocator's stats under its
+    /// device lock); not for the hook path.
+    Stats stats(int device) const;
+    /// Starts new peaks at the live bytes now (`device` -1: every device). In allocator mode the
+    /// tensor peak is PyTorch's own (torch.cuda.reset_peak_memory_stats resets the same counter).
+    void reset_peak(int device);
+    /// GPU bytes whose free the calling thread recorded so far: what a collection on this thread
+    /// freed, when PyTorch's counter cannot say (python/gc_accounting.cpp).
+    static uint64_t gpu_bytes_freed_by_this_thread() noexcept;
+
     /// Writes buffered records now (memguard_flush).
     void flush();
     /// Process exit: end record, final write, no more recording.
@@ -252,6 +283,8 @@ private:
     std::atomic<PythonStackFn> python_stack_{nullptr};
     std::atomic<bool> gpu_seen_{false};
     std::atomic<bool> allocator_mode_{false};
+    std::atomic<const TensorCounters*> tensor_counters_{nullptr};
+    std::atomic<uint64_t> gc_collections_{0}, gc_freeing_collections_{0}, gc_cuda_bytes_freed_{0};
     std::atomic<uint32_t> epoch_{0};
     /// Records made before the report exists (a collection before the first CUDA allocation),
     /// written after the header when it is created. Bounded; guarded by start_mu_.

@@ -16,6 +16,11 @@ void Recorder::record_compile(std::string_view compile_id) {
 
 void Recorder::record_collection(const Collection& c) {
     if (!active()) return;
+    gc_collections_.fetch_add(1, std::memory_order_relaxed);
+    if (c.cuda_bytes_freed > 0) {
+        gc_freeing_collections_.fetch_add(1, std::memory_order_relaxed);
+        gc_cuda_bytes_freed_.fetch_add(static_cast<uint64_t>(c.cuda_bytes_freed), std::memory_order_relaxed);
+    }
     bool own = c.trigger == format::GcTrigger::Memguard;
     if (own && !ensure_started()) return;
     format::rec::Collection y;

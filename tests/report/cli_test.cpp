@@ -149,6 +149,7 @@ TEST(Cli, UsageErrorsExitWithTwoAndAHint) {
                              "cycles x.mgr --all=1",
                              "cycles x.mgr --frames 2",
                              "top x.mgr --pool=1",
+                             "top x.mgr --since soon",
                              "graphs a.mgr b.mgr",
                              "help graph",
                              "check",
@@ -181,6 +182,26 @@ TEST(Cli, OptionFormsAndDoubleDash) {
     Result r = run_cli("top --at=exit --kind=gpu --frames=0 -n 1 -- '-odd name.mgr'", "cd '" + dir.path() + "' &&");
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_TRUE(contains(r.out, "Live GPU memory at exit (t=1.000 s): 10 B in 1 block from 1 site")) << r.out;
+}
+
+TEST(Cli, TopSinceKeepsWhatWasAllocatedFromThatTime) {
+    test::TempDir dir;
+    // 100 B before t=2 s (live throughout), then 20 B and 3 B from t=2 s; the 3 B freed at t=4 s.
+    const std::string body = "A 1000000000 1 7f00 100 device m 0 - 0\n"
+                             "A 2000000000 1 8f00 20 device m 0 - 0\n"
+                             "A 3000000000 1 9f00 3 device m 0 - 0\n"
+                             "F 4000000000 1 9f00 3 cudaFree -\nZ 5000000000\n";
+    const std::string path = dir.write("since.mgr", test::kHeader + body);
+    Result all = run_cli("top '" + path + "' --at 3.5 --frames 0");
+    EXPECT_TRUE(contains(all.out, "at t=3.500 s: 123 B in 3 blocks")) << all.out;
+    Result since = run_cli("top '" + path + "' --at 3.5 --since 2 --frames 0");
+    ASSERT_EQ(since.rc, 0) << since.out;
+    EXPECT_TRUE(contains(since.out, "at t=3.500 s, allocated since 2.000 s: 23 B in 2 blocks")) << since.out;
+    Result exit = run_cli("top '" + path + "' --at exit --since 2.0 --json");
+    EXPECT_TRUE(contains(exit.out, "\"since_s\": 2")) << exit.out;
+    EXPECT_TRUE(contains(exit.out, "\"total_bytes\": 20")) << exit.out;
+    Result later = run_cli("top '" + path + "' --at peak --since 4.5");
+    EXPECT_TRUE(contains(later.out, "nothing live")) << later.out;
 }
 
 TEST(Cli, GarbageFilesNeverCrashTheCli) {

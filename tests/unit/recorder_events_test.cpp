@@ -159,5 +159,66 @@ TEST_F(RecorderTest, RecordsBeyondTheBoundBeforeTheReportAreCountedAsLost) {
     EXPECT_EQ(lines_of('U').size(), 1u);
 }
 
+TEST_F(RecorderTest, StatsCountLivePeakAndCollectionsThatFreedCudaMemory) {
+    Recorder::Stats s = recorder->stats(-1);
+    EXPECT_EQ(s.gpu_live, 0u);
+    EXPECT_FALSE(s.tensors) << "no allocator mode, no tensor counters";
+    alloc(0x1000, 1000);
+    alloc(0x2000, 3000, {}, Kind::Device, Api::cudaMalloc, 1);
+    alloc(0x3000, 50, {}, Kind::Pinned, Api::cudaHostAlloc);
+    const uint64_t freed_before = Recorder::gpu_bytes_freed_by_this_thread();
+    ASSERT_TRUE(free_block(0x2000));
+    ASSERT_TRUE(free_block(0x3000));
+    EXPECT_EQ(Recorder::gpu_bytes_freed_by_this_thread() - freed_before, 3000u) << "GPU bytes only";
+    s = recorder->stats(-1);
+    EXPECT_EQ(s.gpu_live, 1000u);
+    EXPECT_EQ(s.gpu_peak, 4000u) << "each device's peak, summed";
+    EXPECT_EQ(recorder->stats(1).gpu_peak, 3000u);
+    EXPECT_EQ(recorder->stats(1).gpu_live, 0u);
+    recorder->reset_peak(1);
+    EXPECT_EQ(recorder->stats(1).gpu_peak, 0u);
+    EXPECT_EQ(recorder->stats(0).gpu_peak, 1000u);
+    recorder->reset_peak(-1);
+    alloc(0x4000, 10);
+    EXPECT_EQ(recorder->stats(-1).gpu_peak, 1010u);
+
+    Recorder::Collection c = automatic_collection(2);
+    recorder->record_collection(c);  // unknown (-1)
+    c.cuda_bytes_freed = 0;
+    recorder->record_collection(c);
+    c.cuda_bytes_freed = 4096;
+    recorder->record_collection(c);
+    c.cuda_bytes_freed = -10;  // another thread allocated meanwhile
+    recorder->record_collection(c);
+    s = recorder->stats(-1);
+    EXPECT_EQ(s.gc_collections, 4u);
+    EXPECT_EQ(s.gc_freeing_collections, 1u);
+    EXPECT_EQ(s.gc_cuda_bytes_freed, 4096u);
+}
+
+TEST_F(RecorderTest, StatsInAllocatorModeAreTheTensorCounters) {
+    static uint64_t live = 0, peak = 0;
+    static int reset_device = -2;
+    static const Recorder::TensorCounters counters{[](int device, uint64_t* l, uint64_t* p) {
+                                                       *l = device < 0 ? live : live + 1;
+                                                       *p = peak;
+                                                   },
+                                                   [](int device) { reset_device = device; }};
+    live = 700;
+    peak = 900;
+    recorder->set_tensor_counters(&counters);
+    EXPECT_FALSE(recorder->stats(-1).tensors) << "only once the switch happened";
+    recorder->set_allocator_mode();
+    alloc(0x1000, 2048);  // a segment
+    Recorder::Stats s = recorder->stats(-1);
+    EXPECT_TRUE(s.tensors);
+    EXPECT_EQ(s.tensor_live, 700u);
+    EXPECT_EQ(s.tensor_peak, 900u);
+    EXPECT_EQ(s.gpu_live, 2048u);
+    EXPECT_EQ(recorder->stats(0).tensor_live, 701u) << "the device is passed on";
+    recorder->reset_peak(3);
+    EXPECT_EQ(reset_device, 3);
+}
+
 }  // namespace
 }  // namespace memguard::track::testing

@@ -104,6 +104,13 @@ bool top_option(const std::string& opt, ArgCursor& cur, Args& args) {
     } else if (opt == "--segments") {
         cur.no_value(opt);
         args.segments = true;
+    } else if (opt == "--since") {
+        const std::string v = cur.value(opt);
+        int64_t ns = 0;
+        if (!report::parse_seconds(v, ns)) {
+            throw UsageError("bad value '" + v + "' for --since: expected a time in seconds", "top");
+        }
+        args.since = ns;
     } else {
         return false;
     }

@@ -55,6 +55,8 @@ struct Args {
     report::KindFilter kind = report::KindFilter::Gpu;
     bool pool = false;      // top: split by owner (ordinary memory, capture pools)
     bool segments = false;  // top: allocator mode: the segments (A blocks), not the tensor blocks (T)
+    // top --since: only what was allocated at or after this time (ns since the clock origin)
+    std::optional<int64_t> since;
     // cycles
     bool all = false;  // list every automatic collection
     // diff, merge: every report named (diff: A then B; merge: the ranks' reports in order)

@@ -1,5 +1,6 @@
-// memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool]
-//              [--segments] [--json]
+// memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS] [--kind gpu|pinned|physical|all] [-n N]
+//              [--frames K] [--pool] [--segments] [--json]
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -45,6 +46,16 @@ Shown pick(const report::SiteTable& table, size_t top_n, SiteSymbolizer& sym) {
     return s;
 }
 
+/// --since: keeps what was allocated (created) at or after `since`; the rest was live before.
+void keep_since(const report::Report& r, int64_t since, report::LiveSet& live) {
+    auto drop = [&](std::vector<size_t>& ids, auto t_of) {
+        ids.erase(std::remove_if(ids.begin(), ids.end(), [&](size_t i) { return t_of(i) < since; }), ids.end());
+    };
+    drop(live.blocks, [&](size_t i) { return r.blocks[i].t_alloc; });
+    drop(live.handles, [&](size_t i) { return r.handles[i].t_create; });
+    drop(live.tensors, [&](size_t i) { return r.tensors[i].t_alloc; });
+}
+
 /// Fills the view in place (it points into itself); `sym` must outlive it.
 void build_view(const report::Report& r, const Args& args, SiteSymbolizer& sym, TopView& v) {
     v.tensors = tensor_view(r, args);
@@ -54,11 +65,15 @@ void build_view(const report::Report& r, const Args& args, SiteSymbolizer& sym, 
     const report::Summary* known = summary ? &*summary : nullptr;
     if (v.tensors) {
         v.live = report::tensors_live_at(r, args.at, &v.has_peak, known);
-        v.table = report::group_tensors_by_site(r, v.live);
-        if (args.pool) v.pools = report::group_tensors_by_pool(r, v.live);
     } else {
         v.live = report::live_at(r, args.at, known);
         v.has_peak = !summary || summary->peak_t.has_value();
+    }
+    if (args.since) keep_since(r, *args.since, v.live);
+    if (v.tensors) {
+        v.table = report::group_tensors_by_site(r, v.live);
+        if (args.pool) v.pools = report::group_tensors_by_pool(r, v.live);
+    } else {
         v.table = report::group_by_site(r, v.live, args.kind);
         if (args.pool) v.pools = report::group_by_pool(r, v.live, args.kind);
     }
@@ -81,6 +96,7 @@ std::string what_text(const report::Report& r, report::KindFilter kind, bool ten
 
 std::string when_text(const Args& args, const TopView& v) {
     std::string t = "t=" + report::seconds_fixed3(v.live.t) + " s";
+    if (args.since) t += ", allocated since " + report::seconds_fixed3(*args.since) + " s";
     switch (args.at.type) {
     case report::TimePoint::Peak:
         if (!v.has_peak)
@@ -235,6 +251,7 @@ void print_json(const report::Report& r, const Args& args, const TopView& v, con
         j.null();
     }
     j.key("kind").value(kind_filter_name(args.kind));
+    if (args.since) j.key("since_s").number(report::seconds_exact(*args.since));
     // Allocator mode only: which blocks the sites are of ("tensors": T records; "segments": A records).
     if (!r.tensors.empty()) j.key("view").value(v.tensors ? "tensors" : "segments");
     // What the bytes are of, in the words of diff, phases and merge: "tensors" or "gpu" (GPU kinds).

@@ -5,8 +5,8 @@ namespace memguard::cli {
 std::string synopsis(const std::string& command) {
     if (command == "summary") return "memguard summary FILE [--json]";
     if (command == "top") {
-        return "memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] "
-               "[--pool] [--segments] [--json]";
+        return "memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS] [--kind gpu|pinned|physical|all] [-n N] "
+               "[--frames K] [--pool] [--segments] [--json]";
     }
     if (command == "graphs") return "memguard graphs FILE [--json]";
     if (command == "hazards") return "memguard hazards FILE [--frames K] [--json]";
@@ -32,8 +32,8 @@ const char* const kGeneral = R"(memguard: reads the CUDA memory reports (*.mgr) 
 
 usage:
   memguard summary FILE [--json]
-  memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool]
-               [--segments] [--json]
+  memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS] [--kind gpu|pinned|physical|all] [-n N]
+               [--frames K] [--pool] [--segments] [--json]
   memguard graphs FILE [--json]
   memguard hazards FILE [--frames K] [--json]
   memguard cycles FILE [--all] [--json]
@@ -96,8 +96,8 @@ options:
   -h, --help       show this help
 )";
 
-const char* const kTop = R"(usage: memguard top FILE [--at peak|exit|SECONDS] [--kind gpu|pinned|physical|all] [-n N]
-                    [--frames K] [--pool] [--segments] [--json]
+const char* const kTop = R"(usage: memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS]
+                    [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool] [--segments] [--json]
 
 Shows the memory live at one moment grouped by allocation site, largest first, with each site's
 bytes, blocks, share of the total and its innermost frames. A site is the native stack of the
@@ -119,6 +119,9 @@ options:
   --at WHEN      peak (default): when live GPU memory first reached its maximum;
                  exit: after the last record; SECONDS: a time since the run's clock origin
                  (the state after the records up to the first one later than that time)
+  --since SECONDS
+                 only what was allocated at or after SECONDS (a time since the run's clock
+                 origin, as `phases --json` gives a phase's begin_t): what a phase added
   --kind KIND    gpu (default: device, async and managed memory, and physical memory made
                  by cuMemCreate on a device), pinned (page-locked host memory), physical
                  (cuMemCreate handles only, shown at their cuMemCreate stack) or all
