@@ -8,7 +8,7 @@ Scenarios:
   alloc_exit CODE       allocate, exit with CODE
   alloc_signal SIG      allocate, then end by signal SIG (its default action)
   wait_signals          allocate, print "ready", exit with 40 + the number of SIGINT/SIGTERM
-                        received (first one plus 0.5 s), or 99 after 30 s
+                        deliveries (counted until 0.5 s after the first), or 99 after 30 s
   env                   print LD_PRELOAD and the MEMGUARD_* variables as JSON; no allocation
   ranks N               a fake launcher: N children with RANK=0..N-1 (and LOCAL_RANK, WORLD_SIZE),
                         each allocating; exits 0 when all did
@@ -59,18 +59,30 @@ def main(argv):
         sys.exit(97)
     if what == "wait_signals":
         alloc()
+        # Python runs a handler once for signals that arrive together; its C handler writes every
+        # delivery to the wakeup fd. The loop keeps the process on a CPU, so that a delivery is
+        # taken at once (a second signal sent while the first is still pending would merge with it).
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        signal.set_wakeup_fd(w)
         got = []
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda s, f: got.append(s))
         print("ready", flush=True)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if got:
-                time.sleep(0.5)
-                break
-            time.sleep(0.01)
-        print("signals", ",".join(signal.Signals(s).name for s in got), flush=True)
-        sys.exit(40 + len(got) if got else 99)
+        while time.monotonic() < deadline and not got:
+            pass
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            pass
+        signal.set_wakeup_fd(-1)
+        os.set_blocking(r, False)
+        try:
+            delivered = os.read(r, 64)
+        except BlockingIOError:
+            delivered = b""
+        print("signals", ",".join(signal.Signals(b).name for b in delivered), flush=True)
+        sys.exit(40 + len(delivered) if delivered else 99)
     if what == "env":
         keys = [k for k in os.environ if k == "LD_PRELOAD" or k.startswith("MEMGUARD_")]
         print(json.dumps({k: os.environ[k] for k in sorted(keys)}))
