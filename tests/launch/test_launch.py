@@ -386,6 +386,32 @@ class LaunchTest(unittest.TestCase):
     def test_subprocess_children(self):
         self.check_family(["subprocess", 2], 3)
 
+    def test_torchrun_ranks(self):
+        # torchrun itself (on the CPU: its workers allocate through the fake runtime).
+        probe = subprocess.run([sys.executable, "-c", "import torch.distributed.run"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("torch.distributed.run cannot be imported")
+        torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", CHILD,
+                    "alloc_exit", "0"]
+        r = self.run_cli(["run", "--"] + torchrun, timeout=110)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        files = self.listed(r.stderr)
+        self.assertEqual(sorted(re.sub(r"\.\d+\.mgr$", "", f).rsplit(".", 1)[1] for f in files), ["rank0", "rank1"],
+                         r.stderr)
+        m = self.run_cli(["merge", "--json"])
+        self.assertEqual([x["rank"] for x in json.loads(m.stdout)["ranks"]], ["0", "1"], m.stderr)
+        # Preloaded by hand, without memguard run: torchrun's rendezvous id is the run id.
+        d = tempfile.mkdtemp(dir=self.dir)
+        p = subprocess.run(torchrun, cwd=d, env=self.env(LD_PRELOAD=self.lib), capture_output=True, text=True,
+                           timeout=110)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        ids = {header(f).get("run_id") for f in glob.glob(os.path.join(d, "memguard.*.rank*.mgr"))}
+        self.assertEqual(len(ids), 1)
+        self.assertIsNotNone(ids.pop())
+        m = self.run_cli(["merge", d])
+        self.assertEqual(m.returncode, 0, m.stderr)
+        self.assertIn(": 2 reports in ", m.stdout.splitlines()[0])
+
     # --- env ------------------------------------------------------------------------------------------
 
     def test_env_helper(self):
