@@ -89,7 +89,50 @@ void parse_allocator(const char* v, Config& c, std::vector<std::string>& problem
     }
 }
 
+void parse_run_id(const EnvLookup& getenv_fn, Config& c, std::vector<std::string>& problems) {
+    if (const char* v = getenv_fn("MEMGUARD_RUN_ID")) {
+        if (valid_run_id(v)) {
+            c.run_id = v;
+            return;
+        }
+        problems.push_back("MEMGUARD_RUN_ID=" + quoted(v) + " is not valid: expected 1 to " +
+                           std::to_string(Config::kMaxRunId) +
+                           " printable ASCII characters without spaces; keeping no run id");
+    }
+    // torchrun gives its workers the rendezvous id: a fresh uuid for a one-node job, else the
+    // --rdzv-id the user chose, "none" by default (not an id: every such job would share it).
+    // An id that memguard could not write is simply not used: the variable is torchrun's.
+    const char* elastic = getenv_fn("TORCHELASTIC_RUN_ID");
+    if (elastic && valid_run_id(elastic) && std::strcmp(elastic, "none") != 0) c.run_id = elastic;
+}
+
+void parse_manifest(const char* v, Config& c, std::vector<std::string>& problems) {
+    if (*v != '/') {
+        problems.push_back("MEMGUARD_RUN_MANIFEST=" + quoted(v) +
+                           " is not valid: expected an absolute path; keeping no list of reports");
+        return;
+    }
+    c.run_manifest = v;
+}
+
 }  // namespace
+
+bool valid_run_id(std::string_view id) {
+    if (id.empty() || id.size() > Config::kMaxRunId) return false;
+    for (char ch : id) {
+        if (ch < 0x21 || ch > 0x7e) return false;
+    }
+    return true;
+}
+
+std::string config_value_problem(const char* name, const char* value) {
+    const std::string wanted = name;
+    ConfigResult r = parse_config([&](const char* n) -> const char* { return wanted == n ? value : nullptr; });
+    if (r.problems.empty()) return "";
+    std::string p = r.problems.front();
+    size_t keeping = p.rfind("; keeping");
+    return keeping == std::string::npos ? p : p.substr(0, keeping);
+}
 
 std::string echo_value(std::string_view value) {
     static constexpr char kHex[] = "0123456789abcdef";
@@ -154,6 +197,8 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
     if (const char* v = getenv_fn("MEMGUARD_ALLOCATOR")) parse_allocator(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_STACK_DEPTH")) parse_depth(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_OUTPUT")) parse_output(v, r.config, r.problems);
+    parse_run_id(getenv_fn, r.config, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_RUN_MANIFEST")) parse_manifest(v, r.config, r.problems);
     return r;
 }
 

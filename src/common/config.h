@@ -25,8 +25,11 @@ struct Config {
     bool compile_window = true;                       // MEMGUARD_COMPILE_WINDOW
     bool nvtx = true;                                 // MEMGUARD_NVTX: register as the NVTX injection library
     AllocatorMode allocator = AllocatorMode::Native;  // MEMGUARD_ALLOCATOR: native or memguard
+    std::string run_id;        // MEMGUARD_RUN_ID, else TORCHELASTIC_RUN_ID: the header's I run_id ("": none)
+    std::string run_manifest;  // MEMGUARD_RUN_MANIFEST: a file each report's path is appended to ("": none)
 
     static constexpr int kMaxStackDepth = 256;
+    static constexpr size_t kMaxRunId = 128;
 };
 
 struct ConfigResult {
@@ -45,6 +48,14 @@ ConfigResult parse_config(const EnvLookup& getenv_fn);
 /// the privileged process creates a file, so nothing is read from it (getenv_fn is never called)
 /// and memguard is off as with MEMGUARD_ENABLE=0, NVTX injection included.
 ConfigResult startup_config(unsigned long at_secure, const EnvLookup& getenv_fn);
+
+/// What is wrong with `value` for the variable `name` as parse_config says it, without what the
+/// library keeps instead ("MEMGUARD_STACK_DEPTH='x' is not valid: expected an integer from 0 to
+/// 256"); empty when the value is valid. The CLI checks its options' values with it (memguard run).
+std::string config_value_problem(const char* name, const char* value);
+
+/// Whether `id` is a valid run id: 1 to Config::kMaxRunId printable ASCII characters, no space.
+bool valid_run_id(std::string_view id);
 
 /// At most this many bytes of a value that memguard did not write go into one log line.
 constexpr size_t kEchoLimit = 200;

@@ -33,7 +33,8 @@ std::string default_report_name(const NameContext& ctx) {
     for (char& c : exe) {
         if (c == '/' || std::isspace(static_cast<unsigned char>(c))) c = '_';
     }
-    return "memguard." + exe + "." + std::to_string(ctx.pid) + ".mgr";
+    const std::string rank = ctx.ranked ? "rank" + ctx.rank + "." : "";
+    return "memguard." + exe + "." + rank + std::to_string(ctx.pid) + ".mgr";
 }
 
 static bool all_digits(const char* s) {
@@ -49,5 +50,7 @@ std::string rank_from_env(const char* rank, const char* local_rank) {
     if (all_digits(local_rank)) return local_rank;
     return "0";
 }
+
+bool rank_in_env(const char* rank, const char* local_rank) { return all_digits(rank) || all_digits(local_rank); }
 
 }  // namespace memguard

@@ -12,7 +12,9 @@
 // for_each_record, its row in docs/report-format.md (report.FormatDoc checks it), an apply() in
 // report/read_<family>.cpp, an emit() where the library records it, and its values in
 // tests/report/format_roundtrip_test.cpp (which fails until every field is compared). Adding a
-// trailing field: the field with .since(minor) at the end of fields(), the same places.
+// trailing field: the field with .since(minor) at the end of fields(), the same places. Adding a
+// header key (an I record): its line in rec::kInfoKeys with the next minor, and `I key` in the
+// docs' section of that minor (report.FormatDoc checks it too).
 #pragma once
 
 #include <string_view>
@@ -86,6 +88,7 @@ constexpr int record_minor() {
 }
 constexpr int table_minor() {
     int minor = 0;
+    for (const rec::InfoKey& k : rec::kInfoKeys) minor = k.minor > minor ? k.minor : minor;
     for_each_record([&minor](auto type) {
         const int m = record_minor<typename decltype(type)::type>();
         minor = m > minor ? m : minor;
@@ -94,7 +97,7 @@ constexpr int table_minor() {
 }
 }  // namespace detail
 
-/// `I format_minor`: the highest minor of the table, its records and their fields.
+/// `I format_minor`: the highest minor of the table, its records, their fields and the header's keys.
 constexpr int kFormatMinor = detail::table_minor();
 
 }  // namespace memguard::format

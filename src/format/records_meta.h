@@ -9,6 +9,23 @@
 
 namespace memguard::format::rec {
 
+// --- header keys ----------------------------------------------------------------------------------
+
+/// A key of the header's I records and the minor that introduced it. Readers ignore keys they do
+/// not know; the minor says which keys a file may have (format/records.h derives I format_minor
+/// from these too).
+struct InfoKey {
+    std::string_view key;
+    int minor = 0;
+};
+
+inline constexpr InfoKey kInfoKeys[] = {
+    {"format_minor", 0},     {"pid", 0},         {"ppid", 0},     {"exe", 0},
+    {"cmdline", 0},          {"host", 0},        {"rank", 0},     {"t0_unix_ns", 0},
+    {"memguard_version", 0}, {"stack_depth", 0}, {"unwinder", 0}, {"allocator", 5},  // allocator mode
+    {"run_id", 7},  // the run's id, shared by its processes' reports
+};
+
 // --- header and interned definitions (minor 0, 2, 6) ---------------------------------------------
 
 /// I key value: information about the run.

@@ -2,9 +2,13 @@
 
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+
+#include "common/errno_keeper.h"
 #include "common/log.h"
 #include "common/path_template.h"
 #include "format/encode.h"
@@ -29,6 +33,46 @@ std::string read_small_file(const char* path) {
     while ((n = ::read(fd, buf, sizeof(buf))) > 0 && out.size() < (1u << 16)) out.append(buf, static_cast<size_t>(n));
     ::close(fd);
     return out;
+}
+
+/// Adds the report's absolute path to the run's manifest (MEMGUARD_RUN_MANIFEST, set by `memguard
+/// run`), so that the launcher can list every report its command's processes wrote. One write of
+/// less than PIPE_BUF bytes to a file opened O_APPEND: the lines of processes that start their
+/// reports at once never interleave. Never through a symbolic link; a failure costs only the line.
+void add_to_manifest(const std::string& manifest, const std::string& report_path) {
+    if (manifest.empty()) return;
+    ErrnoKeeper keep_errno;
+    std::string line = report_path;
+    if (line.empty() || line[0] != '/') {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) {
+            MG_LOG_WARN("MEMGUARD_RUN_MANIFEST: cannot tell the working directory ({}); the report is not listed",
+                        std::strerror(errno));
+            return;
+        }
+        line = std::string(cwd) + "/" + line;
+    }
+    if (line.find('\n') != std::string::npos || line.size() + 1 >= PIPE_BUF) {
+        MG_LOG_WARN("MEMGUARD_RUN_MANIFEST: the report's path '{}' does not fit on one line; it is not listed",
+                    echo_value(line));
+        return;
+    }
+    line.push_back('\n');
+    int fd = ::open(manifest.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        MG_LOG_WARN("MEMGUARD_RUN_MANIFEST: cannot open '{}' ({}); the report is not listed", echo_value(manifest),
+                    std::strerror(errno));
+        return;
+    }
+    ssize_t n;
+    do {
+        n = ::write(fd, line.data(), line.size());
+    } while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(line.size())) {
+        MG_LOG_WARN("MEMGUARD_RUN_MANIFEST: cannot write to '{}' ({}); the report is not listed", echo_value(manifest),
+                    n < 0 ? std::strerror(errno) : "short write");
+    }
+    ::close(fd);
 }
 
 std::string exe_path() {
@@ -139,6 +183,7 @@ bool Recorder::start_recording() {
     ctx.pid = static_cast<long>(getpid());
     ctx.host = host_name();
     ctx.rank = rank_from_env(std::getenv("RANK"), std::getenv("LOCAL_RANK"));
+    ctx.ranked = rank_in_env(std::getenv("RANK"), std::getenv("LOCAL_RANK"));
     std::string exe = exe_path();
     ctx.exe_name = exe.substr(exe.find_last_of('/') + 1);
     std::string name = default_report_name(ctx);
@@ -161,6 +206,7 @@ bool Recorder::start_recording() {
         writer_.add_lost(deferred_dropped_);  // the report says so too (a U record)
     }
     MG_LOG_INFO("writing report '{}'", echo_value(writer_.path()));
+    add_to_manifest(config_.run_manifest, writer_.path());
     state_.store(State::Recording, std::memory_order_release);
     return true;
 }
@@ -184,6 +230,7 @@ std::string Recorder::header() const {
     info("stack_depth", std::to_string(config_.stack_depth));
     info("unwinder", unwinder_.name());
     if (allocator_mode_.load(std::memory_order_acquire)) info("allocator", "memguard");
+    if (!config_.run_id.empty()) info("run_id", config_.run_id);  // minor 7: the reports of one run share it
     return header;
 }
 

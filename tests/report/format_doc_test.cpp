@@ -149,6 +149,34 @@ TEST(FormatDoc, ListsEveryRecordOfTheTableWithItsFieldsUnderItsMinor) {
     }
 }
 
+/// The docs' text from "### Added in minor N:" to the next section ("" when there is none).
+std::string minor_section(const std::string& text, int minor) {
+    const std::string head = "### Added in minor " + std::to_string(minor) + ":";
+    size_t at = text.find(head);
+    if (at == std::string::npos) return "";
+    size_t end = text.find("\n#", at + head.size());
+    return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+TEST(FormatDoc, ListsEveryHeaderKeyUnderItsMinor) {
+    std::ifstream in(MEMGUARD_REPORT_FORMAT_DOC);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Minor 0's keys in the I row ("Keys in minor 0: `pid`, ..."); later ones as "`I key ...`"
+    // in their minor's section.
+    size_t row = text.find("| `I` | `key value` |");
+    ASSERT_NE(row, std::string::npos);
+    const std::string i_row = text.substr(row, text.find('\n', row) - row);
+    for (const rec::InfoKey& k : rec::kInfoKeys) {
+        const std::string key(k.key);
+        if (k.minor == 0) {
+            EXPECT_NE(i_row.find("`" + key + "`"), std::string::npos) << "I " << key << " is not in the I row";
+        } else {
+            EXPECT_NE(minor_section(text, k.minor).find("`I " + key), std::string::npos)
+                << "I " << key << " is not listed under minor " << k.minor;
+        }
+    }
+}
+
 TEST(FormatDoc, TheMinorsItListsEndAtTheTables) {
     // "minor 0: the core records; ...; minor 6: lost records": the last minor the docs name is the
     // one the writer declares (I format_minor).

@@ -130,6 +130,43 @@ TEST(Config, AllocatorModeDefaultsToNativeAndRejectsUnknownValues) {
     EXPECT_EQ(bad.config.allocator, AllocatorMode::Native);
 }
 
+TEST(Config, RunIdFromMemguardRunIdElseTorchelastic) {
+    EXPECT_EQ(parse({}).config.run_id, "");
+    EXPECT_EQ(parse({{"MEMGUARD_RUN_ID", "20250101-120000-1a2b3c4d"}}).config.run_id, "20250101-120000-1a2b3c4d");
+    EXPECT_EQ(parse({{"TORCHELASTIC_RUN_ID", "9b1c-uuid"}}).config.run_id, "9b1c-uuid");
+    // torchrun's default for a job without --rdzv-id: shared by every such job, so not an id.
+    EXPECT_EQ(parse({{"TORCHELASTIC_RUN_ID", "none"}}).config.run_id, "");
+    EXPECT_EQ(parse({{"TORCHELASTIC_RUN_ID", "has space"}}).config.run_id, "");
+    EXPECT_TRUE(parse({{"TORCHELASTIC_RUN_ID", "has space"}}).problems.empty());  // torchrun's variable
+    EXPECT_EQ(parse({{"MEMGUARD_RUN_ID", "mine"}, {"TORCHELASTIC_RUN_ID", "elastic"}}).config.run_id, "mine");
+    ConfigResult bad = parse({{"MEMGUARD_RUN_ID", "a b"}, {"TORCHELASTIC_RUN_ID", "elastic"}});
+    ASSERT_EQ(bad.problems.size(), 1u);
+    EXPECT_EQ(bad.problems[0], "MEMGUARD_RUN_ID='a b' is not valid: expected 1 to 128 printable ASCII characters "
+                               "without spaces; keeping no run id");
+    EXPECT_EQ(bad.config.run_id, "elastic");
+    EXPECT_EQ(parse({{"MEMGUARD_RUN_ID", std::string(129, 'x')}}).problems.size(), 1u);
+    EXPECT_EQ(parse({{"MEMGUARD_RUN_ID", std::string(128, 'x')}}).config.run_id, std::string(128, 'x'));
+}
+
+TEST(Config, RunManifestMustBeAbsolute) {
+    EXPECT_EQ(parse({{"MEMGUARD_RUN_MANIFEST", "/tmp/memguard-run.x/reports"}}).config.run_manifest,
+              "/tmp/memguard-run.x/reports");
+    ConfigResult bad = parse({{"MEMGUARD_RUN_MANIFEST", "reports"}});
+    ASSERT_EQ(bad.problems.size(), 1u);
+    EXPECT_EQ(bad.config.run_manifest, "");
+}
+
+// The CLI's check of its options' values (memguard run): the library's words, less what it keeps.
+TEST(Config, ValueProblemIsTheParsersWithoutTheFallback) {
+    EXPECT_EQ(memguard::config_value_problem("MEMGUARD_STACK_DEPTH", "12"), "");
+    EXPECT_EQ(memguard::config_value_problem("MEMGUARD_STACK_DEPTH", "x"),
+              "MEMGUARD_STACK_DEPTH='x' is not valid: expected an integer from 0 to 256");
+    EXPECT_EQ(memguard::config_value_problem("MEMGUARD_NVTX", "maybe"),
+              "MEMGUARD_NVTX='maybe' is not valid: expected 1 or 0 (also true/false, yes/no, on/off)");
+    EXPECT_EQ(memguard::config_value_problem("MEMGUARD_OUTPUT", ""),
+              "MEMGUARD_OUTPUT is empty: expected a path template (%p pid, %h host, %r rank)");
+}
+
 // In a secure-execution process (AT_SECURE: setuid, setgid, capabilities) the environment is a
 // less privileged user's: nothing is read from it, and memguard is off, NVTX injection included.
 TEST(Config, SecureExecutionReadsNothingAndTurnsEverythingOff) {
@@ -148,6 +185,7 @@ TEST(Config, SecureExecutionReadsNothingAndTurnsEverythingOff) {
     EXPECT_FALSE(secure.config.enabled);
     EXPECT_FALSE(secure.config.nvtx);
     EXPECT_TRUE(secure.config.output_template.empty());
+    EXPECT_TRUE(secure.config.run_manifest.empty());  // never a file of that user's choice
 
     // Any other process: the environment, as parse_config reads it.
     ConfigResult normal = memguard::startup_config(0, lookup);

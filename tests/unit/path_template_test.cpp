@@ -26,3 +26,14 @@ TEST(PathTemplate, RankPrefersRankThenLocalRank) {
     EXPECT_EQ(memguard::rank_from_env(nullptr, nullptr), "0");
     EXPECT_EQ(memguard::rank_from_env("", ""), "0");
 }
+
+TEST(PathTemplate, DefaultNameCarriesTheRankOfADistributedJob) {
+    NameContext ctx{77, "h", "3", "python3.12"};
+    ctx.ranked = true;
+    EXPECT_EQ(memguard::default_report_name(ctx), "memguard.python3.12.rank3.77.mgr");
+    EXPECT_TRUE(memguard::rank_in_env("0", nullptr));
+    EXPECT_TRUE(memguard::rank_in_env(nullptr, "2"));
+    EXPECT_TRUE(memguard::rank_in_env("x", "2"));
+    EXPECT_FALSE(memguard::rank_in_env(nullptr, nullptr));
+    EXPECT_FALSE(memguard::rank_in_env("", "abc"));
+}

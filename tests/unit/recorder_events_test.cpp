@@ -1,5 +1,14 @@
-// The recorder in-process: phases and marks, and the records made before the report exists.
+// The recorder in-process: phases and marks, the records made before the report exists, the
+// header's keys and the run's manifest.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
+
+#include "format/records_meta.h"
 
 #include "recorder_fixture.h"
 
@@ -18,6 +27,51 @@ Recorder::Collection automatic_collection(int generation) {
     c.cuda_bytes_freed = -1;
     c.mark_age_ns = -1;
     return c;
+}
+
+// Every key the header has is in the record table's list (whose minors make I format_minor), and
+// the run id is there when the configuration has one.
+TEST_F(RecorderTest, TheHeaderHasTheRunIdAndOnlyTheTablesKeys) {
+    std::set<std::string> known;
+    for (const format::rec::InfoKey& k : format::rec::kInfoKeys) known.insert(std::string(k.key));
+    Config c = test_config();
+    c.run_id = "20250101-120000-1a2b3c4d";
+    build(c);
+    alloc(0x1000, 64);
+    Report r = read();
+    for (const auto& [key, value] : r.info) EXPECT_EQ(known.count(key), 1u) << "I " << key << " is not in kInfoKeys";
+    EXPECT_EQ(r.info["run_id"], "20250101-120000-1a2b3c4d");
+    EXPECT_EQ(r.info["format_minor"], std::to_string(format::kFormatMinor));
+
+    build(test_config());  // no run id: no key
+    alloc(0x2000, 64);
+    EXPECT_EQ(read(1).info.count("run_id"), 0u);
+}
+
+// memguard run's list: the report's path, one line, appended when the report is created.
+TEST_F(RecorderTest, TheReportIsAddedToTheRunsManifestWhenCreated) {
+    char dir[] = "/tmp/mgtest-manifest.XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string manifest = std::string(dir) + "/reports";
+    auto contents = [&] {
+        std::ifstream in(manifest);
+        std::stringstream s;
+        s << in.rdbuf();
+        return s.str();
+    };
+    Config c = test_config();
+    c.run_manifest = manifest;
+    build(c);
+    recorder->record_mark(PhaseSource::Api, "before");  // deferred: no report, no line yet
+    EXPECT_EQ(contents(), "");
+    alloc(0x1000, 64);
+    alloc(0x2000, 64);
+    EXPECT_EQ(contents(), "/in-memory/report.mgr\n");
+    build(c);  // another process of the run
+    alloc(0x3000, 64);
+    EXPECT_EQ(contents(), "/in-memory/report.mgr\n/in-memory/report.mgr\n");
+    unlink(manifest.c_str());
+    rmdir(dir);
 }
 
 TEST_F(RecorderTest, PhasesGetIdsNestAndEndOnce) {

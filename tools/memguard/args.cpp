@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cli.h"
+#include "common/config.h"
 #include "common/text.h"
 #include "report/units.h"
 
@@ -176,6 +177,13 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
     } else if (command == "phases" && opt == "--marks") {
         cur.no_value(opt);
         args.marks = true;
+    } else if (command == "merge" && opt == "--run") {
+        args.run_id = cur.value(opt);
+        if (!valid_run_id(args.run_id)) {
+            throw UsageError("bad value '" + args.run_id + "' for --run: expected a run id (" +
+                                 std::to_string(Config::kMaxRunId) + " printable characters at most, no spaces)",
+                             command);
+        }
     } else if (command == "merge" && opt == "--template") {
         args.rank_template = cur.value(opt);
         if (args.rank_template.empty()) throw UsageError("option '--template' needs a non-empty value", command);
@@ -261,6 +269,8 @@ Args::Command command_named(const std::string& name) {
     if (name == "plot") return Args::Plot;
     if (name == "export") return Args::Export;
     if (name == "check") return Args::Check;
+    if (name == "run") return Args::Run;
+    if (name == "env") return Args::Env;
     return Args::Help;
 }
 
@@ -273,13 +283,21 @@ void check_positional(const std::string& command, const std::vector<std::string>
         return;
     }
     if (command == "merge") {
-        if (positional.empty() && args.rank_template.empty()) {
-            throw UsageError("'merge' needs report files or --template", command);
-        }
         if (!positional.empty() && !args.rank_template.empty()) {
             throw UsageError("give report files or --template, not both", command);
         }
-        args.files = positional;
+        // No file, or one directory: the reports of one run found there by their run id.
+        struct stat st {};
+        if (positional.empty() && args.rank_template.empty()) {
+            args.directory = ".";
+        } else if (positional.size() == 1 && stat(positional[0].c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+            args.directory = positional[0];
+        } else {
+            args.files = positional;
+        }
+        if (!args.run_id.empty() && args.directory.empty()) {
+            throw UsageError("--run finds a run's reports in a directory: give a directory or no file", command);
+        }
         return;
     }
     if (positional.empty()) throw UsageError("'" + command + "' needs a report FILE", command);
@@ -327,6 +345,96 @@ void parse_command(const std::vector<std::string>& argv, Args& args, const std::
     check_positional(command, positional, args);
 }
 
+/// An option of run and env that sets a MEMGUARD_* variable: to `value`, or (nullptr) to its argument.
+struct LaunchOption {
+    const char* option;
+    const char* variable;
+    const char* value;
+};
+
+constexpr LaunchOption kLaunchOptions[] = {
+    {"--output", "MEMGUARD_OUTPUT", nullptr},
+    {"--allocator", "MEMGUARD_ALLOCATOR", nullptr},
+    {"--stack-depth", "MEMGUARD_STACK_DEPTH", nullptr},
+    {"--log-level", "MEMGUARD_LOG_LEVEL", nullptr},
+    {"--run-id", "MEMGUARD_RUN_ID", nullptr},
+    {"--compile-gc", "MEMGUARD_COLLECT_COMPILE_GARBAGE", "1"},
+    {"--no-compile-gc", "MEMGUARD_COLLECT_COMPILE_GARBAGE", "0"},
+    {"--compile-window", "MEMGUARD_COMPILE_WINDOW", "1"},
+    {"--no-compile-window", "MEMGUARD_COMPILE_WINDOW", "0"},
+    {"--python-stacks", "MEMGUARD_PYTHON_STACKS", "1"},
+    {"--no-python-stacks", "MEMGUARD_PYTHON_STACKS", "0"},
+    {"--native-below-python", "MEMGUARD_NATIVE_BELOW_PYTHON", "1"},
+    {"--nvtx", "MEMGUARD_NVTX", "1"},
+    {"--no-nvtx", "MEMGUARD_NVTX", "0"},
+};
+
+/// memguard run [OPTIONS] [--] CMD ARGS... and memguard env [OPTIONS]: the options come first; the
+/// first argument that is not one (or the one after "--") starts the command. Each value is checked
+/// by the library's own configuration parser, so that a bad one is refused before anything runs,
+/// in the words the library would log.
+void parse_launch(const std::vector<std::string>& argv, Args& args, const std::string& command) {
+    size_t i = 1;
+    while (i < argv.size()) {
+        std::string a = argv[i];
+        if (a == "--") {
+            ++i;
+            break;
+        }
+        if (a.size() < 2 || a[0] != '-') break;
+        ++i;
+        std::optional<std::string> inline_value;
+        if (size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+            inline_value = a.substr(eq + 1);
+            a.erase(eq);
+        }
+        auto value = [&]() -> std::string {
+            if (inline_value) return *inline_value;
+            if (i >= argv.size()) throw UsageError("option '" + a + "' needs a value", command);
+            return argv[i++];
+        };
+        auto no_value = [&]() {
+            if (inline_value) throw UsageError("option '" + a + "' takes no value", command);
+        };
+        if (a == "-h" || a == "--help") {
+            args.command = Args::Help;
+            args.help_topic = command;
+            return;
+        }
+        if (command == "env" && a == "--json") {
+            no_value();
+            args.json = true;
+            continue;
+        }
+        if (a == "--library") {
+            args.library = value();
+            if (args.library.empty()) throw UsageError("option '--library' needs a non-empty value", command);
+            continue;
+        }
+        const LaunchOption* o = nullptr;
+        for (const LaunchOption& l : kLaunchOptions) {
+            if (a == l.option) o = &l;
+        }
+        if (!o) throw UsageError("unknown option '" + a + "' for '" + command + "'", command);
+        std::string v;
+        if (o->value) {
+            no_value();
+            v = o->value;
+        } else {
+            v = value();
+        }
+        if (std::string problem = config_value_problem(o->variable, v.c_str()); !problem.empty()) {
+            throw UsageError(a + ": " + problem, command);
+        }
+        args.settings.emplace_back(o->variable, v);
+    }
+    args.command_line.assign(argv.begin() + static_cast<long>(i), argv.end());
+    if (command == "run" && args.command_line.empty()) throw UsageError("'run' needs a command to run", command);
+    if (command == "env" && !args.command_line.empty()) {
+        throw UsageError("unexpected argument '" + args.command_line[0] + "'", command);
+    }
+}
+
 report::SymbolizerOptions& options() {
     static report::SymbolizerOptions o;
     return o;
@@ -365,6 +473,11 @@ Args parse_args(const std::vector<std::string>& argv) {
     if (cmd == "-V" || cmd == "--version") {
         if (argv.size() > 1) throw UsageError("unexpected argument '" + argv[1] + "'", "");
         args.command = Args::Version;
+        return args;
+    }
+    if (cmd == "run" || cmd == "env") {
+        args.command = command_named(cmd);
+        parse_launch(argv, args, cmd);
         return args;
     }
     if (command_named(cmd) != Args::Help) {

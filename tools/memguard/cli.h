@@ -27,6 +27,12 @@ public:
     std::string command;
 };
 
+/// A command that cannot go on (run: no library, no temporary directory); what() says why. Exit 2.
+class CommandError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
 struct Args {
     enum Command {
         Help,
@@ -41,7 +47,9 @@ struct Args {
         Merge,
         Plot,
         Export,
-        Check
+        Check,
+        Run,
+        Env
     } command = Help;
     std::string help_topic;  // for Help: "" or a command name
     std::string file;
@@ -63,6 +71,13 @@ struct Args {
     std::vector<std::string> files;
     bool marks = false;         // phases --marks: list the marks instead
     std::string rank_template;  // merge --template
+    std::string run_id;         // merge --run: the reports of this run id (else the most recent run's)
+    std::string directory;      // merge: the directory to find a run's reports in ("" with files or --template)
+    // run, env
+    std::string library;  // --library: libmemguard.so (else next to this program, ../lib)
+    /// The MEMGUARD_* variables that options set, in order (a later option overrides an earlier).
+    std::vector<std::pair<std::string, std::string>> settings;
+    std::vector<std::string> command_line;  // run: CMD ARGS...
     // plot, export
     std::string output;  // -o
     // export: --memory-viz or --perfetto; plot: SVG or HTML, from the name, --format or the default
@@ -104,6 +119,8 @@ int run_merge(const Args& args);
 int run_plot(const Args& args);
 int run_export(const Args& args);
 int run_check(const Args& args);
+int run_run(const Args& args);
+int run_env(const Args& args);
 
 /// Whether a command shows the tensor blocks (allocator mode's T records: the sites PyTorch's
 /// tensors were allocated at, their bytes) rather than the GPU blocks (there, the segments the

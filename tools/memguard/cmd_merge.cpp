@@ -1,12 +1,23 @@
 // memguard merge FILES... | --template T [-n N] [--frames K] [--json]: one row per rank of a
 // distributed job, plus the maximum and the sum over the ranks.
+#include <dirent.h>
+#include <fcntl.h>
 #include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <tuple>
 
 #include "cli.h"
+#include "common/text.h"
+#include "format/fields.h"
 #include "output.h"
 #include "report/json.h"
 #include "report/saturate.h"
@@ -77,6 +88,101 @@ std::vector<std::pair<size_t, std::string>> template_files(const std::string& tm
     return out;
 }
 
+/// What merge needs of a report's header to group a directory's reports by run.
+struct HeaderInfo {
+    std::string path;
+    std::string run_id;
+    uint64_t rank = 0;
+    uint64_t t0 = 0;  // t0_unix_ns: when the process started recording
+    uint64_t pid = 0;
+};
+
+/// The header of the report at `path` (its first line and the I records that follow), or nullopt
+/// when the file is not a memguard report. Reads at most 64 KiB: the header is written at once,
+/// when the report is created.
+std::optional<HeaderInfo> read_header(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    struct stat st {};
+    std::string text;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        text.resize(65536);
+        ssize_t n;
+        do {
+            n = ::read(fd, text.data(), text.size());
+        } while (n < 0 && errno == EINTR);
+        text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    }
+    ::close(fd);
+    if (text.rfind("MEMGUARD-REPORT ", 0) != 0) return std::nullopt;
+    HeaderInfo h;
+    h.path = path;
+    size_t i = text.find('\n');
+    while (i != std::string::npos && i + 1 < text.size()) {
+        size_t end = text.find('\n', i + 1);
+        if (end == std::string::npos) break;
+        std::string_view line(text.data() + i + 1, end - i - 1);
+        i = end;
+        if (line.rfind("I ", 0) != 0) break;
+        size_t sp = line.find(' ', 2);
+        if (sp == std::string_view::npos) continue;
+        std::string_view key = line.substr(2, sp - 2);
+        std::optional<std::string> value = format::decode(line.substr(sp + 1));
+        if (!value) continue;
+        if (key == "run_id") h.run_id = *value;
+        if (key == "rank") h.rank = text::parse_dec(*value).value_or(0);
+        if (key == "t0_unix_ns") h.t0 = text::parse_dec(*value).value_or(0);
+        if (key == "pid") h.pid = text::parse_dec(*value).value_or(0);
+    }
+    return h;
+}
+
+/// The reports of one run in `dir`, by rank: the run `run_id`, or the most recent run (the one
+/// whose latest report started last). Reports without a run id are never guessed at.
+std::vector<std::pair<size_t, std::string>> run_files(const std::string& dir, std::string& run_id) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) throw report::ReportError("cannot read directory '" + dir + "': " + std::strerror(errno));
+    std::vector<HeaderInfo> reports;
+    size_t without_id = 0;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name == "." || name == "..") continue;
+        std::optional<HeaderInfo> h = read_header(dir == "." ? name : dir + "/" + name);
+        if (!h) continue;
+        if (h->run_id.empty()) {
+            ++without_id;
+        } else {
+            reports.push_back(std::move(*h));
+        }
+    }
+    ::closedir(d);
+    if (reports.empty()) {
+        if (without_id == 0) throw report::ReportError("no memguard report in '" + dir + "'");
+        throw report::ReportError(std::to_string(without_id) + " report" + (without_id == 1 ? "" : "s") + " in '" +
+                                  dir +
+                                  "' but none with a run id (reports of runs under 'memguard run' or torchrun "
+                                  "have one): name the report files, or give --template");
+    }
+    if (run_id.empty()) {
+        std::map<std::string, uint64_t> latest;  // run id -> the latest start among its reports
+        for (const HeaderInfo& h : reports) latest[h.run_id] = std::max(latest[h.run_id], h.t0);
+        run_id = std::max_element(latest.begin(), latest.end(), [](const auto& a, const auto& b) {
+                     return a.second < b.second;
+                 })->first;
+    }
+    std::vector<HeaderInfo> run;
+    for (HeaderInfo& h : reports) {
+        if (h.run_id == run_id) run.push_back(std::move(h));
+    }
+    if (run.empty()) throw report::ReportError("no report of run '" + run_id + "' in '" + dir + "'");
+    std::sort(run.begin(), run.end(), [](const HeaderInfo& a, const HeaderInfo& b) {
+        return std::tie(a.rank, a.t0, a.pid, a.path) < std::tie(b.rank, b.t0, b.pid, b.path);
+    });
+    std::vector<std::pair<size_t, std::string>> out;
+    for (size_t i = 0; i < run.size(); ++i) out.emplace_back(i, run[i].path);
+    return out;
+}
+
 struct RankRow {
     std::string rank;  // the report's I rank, else its position
     std::string file;
@@ -122,7 +228,8 @@ RankRow load_row(const std::string& path, size_t position, size_t frames) {
     return row;
 }
 
-void print_text(const std::vector<RankRow>& rows, const RankRow& max, const RankRow& sum) {
+void print_text(const std::vector<RankRow>& rows, const RankRow& max, const RankRow& sum, const Args& args,
+                const std::string& run_id) {
     // In allocator mode a column of the tensor peak (max_memory_allocated) beside the segments' peak.
     const bool tensors = std::any_of(rows.begin(), rows.end(), [](const RankRow& r) { return r.tensors; });
     auto tensor_peak = [tensors](const RankRow& r) {
@@ -131,7 +238,12 @@ void print_text(const std::vector<RankRow>& rows, const RankRow& max, const Rank
         std::snprintf(cell, sizeof cell, " %11s", r.tensors ? human_bytes(r.tensor_peak).c_str() : "-");
         return std::string(cell);
     };
-    print("%zu reports\n\n", rows.size());
+    if (!run_id.empty()) {
+        print("run %s: %zu reports in %s\n\n", text::printable(run_id).c_str(), rows.size(),
+              text::printable(args.directory).c_str());
+    } else {
+        print("%zu reports\n\n", rows.size());
+    }
     print("%-6s %10s %9s%s %12s %4s %12s  %-20s %s\n", "rank", "peak", "peak s", tensors ? " tensor peak" : "",
           "live at exit", "OOM", "freed by gc", "file", tensors ? "top site at peak*" : "top site at peak");
     for (const RankRow& r : rows) {
@@ -166,9 +278,10 @@ void json_figures(report::JsonWriter& j, const RankRow& r) {
     j.key("gc_cuda_bytes_freed").value(r.gc_freed);
 }
 
-void print_json(const std::vector<RankRow>& rows, const RankRow& max, const RankRow& sum) {
+void print_json(const std::vector<RankRow>& rows, const RankRow& max, const RankRow& sum, const std::string& run_id) {
     report::JsonWriter j;
     j.begin_object();
+    if (!run_id.empty()) j.key("run_id").value(run_id);  // found by run id in a directory
     j.key("ranks").begin_array();
     for (const RankRow& r : rows) {
         j.begin_object();
@@ -211,7 +324,10 @@ void print_json(const std::vector<RankRow>& rows, const RankRow& max, const Rank
 
 int run_merge(const Args& args) {
     std::vector<std::pair<size_t, std::string>> files;
-    if (!args.rank_template.empty()) {
+    std::string run_id = args.run_id;
+    if (!args.directory.empty()) {
+        files = run_files(args.directory, run_id);
+    } else if (!args.rank_template.empty()) {
         files = template_files(args.rank_template);
     } else {
         for (size_t i = 0; i < args.files.size(); ++i) files.emplace_back(i, args.files[i]);
@@ -242,9 +358,9 @@ int run_merge(const Args& args) {
     sum.gc_freed = gc_sum.value();
     std::cout.flush();
     if (args.json) {
-        print_json(rows, max, sum);
+        print_json(rows, max, sum, args.directory.empty() ? "" : run_id);
     } else {
-        print_text(rows, max, sum);
+        print_text(rows, max, sum, args, args.directory.empty() ? "" : run_id);
     }
     return kExitOk;
 }

@@ -39,6 +39,8 @@ int dispatch(const Args& args) {
     case Args::Plot: return run_plot(args);
     case Args::Export: return run_export(args);
     case Args::Check: return run_check(args);
+    case Args::Run: return run_run(args);
+    case Args::Env: return run_env(args);
     }
     return kExitInternal;
 }
@@ -62,6 +64,9 @@ int main_impl(int argc, char** argv) {
         return finish_output(dispatch(parsed));
     } catch (const UsageError& e) {
         std::cerr << "memguard: error: " << text::printable(e.what()) << "\nusage: " << synopsis(e.command) << "\n";
+        return kExitUsage;
+    } catch (const CommandError& e) {
+        std::cerr << "memguard: error: " << text::printable(e.what()) << "\n";
         return kExitUsage;
     } catch (const report::ReportError& e) {
         std::cerr << "memguard: error: " << text::printable(e.what()) << "\n";

@@ -19,18 +19,25 @@ std::string synopsis(const std::string& command) {
         return "memguard check FILE [--max-peak SIZE] [--max-tensor-peak SIZE] [--max-live-at-exit SIZE] "
                "[--max-tensor-live-at-exit SIZE] [--max-gc-freed SIZE] [--no-hazards] [--no-oom] [--json]";
     }
-    if (command == "merge") return "memguard merge FILE... | --template TEMPLATE [--frames K] [--json]";
+    if (command == "merge") {
+        return "memguard merge [DIR] [--run ID] | FILE... | --template TEMPLATE [-n N] [--frames K] [--json]";
+    }
+    if (command == "run") return "memguard run [OPTIONS] [--] CMD [ARGS...]   (memguard help run for the options)";
+    if (command == "env") return "memguard env [OPTIONS] [--json]   (memguard help env for the options)";
     if (command == "plot") return "memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]";
     if (command == "export") return "memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]";
-    return "memguard summary|top|graphs|hazards|cycles|phases|diff|merge|plot|export|check FILE... [OPTIONS]   "
+    return "memguard run|env|summary|top|graphs|hazards|cycles|phases|diff|merge|plot|export|check ... [OPTIONS]   "
            "(memguard help for more)";
 }
 
 namespace {
 
-const char* const kGeneral = R"(memguard: reads the CUDA memory reports (*.mgr) that libmemguard.so writes.
+const char* const kGeneral =
+    R"(memguard: runs a program under libmemguard.so and reads the CUDA memory reports (*.mgr) it writes.
 
 usage:
+  memguard run [OPTIONS] [--] CMD [ARGS...]
+  memguard env [OPTIONS] [--json]
   memguard summary FILE [--json]
   memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS] [--kind gpu|pinned|physical|all] [-n N]
                [--frames K] [--pool] [--segments] [--json]
@@ -39,7 +46,7 @@ usage:
   memguard cycles FILE [--all] [--json]
   memguard phases FILE [--marks] [--segments] [--json]
   memguard diff A B [-n N] [--frames K] [--segments] [--fail-if EXPR]... [--json]
-  memguard merge FILE... | --template TEMPLATE [--frames K] [--json]
+  memguard merge [DIR] [--run ID] | FILE... | --template TEMPLATE [--frames K] [--json]
   memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]
   memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
   memguard check FILE [--max-peak SIZE] [--max-tensor-peak SIZE] [--max-live-at-exit SIZE]
@@ -48,6 +55,10 @@ usage:
   memguard --version
 
 commands:
+  run       run a command with libmemguard.so preloaded, then list the reports its processes
+            wrote (torchrun ranks, workers, subprocesses) and the command that reads them
+  env       the environment `run` gives a command, as shell export lines or JSON, for
+            launchers that start their workers with an environment of their own
   summary   the run at a glance: allocations, failures, OOM events, peak and live GPU memory,
             captures, hazards, garbage collections
   top       live memory at one moment grouped by allocation site (Python and native stack),
@@ -59,7 +70,8 @@ commands:
             entry, peak, incremental peak (peak - entry) and at exit; --marks: the marks
   diff      two runs side by side: peak, live at exit, collections, each phase (matched by
             name and occurrence), and the sites at the peak that grew or shrank
-  merge     the reports of a distributed job, one row per rank, with the maximum and the sum
+  merge     the reports of a distributed job, one row per rank, with the maximum and the sum;
+            without files, the most recent run's reports in the current directory (by run id)
   plot      GPU memory over time as an SVG or HTML picture, with phases, captures, compiles,
             collections, OOM events and the peak marked
   export    the report as a memory snapshot for pytorch.org/memory_viz (--memory-viz) or as
@@ -73,7 +85,8 @@ Run 'memguard help COMMAND' for the options of a command. The commands that show
 the module files the report names under DIR instead of /) and --debug-dir DIR (separate debug files
 by build-id, DIR/.build-id/xx/rest.debug, as GDB finds them).
 Exit status: 0 success (also for a report with warnings), 2 bad arguments or an unreadable report;
-check and diff --fail-if: 1 when a limit was exceeded.
+check and diff --fail-if: 1 when a limit was exceeded; run: the command's own (128+N when signal N
+ended it).
 )";
 
 const char* const kSummary = R"(usage: memguard summary FILE [--json]
@@ -302,7 +315,8 @@ or without a space: B, KB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB (powe
 e.g. 2GiB, "1.5 GB", 4096. A limit given twice keeps the last. At least one limit is needed.
 )";
 
-const char* const kMerge = R"(usage: memguard merge FILE... | --template TEMPLATE [--frames K] [--json]
+const char* const kMerge = R"(usage: memguard merge [DIR] [--run ID] [-n N] [--frames K] [--json]
+       memguard merge FILE... | --template TEMPLATE [-n N] [--frames K] [--json]
 
 One row per report of a distributed job (one process per rank): its rank (the report's
 I rank, else its position), peak GPU live bytes and when, in allocator mode the tensor peak
@@ -313,7 +327,14 @@ peak (in allocator mode of the tensor blocks at the tensor peak, as `memguard to
 --json: top_site.bytes_of "tensors", else "gpu"); then the maximum and the sum over the ranks
 (a sum stops at 2^64 - 1 rather than wrap).
 
+Without FILE, or with a directory: the reports of one run in the current directory (or DIR),
+found by the run id in their headers (format 1.7: `memguard run` gives every process of a run
+one, and torchrun's workers have TORCHELASTIC_RUN_ID): the most recent run's (the run whose
+latest report started last), or the run --run names; the first line says which run and how many
+reports. Reports without a run id are not guessed at: name their files, or give --template.
+
 options:
+  --run ID      the reports of the run ID (as `memguard run` prints it), not the most recent run
   --template T  find the reports with the MEMGUARD_OUTPUT template of the run: %r is the rank
                 (0, 1, ... while a file matches), %p and %h (pid, host) match anything, %% is a
                 percent sign; e.g. --template 'run.%r.%p.mgr'
@@ -391,9 +412,69 @@ options:
   -h, --help       show this help
 )";
 
+const char* const kRun = R"(usage: memguard run [OPTIONS] [--] CMD [ARGS...]
+
+Runs CMD (looked up in PATH) with libmemguard.so preloaded: LD_PRELOAD gets the library first,
+any value it had kept after it. Every process of the run inherits it (torchrun ranks,
+multiprocessing workers started by spawn or fork, DataLoader workers, subprocesses) and writes
+its own report when it allocates CUDA memory. When CMD ends, memguard lists the reports the run
+wrote (to stderr) with the command that reads them (memguard top FILE for one, memguard merge for
+several), or says that none was written, and exits with CMD's exit status (128+N when signal N
+ended it; 127 when CMD is not found, 126 when it cannot be run).
+
+A signal sent to memguard (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) is passed on to
+CMD; one from the terminal (Ctrl-C, Ctrl-\, hang-up) already reaches CMD, which runs in the same
+process group, and is not sent twice. memguard waits for CMD either way.
+
+The reports of one run share a run id (MEMGUARD_RUN_ID: a fresh one unless it is set), and in a
+process with RANK or LOCAL_RANK set (torchrun's workers) the default report name carries the
+rank: memguard.<exe>.rank<R>.<pid>.mgr.
+
+options (each sets the library's variable, which it overrides; the variables work too):
+  --library PATH          the library to preload (default: ../lib/libmemguard.so next to the
+                          directory of the memguard program)
+  --output TEMPLATE       MEMGUARD_OUTPUT: the report's path, %p pid, %h host, %r rank, %% a
+                          percent sign (a directory, or a template ending in /: the default name
+                          in it)
+  --allocator MODE        MEMGUARD_ALLOCATOR: native (PyTorch's allocator, the default) or
+                          memguard (memguard allocates PyTorch's CUDA tensors)
+  --stack-depth N         MEMGUARD_STACK_DEPTH: native frames kept per stack, 0 to 256 (0: none)
+  --no-python-stacks      MEMGUARD_PYTHON_STACKS=0 (--python-stacks: 1, the default)
+  --native-below-python   MEMGUARD_NATIVE_BELOW_PYTHON=1: keep the interpreter's native frames
+  --no-compile-gc         MEMGUARD_COLLECT_COMPILE_GARBAGE=0: no collection after torch.compile
+                          (--compile-gc: 1, the default)
+  --no-compile-window     MEMGUARD_COMPILE_WINDOW=0 (--compile-window: 1, the default)
+  --nvtx, --no-nvtx       MEMGUARD_NVTX=1 or 0: NVTX ranges as phases (default on)
+  --log-level LEVEL       MEMGUARD_LOG_LEVEL: trace, debug, info, warn (default), error,
+                          critical or off
+  --run-id ID             MEMGUARD_RUN_ID: the run's id (default: a fresh one, unless set)
+  -h, --help              show this help
+
+A bad value is refused before anything runs, in the words the library would log. Options come
+before CMD; "--" ends them, for a CMD that starts with "-".
+)";
+
+const char* const kEnv = R"help(usage: memguard env [OPTIONS] [--json]
+
+Prints the environment that `memguard run` would give a command: LD_PRELOAD (libmemguard.so
+first), MEMGUARD_RUN_ID (kept when set, else a fresh one), and the MEMGUARD_* variables of the
+options and of this environment. For a launcher that starts its workers with an environment of
+its own, dropping LD_PRELOAD: pass these variables on to them. Their reports are not listed at
+the end as with `run`, but they share the run id, so `memguard merge` finds them.
+
+Output: one line per variable, `export NAME=VALUE`, the value quoted for a POSIX shell when it
+needs it (eval "$(memguard env)"); with --json one JSON object of strings, {"LD_PRELOAD": ...}.
+
+options: those of `memguard run` (memguard help run), and
+  --json      print one JSON object instead of export lines
+  -h, --help  show this help
+)help";
+
 }  // namespace
 
 std::string help_text(const std::string& topic) {
+    if (topic == "run") return kRun;
+    if (topic == "env") return kEnv;
     if (topic == "phases") return kPhases;
     if (topic == "diff") return kDiff;
     if (topic == "merge") return kMerge;
