@@ -4,14 +4,17 @@ nothing is built: no compiler, no CMake on PATH, no libunwind or spdlog needed (
 the build tree on the library path, a working directory outside the repository.
 
     check_wheel.py --wheel dist/torch_memguard-*.whl --fake-cudart build/tests/fake_cuda/libcudart.so.13
-                   [--python PY] [--quick] [-k NAME]...
+                   [--python PY] [--quick] [-k NAME]... [--hide-build-deps]
     check_wheel.py --source --lib build/lib/libmemguard.so --fake-cudart ...
 
 --python: the interpreter whose venv gets the wheel (default: this one). --quick: only the checks
 that depend on the interpreter (import, paths, no-ops, the preloaded phase round trip), for the
 other CPython versions. --source: no wheel; the package straight from python/ (a source checkout):
 the no-ops, the clear error of its missing native part, and, with --lib, its delegation to the
-embedded module of a built library. -k: only the named checks.
+embedded module of a built library. -k: only the named checks. --hide-build-deps: where
+`unshare -m` works (root), run in a private mount namespace with empty directories mounted over
+what the build used (spdlog's and fmt's headers, the CUDA toolkit, .deps/libunwind), so that the
+installed wheel demonstrably runs without them; elsewhere ldd and NEEDED are the evidence.
 
 Each check is a function decorated with @check (full) or @check(quick=True); it gets the Env
 and raises CheckFailed (or AssertionError) to fail. Add a check by adding a function. Exit status:
@@ -186,6 +189,42 @@ def native_dependencies(env):
                 expect(not m.group(1).startswith(REPO) and ".deps" not in m.group(1) and
                        "libunwind" not in m.group(1), f"ldd {f}: {line.strip()}")
         print(f"    ldd {os.path.relpath(f, env.tmp)}:\n" + textwrap.indent(ldd.stdout.rstrip(), "      "))
+
+
+# Directories the build reads and the installed wheel must not need: hidden by --hide-build-deps.
+BUILD_DEP_DIRS = ["/usr/include/spdlog", "/usr/include/fmt", "/usr/local/include/spdlog", "/usr/local/include/fmt",
+                  "/usr/local/cuda", os.path.join(REPO, ".deps"), os.environ.get("MEMGUARD_LIBUNWIND_PREFIX", "")]
+HIDDEN_VAR = "MGTEST_WHEEL_HIDDEN"  # the directories hidden in this run, set by --hide-build-deps
+
+
+@check
+def build_deps_hidden(env):
+    """With --hide-build-deps, the build's header and library directories are empty in this run."""
+    hidden = [p for p in os.environ.get(HIDDEN_VAR, "").split(os.pathsep) if p]
+    if not hidden:
+        print("    note: build dependencies not hidden (no --hide-build-deps, or no `unshare -m` here)")
+        return
+    for p in hidden:
+        expect(os.listdir(p) == [], f"{p} is not hidden")
+    print(f"    hidden: {' '.join(hidden)}")
+
+
+def hide_build_deps_and_rerun():
+    """Re-runs this script in a private mount namespace with empty directories over BUILD_DEP_DIRS;
+    returns None where `unshare -m` is not possible."""
+    dirs = sorted({os.path.realpath(p) for p in BUILD_DEP_DIRS if p and os.path.isdir(p)})
+    if not dirs or subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
+                                  capture_output=True).returncode != 0:
+        return None
+    empty = tempfile.mkdtemp(prefix="mgwheel-empty.")
+    try:
+        env = dict(os.environ, **{HIDDEN_VAR: os.pathsep.join(dirs)})
+        mount = 'e=$1; shift; while [ "$1" != -- ]; do mount --bind "$e" "$1" || exit 1; shift; done; shift; exec "$@"'
+        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", mount, "sh", empty, *dirs, "--",
+                sys.executable, os.path.abspath(__file__), *[a for a in sys.argv[1:] if a != "--hide-build-deps"]]
+        return subprocess.run(argv, env=env).returncode
+    finally:
+        os.rmdir(empty)
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -397,6 +436,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("-k", action="append", default=[], help="run only this check (repeatable)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--hide-build-deps", action="store_true",
+                    help="hide the build's dependencies (a private mount namespace; needs root)")
     args = ap.parse_args()
     if args.source == bool(args.wheel):
         ap.error("give --wheel WHEEL or --source")
@@ -406,6 +447,10 @@ def main():
                 if s == args.source and (not args.quick or q) and (not args.k or f.__name__ in args.k)]
     if not selected:
         ap.error("no check selected")
+    if args.hide_build_deps and HIDDEN_VAR not in os.environ:
+        rc = hide_build_deps_and_rerun()
+        if rc is not None:
+            return rc
 
     tmp = tempfile.mkdtemp(prefix="mgwheel.")
     failed = []
