@@ -27,7 +27,8 @@ fi
 
 for module in auditwheel wheel; do
     if ! "$python" -c "import $module" 2> /dev/null; then
-        echo "build-wheel: $python lacks the $module package: run tools/setup.sh (or $python -m pip install $module)" >&2
+        echo "build-wheel: $python lacks the $module package:" \
+            "run tools/setup.sh (or $python -m pip install $module)" >&2
         exit 1
     fi
 done

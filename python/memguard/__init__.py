@@ -77,10 +77,8 @@ except ImportError:
     _memguard = None
 
 if _memguard is not None:
-    for _name in _memguard.__all__:
-        globals()[_name] = getattr(_memguard, _name)
+    globals().update({name: getattr(_memguard, name) for name in _memguard.__all__})
     __all__ = list(_memguard.__all__) + ["lib_path", "cli_path"]
-    del _name
 else:
     # Without the library: the same calls, doing nothing. Keep this list in step with the embedded
     # module's __all__ (src/python/memguard.py); tests/wheel checks that the two agree.
