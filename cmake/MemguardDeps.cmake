@@ -4,6 +4,14 @@
 
 find_package(Threads REQUIRED)
 
+# The python3 that looks for the nvidia wheels' headers (tools/setup.sh installs them there). Under
+# pip's isolated wheel build PYTHONPATH names a sitecustomize that hides the site-packages holding
+# them, so that lookup runs without it.
+set(_mg_python3 python3)
+if(SKBUILD)
+  set(_mg_python3 ${CMAKE_COMMAND} -E env --unset=PYTHONPATH --unset=PYTHONNOUSERSITE python3)
+endif()
+
 # --- CUDA headers (never linked) ---------------------------------------------------------------
 set(MEMGUARD_CUDA_INCLUDE_DIR "" CACHE PATH "Directory holding cuda_runtime_api.h")
 if(NOT MEMGUARD_CUDA_INCLUDE_DIR)
@@ -17,7 +25,7 @@ endif()
 if(NOT MEMGUARD_CUDA_INCLUDE_DIR)
   # The nvidia-cuda-runtime wheel from PyPI ships the headers (nvidia/cu13/include; older wheels
   # nvidia/cuda_runtime/include).
-  execute_process(COMMAND python3 -c "import glob, os, sys\nfor p in sys.path:\n    for c in sorted(glob.glob(os.path.join(p, 'nvidia', '*', 'include', 'cuda_runtime_api.h'))):\n        print(os.path.dirname(c)); sys.exit(0)"
+  execute_process(COMMAND ${_mg_python3} -c "import glob, os, sys\nfor p in sys.path:\n    for c in sorted(glob.glob(os.path.join(p, 'nvidia', '*', 'include', 'cuda_runtime_api.h'))):\n        print(os.path.dirname(c)); sys.exit(0)"
     OUTPUT_VARIABLE _mg_pyinc OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   if(_mg_pyinc AND EXISTS "${_mg_pyinc}/cuda_runtime_api.h")
     set(MEMGUARD_CUDA_INCLUDE_DIR "${_mg_pyinc}")
@@ -46,7 +54,7 @@ if(NOT MEMGUARD_NVTX_INCLUDE_DIR)
   endif()
 endif()
 if(NOT MEMGUARD_NVTX_INCLUDE_DIR)
-  execute_process(COMMAND python3 -c "import glob, os, sys\nfor p in sys.path:\n    for c in sorted(glob.glob(os.path.join(p, 'nvidia', '*', 'include', 'nvtx3', 'nvToolsExt.h'))):\n        print(os.path.dirname(os.path.dirname(c))); sys.exit(0)"
+  execute_process(COMMAND ${_mg_python3} -c "import glob, os, sys\nfor p in sys.path:\n    for c in sorted(glob.glob(os.path.join(p, 'nvidia', '*', 'include', 'nvtx3', 'nvToolsExt.h'))):\n        print(os.path.dirname(os.path.dirname(c))); sys.exit(0)"
     OUTPUT_VARIABLE _mg_pynvtx OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   if(_mg_pynvtx AND EXISTS "${_mg_pynvtx}/nvtx3/nvToolsExt.h")
     set(MEMGUARD_NVTX_INCLUDE_DIR "${_mg_pynvtx}")

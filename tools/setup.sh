@@ -8,7 +8,8 @@
 #   that tools/build-libunwind.sh can fetch Debian's libunwind source; CUDA headers
 #   from /usr/local/cuda when present, else the nvidia-cuda-runtime wheel from PyPI (NVTX headers:
 #   the nvidia-nvtx wheel); PyTorch's CPU
-#   build for the Python tests; clang with its compiler-rt (libFuzzer) for the fuzz job of .ci/run.
+#   build for the Python tests; clang with its compiler-rt (libFuzzer) for the fuzz job of .ci/run;
+#   auditwheel and wheel for tools/build-wheel.sh, python3-venv for the wheel's tests (tests/wheel).
 set -euo pipefail
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
@@ -17,7 +18,8 @@ export DEBIAN_FRONTEND=noninteractive
 # librsvg2-bin: rsvg-convert renders the picture of `memguard plot` in the tests (report.exports).
 # clang, libclang-rt-dev: the libFuzzer harnesses (tests/fuzz; compiler-rt is only a recommendation
 # of clang). gcc's sanitizer runtimes (libasan, libtsan, libubsan) come with build-essential.
-packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip librsvg2-bin clang libclang-rt-dev"
+# python3-venv: `python3 -m venv` (ensurepip) for the wheel's tests.
+packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip python3-venv librsvg2-bin clang libclang-rt-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -61,6 +63,13 @@ if ! python3 -c "import torch" 2>/dev/null; then
     echo "setup: installing torch==2.13.0 (CPU)"
     python3 -m pip install -q torch==2.13.0 2>/dev/null ||
         python3 -m pip install -q --break-system-packages torch==2.13.0
+fi
+# tools/build-wheel.sh: auditwheel names the wheel's manylinux tag, `wheel tags` retags it. (The wheel's
+# build backend, scikit-build-core, is fetched by pip's isolated build.)
+if ! python3 -c "import auditwheel, wheel" 2>/dev/null; then
+    echo "setup: installing auditwheel and wheel"
+    python3 -m pip install -q auditwheel wheel 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages auditwheel wheel
 fi
 # libunwind, built PIC from Debian's source (docs/unwinding.md says why): the build's one
 # dependency that is not a package. -DMEMGUARD_LIBUNWIND_PREFIX=DIR points CMake elsewhere.
