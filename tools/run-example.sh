@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs examples/alloc_demo under memguard and shows what memguard recorded.
+# Runs examples/alloc_demo under memguard (`memguard run`) and shows what memguard recorded.
 #
 #   tools/run-example.sh
 #
@@ -104,10 +104,9 @@ main() {
     local out_dir
     mkdir -p "$build_dir/examples"
     out_dir=$(mktemp -d "$build_dir/examples/run.XXXXXX")
-    LD_LIBRARY_PATH=$library_path \
-        LD_PRELOAD=$memguard_lib \
-        MEMGUARD_OUTPUT=$out_dir/alloc_demo.%p.mgr \
-        "$example"
+    echo "\$ memguard run --output $out_dir/alloc_demo.%p.mgr -- $example"
+    LD_LIBRARY_PATH=$library_path "$memguard_cli" run --library "$memguard_lib" \
+        --output "$out_dir/alloc_demo.%p.mgr" -- "$example"
 
     local reports=("$out_dir"/alloc_demo.*.mgr)
     if [[ ! -f ${reports[0]} ]]; then

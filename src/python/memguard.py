@@ -18,8 +18,11 @@
     memguard.reset_peak()
 
 For each phase the report gives the GPU bytes live at its begin, its peak, and its incremental peak
-(`memguard phases REPORT`). The module exists only in a process that runs with libmemguard.so
-preloaded (and MEMGUARD_ENABLE not 0); code that must also run without memguard guards the import.
+(`memguard phases REPORT`). This module exists only in a process that runs with libmemguard.so
+preloaded (and MEMGUARD_ENABLE not 0), always as `_memguard`. With the torch-memguard package
+installed, `import memguard` gives that package, which re-exports this module under the library
+and does nothing without it, so the import needs no guard; without the package, `import memguard`
+gives this module.
 """
 import collections as _collections
 import functools as _functools
