@@ -28,7 +28,6 @@ PyObject* g_get_device = nullptr;    // torch._C._cuda_getDevice
 struct GcWindow {  // the collection in progress (collections never nest; GIL held)
     int64_t t0 = 0;
     int64_t cuda_before = -1;
-    uint64_t seen_freed_before = 0;  // track::Recorder::gpu_bytes_freed_by_this_thread() at the start
     Trigger trigger = Trigger::Automatic;
     int generation = 0;
     int64_t mark_age_ns = -1;  // memguard's collections: time from the first mark to the start
@@ -83,7 +82,7 @@ void collection_started(PyObject* info) {
     g_gc.trigger = t_trigger;
     g_gc.generation = static_cast<int>(dict_int(info, "generation"));
     g_gc.cuda_before = cuda_allocated_bytes();
-    g_gc.seen_freed_before = track::Recorder::gpu_bytes_freed_by_this_thread();
+    recorder().watch_thread_frees(track::current_tid());
     g_gc.mark_age_ns = t_trigger == Trigger::Memguard && t_mark ? t_mark->age_ns(g_gc.t0) : -1;
 }
 
@@ -103,7 +102,8 @@ void collection_stopped(PyObject* info) {
     // it runs are on this thread (it holds the GIL), while a free on another thread in the window
     // is that thread's own doing. The larger figure is kept, never the sum: a finalizer that
     // empties PyTorch's cache would count its bytes twice.
-    const uint64_t seen = track::Recorder::gpu_bytes_freed_by_this_thread() - g_gc.seen_freed_before;
+    const uint64_t seen = recorder().watched_thread_freed();
+    recorder().watch_thread_frees(0);
     if (seen > 0 && static_cast<int64_t>(seen) > c.cuda_bytes_freed) c.cuda_bytes_freed = static_cast<int64_t>(seen);
     c.mark_age_ns = g_gc.mark_age_ns;
     if (g_gc.trigger == Trigger::Memguard && t_mark) c.compile_ids = t_mark->compile_ids();

@@ -1,7 +1,7 @@
 // The library's composition root: start-up at load (or at the first hook, whichever comes first)
 // and the end record at exit.
 #include <cstdlib>
-#include <mutex>
+#include <pthread.h>
 #include <sys/auxv.h>
 
 #include "allocmode/torch_bridge.h"
@@ -17,8 +17,12 @@ namespace memguard::runtime {
 std::atomic<bool> g_initialized{false};
 
 void initialize_once() noexcept {
-    static std::once_flag once;
-    std::call_once(once, [] {
+    // pthread_once, not std::call_once: libstdc++'s call_once goes through its own thread-locals
+    // (std::__once_callable), which this library's initial-exec TLS model would bind statically,
+    // and a late dlopen of libmemguard.so (allocator mode by hand, in a process whose libstdc++
+    // came with torch's dlopen) then fails: "cannot allocate memory in static TLS block".
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, [] {
         // Decided here, before anything reads the environment: in a setuid, setgid or capability
         // program (AT_SECURE) the environment is a less privileged user's, and memguard stays off
         // without reading it (startup_config). secure_getenv keeps that true of this lookup even

@@ -220,9 +220,16 @@ public:
     /// Starts new peaks at the live bytes now (`device` -1: every device). In allocator mode the
     /// tensor peak is PyTorch's own (torch.cuda.reset_peak_memory_stats resets the same counter).
     void reset_peak(int device);
-    /// GPU bytes whose free the calling thread recorded so far: what a collection on this thread
-    /// freed, when PyTorch's counter cannot say (python/gc_accounting.cpp).
-    static uint64_t gpu_bytes_freed_by_this_thread() noexcept;
+    /// Counts, from now on, the GPU bytes whose free thread `tid` records (0: stops counting): what
+    /// a collection on that thread frees, when PyTorch's counter cannot say (python/gc_accounting.cpp;
+    /// collections never nest). Not a thread-local: libmemguard.so is also dlopened late (allocator
+    /// mode by hand), where static TLS is scarce and every byte of it can fail the dlopen.
+    void watch_thread_frees(uint64_t tid) noexcept {
+        watched_freed_.store(0, std::memory_order_relaxed);
+        watched_tid_.store(tid, std::memory_order_release);
+    }
+    /// The GPU bytes the watched thread freed since watch_thread_frees.
+    uint64_t watched_thread_freed() const noexcept { return watched_freed_.load(std::memory_order_relaxed); }
 
     /// Writes buffered records now (memguard_flush).
     void flush();
@@ -283,6 +290,8 @@ private:
     std::atomic<PythonStackFn> python_stack_{nullptr};
     std::atomic<bool> gpu_seen_{false};
     std::atomic<bool> allocator_mode_{false};
+    std::atomic<uint64_t> watched_tid_{0};  // watch_thread_frees: one relaxed load a free
+    std::atomic<uint64_t> watched_freed_{0};
     std::atomic<const TensorCounters*> tensor_counters_{nullptr};
     std::atomic<uint64_t> gc_collections_{0}, gc_freeing_collections_{0}, gc_cuda_bytes_freed_{0};
     std::atomic<uint32_t> epoch_{0};

@@ -10,9 +10,6 @@ namespace memguard::track {
 
 namespace {
 
-// GPU bytes whose free this thread recorded (gpu_bytes_freed_by_this_thread): a plain add, no atomic.
-thread_local uint64_t t_gpu_bytes_freed = 0;
-
 std::optional<uint64_t> stream_field(StreamArg s) {
     return s.present ? std::optional<uint64_t>(s.handle) : std::nullopt;
 }
@@ -56,9 +53,11 @@ std::optional<LiveBlock> Recorder::record_free(Api api, uintptr_t addr, StreamAr
     if (state_.load(std::memory_order_acquire) != State::Recording) return std::nullopt;
     auto b = blocks_.remove(addr);
     if (!b) return std::nullopt;
-    if (is_gpu(b->kind)) t_gpu_bytes_freed += b->size;
     int64_t t = now();
     uint64_t tid = current_tid();
+    if (is_gpu(b->kind) && watched_tid_.load(std::memory_order_relaxed) == tid) {
+        watched_freed_.fetch_add(b->size, std::memory_order_relaxed);
+    }
     emit(format::rec::Free{t, tid, addr, b->size, format::name_of(api), stream_field(stream)});
     if (b->capture_id != 0) {
         // Freeing a capture's block while a graph exec from it lives lets a later allocation (or
@@ -70,13 +69,14 @@ std::optional<LiveBlock> Recorder::record_free(Api api, uintptr_t addr, StreamAr
     return b;
 }
 
-uint64_t Recorder::gpu_bytes_freed_by_this_thread() noexcept { return t_gpu_bytes_freed; }
-
 void Recorder::record_free_failed(uintptr_t addr, const LiveBlock& block, int error) {
     if (state_.load(std::memory_order_acquire) != State::Recording) return;
-    if (is_gpu(block.kind)) t_gpu_bytes_freed -= block.size;  // the free did not happen
+    const uint64_t tid = current_tid();
+    if (is_gpu(block.kind) && watched_tid_.load(std::memory_order_relaxed) == tid) {
+        watched_freed_.fetch_sub(block.size, std::memory_order_relaxed);  // the free did not happen
+    }
     blocks_.insert(addr, block);
-    emit(format::rec::Restore{now(), current_tid(), addr, error});
+    emit(format::rec::Restore{now(), tid, addr, error});
 }
 
 }  // namespace memguard::track

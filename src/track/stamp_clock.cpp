@@ -3,7 +3,7 @@
 #include <atomic>
 #include <cstring>
 #include <fcntl.h>
-#include <mutex>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "track/clock.h"
@@ -60,8 +60,8 @@ void detail::set_clocksource_file(const char* path) noexcept {
 uint64_t monotonic_stamp() noexcept { return static_cast<uint64_t>(monotonic_ns()); }
 
 void init() noexcept {
-    static std::once_flag once;
-    std::call_once(once, [] {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;  // not std::call_once: see runtime/startup.cpp
+    pthread_once(&once, [] {
         uint64_t count = 0;
         int64_t ns = 0;
         read_pair(&count, &ns);

@@ -7,8 +7,10 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "format/records_meta.h"
+#include "track/clock.h"
 
 #include "recorder_fixture.h"
 
@@ -220,10 +222,14 @@ TEST_F(RecorderTest, StatsCountLivePeakAndCollectionsThatFreedCudaMemory) {
     alloc(0x1000, 1000);
     alloc(0x2000, 3000, {}, Kind::Device, Api::cudaMalloc, 1);
     alloc(0x3000, 50, {}, Kind::Pinned, Api::cudaHostAlloc);
-    const uint64_t freed_before = Recorder::gpu_bytes_freed_by_this_thread();
+    recorder->watch_thread_frees(current_tid());
     ASSERT_TRUE(free_block(0x2000));
     ASSERT_TRUE(free_block(0x3000));
-    EXPECT_EQ(Recorder::gpu_bytes_freed_by_this_thread() - freed_before, 3000u) << "GPU bytes only";
+    EXPECT_EQ(recorder->watched_thread_freed(), 3000u) << "GPU bytes only";
+    std::thread([&] { EXPECT_TRUE(free_block(0x1000)); }).join();
+    EXPECT_EQ(recorder->watched_thread_freed(), 3000u) << "another thread's free is not the watched thread's";
+    alloc(0x1000, 1000);
+    recorder->watch_thread_frees(0);
     s = recorder->stats(-1);
     EXPECT_EQ(s.gpu_live, 1000u);
     EXPECT_EQ(s.gpu_peak, 4000u) << "each device's peak, summed";
