@@ -2,8 +2,9 @@
 // explicit, memguard's) into a report record, with how long it took, what it collected and the
 // CUDA bytes it freed (read from PyTorch's allocated-bytes counter, or the GPU bytes memguard saw
 // freed on the collecting thread when that is more: memory freed outside PyTorch's allocator, or
-// no torch at all); gc.collect is wrapped to tell explicit collections from automatic ones. Collections never nest and run with the GIL held: the
-// collection window below is GIL-protected; the trigger is the calling thread's.
+// no torch at all); gc.collect is wrapped to tell explicit collections from automatic ones.
+// Collections never nest and run with the GIL held: the collection window below is GIL-protected;
+// the trigger is the calling thread's.
 #pragma once
 
 namespace memguard::python {

@@ -2,14 +2,14 @@
 // the rest is the report it reads. The commands run in this process through the CLI's own entry point
 // (tools/memguard/main.cpp, its main() renamed by the build), so argument handling, error reporting
 // and exit codes are the real ones; stdout goes to /dev/null, std::cerr to a buffer, and the files
-// plot and export write go to a directory of this process's own (removed at exit). diff and merge read the input next to
-// a golden report.
+// plot and export write go to a directory of this process's own (removed at exit). diff and merge
+// read the input next to a golden report.
 //
 // A finding: a crash, a sanitizer report, an exception that escapes, a hang (-timeout), too much
 // memory (-rss_limit_mb, -malloc_limit_mb), or exit code 1 ("internal error": a report that asks for
 // something absurd must get a clear error, exit code 2; for the gates, check and diff --fail-if,
-// exit code 1 is also their answer, so only an internal error's message makes it a finding). MEMGUARD_FUZZ_ALLOW_INTERNAL=1 lets
-// internal errors pass, to look past one that is known. Frames are not given file:line
+// exit code 1 is also their answer, so only an internal error's message makes it a finding).
+// MEMGUARD_FUZZ_ALLOW_INTERNAL=1 lets internal errors pass, to look past one that is known. Frames are not given file:line
 // (MEMGUARD_ADDR2LINE is empty: no addr2line per input); module files a report names are opened as
 // the CLI opens them.
 #include <dirent.h>
