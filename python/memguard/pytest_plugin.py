@@ -44,17 +44,24 @@ _MARKERS = {
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+# The grammar of the CLI's sizes (src/report/units.cpp, `memguard check`): digits, an optional
+# fraction of up to 18 digits, an optional unit in any case, spaces or tabs around; rounded down.
+_SIZE = re.compile(r"[ \t]*([0-9]+(?:\.[0-9]{1,18})?)[ \t]*([A-Za-z]*)[ \t]*\Z")
 
 
 def parse_size(value):
     """Bytes from an int or a string such as '2 GiB', '64MiB', '1.5 GB', '4096' (KB, MB, GB, TB are
-    powers of 1000; KiB, MiB, GiB, TiB of 1024). Raises ValueError naming the value otherwise."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    powers of 1000; KiB, MiB, GiB, TiB of 1024; as `memguard check` reads sizes). Raises ValueError
+    naming the value otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
         return value
     if isinstance(value, str):
-        m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*", value)
+        m = _SIZE.match(value)
         if m and m.group(2).lower() in _UNITS:
-            return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            from fractions import Fraction
+            n = int(Fraction(m.group(1)) * _UNITS[m.group(2).lower()])
+            if n < 2**64:
+                return n
     raise ValueError(f"bad size {value!r}: expected a number of bytes or a number with a unit "
                      f"(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. '2 GiB'")
 

@@ -140,6 +140,26 @@ class PluginTest(unittest.TestCase):
                          by_name["fake_cuda_cases.py::test_memory_passes"]["entry_bytes"], 8 * MiB,
                          "the module fixture's 8 MiB is live at the start of the incremental test")
 
+    def test_sizes(self):
+        """The markers read sizes as `memguard check` does: the same value, or both refuse."""
+        sys.path.insert(0, _need("MGTEST_PYTHON_DIR"))
+        try:
+            from memguard.pytest_plugin import parse_size
+        finally:
+            sys.path.pop(0)
+        golden = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "report", "golden",
+                              "basic.mgr")
+        for text in ["2 GiB", "64MiB", "1.5 GB", "4096", "0.1 KiB", " 3 kib ", "1.123456789012345678 TB",
+                     "18446744073709551615", "18446744073709551616", "16 EiB", ".5", "1.", "2G", "-1", "1e3",
+                     "1,000", ""]:
+            p = subprocess.run([cli(), "check", golden, "--max-peak", text, "--json"], capture_output=True, text=True)
+            try:
+                ours = parse_size(text)
+            except ValueError:
+                ours = None
+            theirs = json.loads(p.stdout)["limits"]["max_peak_bytes"] if p.returncode in (0, 1) else None
+            self.assertEqual(ours, theirs, f"{text!r}: plugin {ours}, memguard check {theirs} ({p.stderr.strip()})")
+
     def test_without_option(self):
         """Without --memguard the plugin does nothing: no preload, no report, markers are no-ops (and
         registered: --strict-markers accepts them)."""
