@@ -61,6 +61,11 @@ public:
     void operator()(const Field& f, GcTrigger& v) { name(f, kGcTriggerNames, v); }
     void operator()(const Field& f, CapturePhase& v) { name(f, kCapturePhaseNames, v); }
     void operator()(const Field& f, Rescue& v) { name(f, kRescueNames, v); }
+    void operator()(const Field& f, StepSource& v) { name(f, kStepSourceNames, v); }
+    void operator()(const Field& f, MomentReason& v) { name(f, kMomentReasonNames, v); }
+    void operator()(const Field& f, Category& v) { name(f, kCategoryNames, v); }
+    void operator()(const Field& f, BlockState& v) { name(f, kBlockStateNames, v); }
+    void operator()(const Field& f, OomSource& v) { name(f, kOomSourceNames, v); }
     template <class T>
     void operator()(const Field& f, std::optional<T>& v) {
         if (skip(f)) return;

@@ -24,6 +24,7 @@
 #include "format/records_blocks.h"
 #include "format/records_events.h"
 #include "format/records_graphs.h"
+#include "format/records_insight.h"
 #include "format/records_meta.h"
 #include "format/records_tensors.h"
 #include "format/records_vmm.h"
@@ -67,6 +68,8 @@ constexpr void for_each_record(F&& f) {
     f(Type<rec::PhaseBegin>{}), f(Type<rec::PhaseEnd>{}), f(Type<rec::Mark>{});
     f(Type<rec::TensorAlloc>{}), f(Type<rec::TensorFree>{}), f(Type<rec::TensorOom>{}), f(Type<rec::TensorOomSite>{});
     f(Type<rec::Lost>{});
+    f(Type<rec::Step>{}), f(Type<rec::MomentBegin>{}), f(Type<rec::TensorTag>{}), f(Type<rec::AllocatorBlock>{});
+    f(Type<rec::OomContext>{}), f(Type<rec::MomentEnd>{});
 }
 
 namespace detail {

@@ -106,6 +106,69 @@ inline constexpr Names<Rescue, 3> kRescueNames{{"none", "cache", "gc"}};
 constexpr std::string_view name_of(Rescue r) noexcept { return kRescueNames[r]; }
 inline const char* rescue_name(Rescue r) noexcept { return name_of(r).data(); }
 
+// --- minor 8: steps, categories, out-of-memory context ---------------------------------------------
+
+/// What ended a training step (s): an optimizer's step() (PyTorch's global optimizer step hooks) or
+/// memguard.step().
+enum class StepSource : uint8_t { Optimizer, Api };
+inline constexpr Names<StepSource, 2> kStepSourceNames{{"optimizer", "api"}};
+constexpr std::string_view name_of(StepSource s) noexcept { return kStepSourceNames[s]; }
+
+/// Why the Python hook looked at the live tensors (h): a step ended, an out-of-memory, memguard's API.
+enum class MomentReason : uint8_t { Step, Oom, Api };
+inline constexpr Names<MomentReason, 3> kMomentReasonNames{{"step", "oom", "api"}};
+constexpr std::string_view name_of(MomentReason r) noexcept { return kMomentReasonNames[r]; }
+
+/// What GPU memory holds. A tensor's storage gets one of the tensor categories (parameter to
+/// other_tensor) in a g record; the CLI decides the others from the blocks' stacks, pools and the
+/// allocator's state (docs/categories.md).
+enum class Category : uint8_t {
+    Parameter,         // a parameter of a live nn.Module, or one an optimizer updates
+    Gradient,          // the .grad of a parameter
+    NonParamGradient,  // the .grad of a tensor that is not a parameter
+    OptimizerState,    // a tensor in an optimizer's state
+    Buffer,            // a module's buffer (running statistics, caches registered as buffers)
+    Activation,        // a tensor saved for backward by an autograd graph
+    OtherTensor,       // any other live tensor
+    GraphPool,         // a CUDA graph's private pool
+    CompileWorkspace,  // compile and autotune workspaces
+    Nccl,              // NCCL's buffers
+    BlasWorkspace,     // cuBLAS/cuBLASLt/cuDNN workspaces
+    Library,           // another library's own allocations
+    AllocatorCache,    // reserved by a caching allocator, not allocated
+    Other,             // GPU memory nothing above explains
+};
+inline constexpr Names<Category, 14> kCategoryNames{{
+    "parameter",
+    "gradient",
+    "nonparam_gradient",
+    "optimizer_state",
+    "buffer",
+    "activation",
+    "other_tensor",
+    "graph_pool",
+    "compile_workspace",
+    "nccl",
+    "blas_workspace",
+    "library",
+    "allocator_cache",
+    "other",
+}};
+constexpr std::string_view name_of(Category c) noexcept { return kCategoryNames[c]; }
+/// True for the categories a g record may give a tensor's storage.
+constexpr bool is_tensor_category(Category c) noexcept { return c <= Category::OtherTensor; }
+
+/// A block's state in PyTorch's allocator snapshot (d), in torch.cuda.memory._snapshot()'s words.
+enum class BlockState : uint8_t { Allocated, PendingFree, Inactive };
+inline constexpr Names<BlockState, 3> kBlockStateNames{{"active_allocated", "active_pending_free", "inactive"}};
+constexpr std::string_view name_of(BlockState s) noexcept { return kBlockStateNames[s]; }
+
+/// Who saw an out-of-memory (x): PyTorch's allocator (its OOM observer), a failed CUDA allocation
+/// call, memguard's allocator (allocator mode).
+enum class OomSource : uint8_t { Torch, Cuda, Allocator };
+inline constexpr Names<OomSource, 3> kOomSourceNames{{"torch", "cuda", "allocator"}};
+constexpr std::string_view name_of(OomSource s) noexcept { return kOomSourceNames[s]; }
+
 // The hazard kinds are the keys of the W records (format/records.h: UnsafeCall, FreeLiveGraph,
 // WarmupRetention).
 

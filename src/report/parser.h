@@ -77,6 +77,13 @@ public:
     void apply(const rec::TensorFree& r);
     void apply(const rec::TensorOom& r);
     void apply(const rec::TensorOomSite& r);
+    // read_insight.cpp
+    void apply(const rec::Step& r);
+    void apply(const rec::MomentBegin& r);
+    void apply(const rec::TensorTag& r);
+    void apply(const rec::AllocatorBlock& r);
+    void apply(const rec::OomContext& r);
+    void apply(const rec::MomentEnd& r);
 
 private:
     [[noreturn]] void fail(const std::string& what) const;
@@ -117,6 +124,7 @@ private:
     std::optional<int64_t> heartbeat_t_;
     std::optional<int64_t> end_t_;
     int minor_ = 0;                                               // I format_minor so far
+    std::unordered_map<uint32_t, size_t> moments_;                // moment id -> index in Report::moments
     std::unordered_map<uint32_t, size_t> captures_;               // capture id -> index
     std::unordered_map<uint64_t, size_t> execs_;                  // exec handle -> its most recent G
     std::unordered_map<uint64_t, size_t> live_graphs_;            // captured graph handle -> capture, until K

@@ -23,17 +23,22 @@ public:
 };
 
 // The vocabulary is the report format's (format/vocabulary.h), shared with the writer.
+using format::BlockState;
 using format::capture_mode_name;
 using format::capture_phase_name;
 using format::CaptureMode;
 using format::CapturePhase;
+using format::Category;
 using format::GcTrigger;
 using format::is_gpu;
 using format::Kind;
 using format::kind_name;
 using format::kTriggerCount;
+using format::MomentReason;
+using format::OomSource;
 using format::phase_source_name;
 using format::PhaseSource;
+using format::StepSource;
 using format::trigger_name;
 
 struct Module {
@@ -296,6 +301,67 @@ struct TensorOom {
     std::vector<OomSite> sites;  // in file order (largest first)
 };
 
+// --- minor 8: steps, moments (categories), out-of-memory context ---------------------------------
+
+/// s: a training step ended. Step `index` spans from the previous step's end (the start of the
+/// run for the first) to `t`.
+struct Step {
+    uint32_t index = 0;  // 1, 2, ... as the process counted them
+    StepSource source = StepSource::Optimizer;
+    std::string name;  // the optimizer's class, or memguard.step()'s argument
+    int64_t t = 0;
+    uint64_t tid = 0;
+    size_t events_before = 0;  // events before the s record: the step ends after them
+};
+
+/// g: a tensor storage live at a moment.
+struct TensorTag {
+    int device = 0;
+    uint64_t addr = 0, size = 0;
+    Category category = Category::OtherTensor;
+    std::string label;  // empty: none
+};
+
+/// d: a block of PyTorch's caching allocator at a moment.
+struct AllocatorBlock {
+    int device = 0;
+    uint64_t addr = 0, size = 0, requested = 0;
+    BlockState state = BlockState::Allocated;
+    uint64_t segment = 0;
+    std::string pool;  // "first.second", or "-"
+};
+
+/// h ... k: what the Python hook saw at one instant (the live state after `events_before` events).
+struct Moment {
+    uint32_t id = 0;
+    int64_t t = 0;
+    uint64_t tid = 0;
+    MomentReason reason = MomentReason::Step;
+    uint32_t step = 0;  // steps completed before it
+    size_t events_before = 0;
+    std::vector<TensorTag> tags;         // its g records, in file order
+    std::vector<AllocatorBlock> blocks;  // its d records, in file order
+    bool ended = false;                  // a k record came
+    int64_t t_end = 0;                   // the k record's time
+    bool complete = false;               // the k record's flag: false when the lists are partial
+};
+
+/// x: an out-of-memory and its context.
+struct OomContext {
+    int64_t t = 0;
+    uint64_t tid = 0;
+    int device = 0;
+    OomSource source = OomSource::Torch;
+    std::optional<uint64_t> requested;
+    uint64_t rounded = 0;
+    std::optional<uint64_t> limit, device_free, device_total, allocated, reserved;
+    uint32_t stack_id = 0, python_stack_id = 0;
+    std::optional<size_t> moment;  // index into Report::moments; empty: none or unknown
+    bool compile_pending = false;
+    bool capturing = false;
+    size_t events_before = 0;
+};
+
 /// One change of the memory state, in file order. `block` indexes the vector of its record type:
 /// Report::blocks (Alloc, Free, Restore), Report::reservations (Reserve, AddressFree),
 /// Report::handles (Create, Release), Report::mappings (Map, Unmap), Report::tensors (TensorAlloc,
@@ -352,6 +418,10 @@ struct Report {
     uint64_t lost_records = 0;
     int64_t lost_first_t = 0;
     int64_t lost_last_t = 0;
+    // minor 8
+    std::vector<Step> steps;               // in order of s records
+    std::vector<Moment> moments;           // in order of h records
+    std::vector<OomContext> oom_contexts;  // in order of x records
 
     /// The capture with id `id`, or null.
     const Capture* find_capture(uint32_t id) const;

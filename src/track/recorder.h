@@ -179,6 +179,20 @@ public:
     /// An allocation the allocator could not satisfy (O), then its live blocks by site (o).
     void record_allocator_oom(const AllocatorOom& oom);
 
+    // --- steps, moments, out-of-memory context (docs/report-format.md, minor 8) ---------------
+    /// A training step ended (s). Like phases, it waits in memory until the report exists.
+    void record_step(uint32_t index, format::StepSource source, std::string_view name);
+    /// Begins a moment (h) and returns its id; 0 (nothing written) when memguard does not record
+    /// or, except for an out-of-memory (which starts the report), no report exists yet.
+    uint32_t record_moment_begin(format::MomentReason reason, uint32_t steps_done);
+    /// A tensor storage (g) or PyTorch allocator block (d) of an open moment: its id in the record.
+    void record_tensor_tag(const format::rec::TensorTag& g);
+    void record_allocator_block(const format::rec::AllocatorBlock& d);
+    /// Ends a moment (k): how many g and d records it wrote, and whether its lists are whole.
+    void record_moment_end(uint32_t moment, uint64_t tensors, uint64_t blocks, bool complete);
+    /// An out-of-memory's context (x); starts the report. Its t and tid are set here.
+    void record_oom_context(format::rec::OomContext x);
+
     /// Appends complete records built by the Python layer (p/P) to a started report.
     void append_records(std::string_view records);
     bool recording() const noexcept { return state_.load(std::memory_order_acquire) == State::Recording; }
@@ -295,6 +309,7 @@ private:
     std::atomic<const TensorCounters*> tensor_counters_{nullptr};
     std::atomic<uint64_t> gc_collections_{0}, gc_freeing_collections_{0}, gc_cuda_bytes_freed_{0};
     std::atomic<uint32_t> epoch_{0};
+    std::atomic<uint32_t> next_moment_{1};
     /// Records made before the report exists (a collection before the first CUDA allocation),
     /// written after the header when it is created. Bounded; guarded by start_mu_.
     std::string deferred_;

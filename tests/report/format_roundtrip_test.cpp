@@ -248,6 +248,18 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     const rec::TensorOomSite os2{kMaxT, 0, 0, 0, 0};
     w.add(t1), w.add(t2), w.add(tf), w.add(o), w.add(os1), w.add(os2);
 
+    const rec::Step st{kMaxT, kU64, kU32, format::StepSource::Api, kOdd};
+    const rec::MomentBegin hb{kMaxT, kU64, kU32, format::MomentReason::Oom, kU32};
+    const rec::TensorTag tg1{kU32, 1023, kU64, kU64, format::Category::OtherTensor, kOdd};
+    const rec::TensorTag tg2{kU32, 0, 0, 0, format::Category::Parameter, std::nullopt};
+    const rec::AllocatorBlock ab{kU32, 1023, kU64, kU64, kU64, format::BlockState::PendingFree, kU64, "3.4"};
+    const rec::OomContext ox{kMaxT,          kU64, 1023,         format::OomSource::Cuda,
+                             uint64_t{kU64}, kU64, std::nullopt, kU64,
+                             kU64,           kU64, std::nullopt, kU32,
+                             kU32,           kU32, true,         true};
+    const rec::MomentEnd ke{kMaxT, kU32, 2, 1, true};
+    w.add(st), w.add(hb), w.add(tg1), w.add(tg2), w.add(ab), w.add(ox), w.add(ke);
+
     const rec::Lost u{kMaxT, kMinT, kU64};
     const rec::End z{kMaxT};
     w.add(u), w.add(z);
@@ -577,6 +589,68 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
         c.eq("blocks", wo.blocks, ro.sites[i].blocks);
         c.eq("bytes", wo.bytes, ro.sites[i].bytes);
     }
+
+    c.in<rec::Step>();
+    ASSERT_EQ(rep.steps.size(), 1u);
+    c.eq("t", st.t, rep.steps[0].t);
+    c.eq("tid", st.tid, rep.steps[0].tid);
+    c.eq("step", st.step, rep.steps[0].index);
+    c.eq("source", std::string("api"), std::string(format::name_of(rep.steps[0].source)));
+    c.eq("name", std::string(kOdd), rep.steps[0].name);
+    c.in<rec::MomentBegin>();
+    ASSERT_EQ(rep.moments.size(), 1u);
+    const Moment& rm = rep.moments[0];
+    c.eq("t", hb.t, rm.t);
+    c.eq("tid", hb.tid, rm.tid);
+    c.eq("moment", hb.moment, rm.id);
+    c.eq("reason", std::string("oom"), std::string(format::name_of(rm.reason)));
+    c.eq("step", hb.step, rm.step);
+    c.in<rec::TensorTag>();
+    ASSERT_EQ(rm.tags.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        const rec::TensorTag& wg = i == 0 ? tg1 : tg2;
+        c.eq("moment", wg.moment, rm.id);  // a g belongs to the moment it names
+        c.eq("device", wg.device, rm.tags[i].device);
+        c.eq("addr", wg.addr, rm.tags[i].addr);
+        c.eq("size", wg.size, rm.tags[i].size);
+        c.eq("category", std::string(format::name_of(wg.category)), std::string(format::name_of(rm.tags[i].category)));
+        c.eq("label", std::string(wg.label.value_or("")), rm.tags[i].label);
+    }
+    c.in<rec::AllocatorBlock>();
+    ASSERT_EQ(rm.blocks.size(), 1u);
+    c.eq("moment", ab.moment, rm.id);
+    c.eq("device", ab.device, rm.blocks[0].device);
+    c.eq("addr", ab.addr, rm.blocks[0].addr);
+    c.eq("size", ab.size, rm.blocks[0].size);
+    c.eq("requested", ab.requested, rm.blocks[0].requested);
+    c.eq("state", std::string("active_pending_free"), std::string(format::name_of(rm.blocks[0].state)));
+    c.eq("segment", ab.segment, rm.blocks[0].segment);
+    c.eq("pool", std::string(ab.pool), rm.blocks[0].pool);
+    c.in<rec::OomContext>();
+    ASSERT_EQ(rep.oom_contexts.size(), 1u);
+    const OomContext& rx = rep.oom_contexts[0];
+    c.eq("t", ox.t, rx.t);
+    c.eq("tid", ox.tid, rx.tid);
+    c.eq("device", ox.device, rx.device);
+    c.eq("source", std::string("cuda"), std::string(format::name_of(rx.source)));
+    c.eq("requested", ox.requested, rx.requested);
+    c.eq("rounded", ox.rounded, rx.rounded);
+    c.eq("limit", ox.limit, rx.limit);
+    c.eq("device_free", ox.device_free, rx.device_free);
+    c.eq("device_total", ox.device_total, rx.device_total);
+    c.eq("allocated", ox.allocated, rx.allocated);
+    c.eq("reserved", ox.reserved, rx.reserved);
+    c.eq("stack_id", ox.stack_id, rx.stack_id);
+    c.eq("python_stack_id", ox.python_stack_id, rx.python_stack_id);
+    c.eq("moment", size_t{0}, rx.moment.value_or(99));
+    c.eq("compile_pending", ox.compile_pending, rx.compile_pending);
+    c.eq("capturing", ox.capturing, rx.capturing);
+    c.in<rec::MomentEnd>();
+    c.eq("t", ke.t, rm.t_end);
+    c.eq("moment", ke.moment, rm.id);
+    c.eq("tensors", ke.tensors, uint64_t{rm.tags.size()});
+    c.eq("blocks", ke.blocks, uint64_t{rm.blocks.size()});
+    c.eq("complete", ke.complete, rm.complete);
 
     c.in<rec::Lost>();
     c.eq("t", u.t, rep.lost_last_t);

@@ -33,7 +33,9 @@ TEST_F(RecorderTest, TheFirstAllocationStartsTheReportWithItsHeader) {
     ASSERT_EQ(sink.report_count(), 1u);
     EXPECT_EQ(sink.path_of(0), "/in-memory/report.mgr");
     EXPECT_EQ(recorder->report_path(), "/in-memory/report.mgr");
-    EXPECT_EQ(sink.text().rfind("MEMGUARD-REPORT 1\nI format_minor 7\n", 0), 0u) << sink.text();
+    EXPECT_EQ(sink.text().rfind("MEMGUARD-REPORT 1\nI format_minor " + std::to_string(format::kFormatMinor) + "\n", 0),
+              0u)
+        << sink.text();
     const Report r = read();
     EXPECT_EQ(r.info.at("unwinder"), "fake");
     EXPECT_EQ(r.info.at("stack_depth"), "16");
