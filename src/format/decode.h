@@ -61,6 +61,7 @@ public:
     void operator()(const Field& f, GcTrigger& v) { name(f, kGcTriggerNames, v); }
     void operator()(const Field& f, CapturePhase& v) { name(f, kCapturePhaseNames, v); }
     void operator()(const Field& f, Rescue& v) { name(f, kRescueNames, v); }
+    void operator()(const Field& f, PathKind& v) { name(f, kPathKindNames, v); }
     template <class T>
     void operator()(const Field& f, std::optional<T>& v) {
         if (skip(f)) return;

@@ -67,6 +67,7 @@ constexpr void for_each_record(F&& f) {
     f(Type<rec::PhaseBegin>{}), f(Type<rec::PhaseEnd>{}), f(Type<rec::Mark>{});
     f(Type<rec::TensorAlloc>{}), f(Type<rec::TensorFree>{}), f(Type<rec::TensorOom>{}), f(Type<rec::TensorOomSite>{});
     f(Type<rec::Lost>{});
+    f(Type<rec::PythonPath>{});
 }
 
 namespace detail {

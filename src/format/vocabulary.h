@@ -106,6 +106,12 @@ inline constexpr Names<Rescue, 3> kRescueNames{{"none", "cache", "gc"}};
 constexpr std::string_view name_of(Rescue r) noexcept { return kRescueNames[r]; }
 inline const char* rescue_name(Rescue r) noexcept { return name_of(r).data(); }
 
+/// What an interpreter path is (e, minor 8): the Python hook writes each once, for the report's
+/// user-frame rule (report/user_frame.h).
+enum class PathKind : uint8_t { Stdlib, Site, Prefix, Torch, InductorCache, Memguard };
+inline constexpr Names<PathKind, 6> kPathKindNames{{"stdlib", "site", "prefix", "torch", "inductor_cache", "memguard"}};
+constexpr std::string_view name_of(PathKind k) noexcept { return kPathKindNames[k]; }
+
 // The hazard kinds are the keys of the W records (format/records.h: UnsafeCall, FreeLiveGraph,
 // WarmupRetention).
 

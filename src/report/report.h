@@ -169,6 +169,12 @@ struct PythonStack {
     std::vector<uint32_t> frames;  // frame ids, innermost first
 };
 
+/// e (minor 8): a directory of the interpreter's own code.
+struct PythonPath {
+    format::PathKind kind = format::PathKind::Stdlib;
+    std::string path;
+};
+
 /// X: a torch.compile (dynamo) compile finished.
 struct Compile {
     int64_t t = 0;
@@ -352,6 +358,14 @@ struct Report {
     uint64_t lost_records = 0;
     int64_t lost_first_t = 0;
     int64_t lost_last_t = 0;
+    // minor 8
+    /// The interpreter's directories from the e records, in file order (duplicates dropped): what
+    /// the user-frame rule (report/user_frame.h) tells the user's code from the rest by.
+    std::vector<PythonPath> python_paths;
+    /// Allocations with no Python stack made on autograd's backward threads, attributed to the
+    /// backward() call that ran them (report/user_frame.h: attribute_backward), filled by the
+    /// parser: native stack id -> the Python stack of that call (the one that covers the most bytes).
+    std::unordered_map<uint32_t, uint32_t> backward_sites;
 
     /// The capture with id `id`, or null.
     const Capture* find_capture(uint32_t id) const;
