@@ -136,9 +136,9 @@ FrameOrigin FrameRule::classify(std::string_view file) const {
         }
         return origin_of(p.kind);
     }
-    if (has_dir(file, "site-packages") || has_dir(file, "dist-packages")) return FrameOrigin::ThirdParty;
     // Shapes for what the report does not name exactly (older reports, or a kind not recorded).
     if (!torch_known && (has_dir(file, "torch") || starts_with(file, "torch/"))) return FrameOrigin::Torch;
+    if (has_dir(file, "site-packages") || has_dir(file, "dist-packages")) return FrameOrigin::ThirdParty;
     if (!stdlib_known && stdlib_shape(file)) return FrameOrigin::Stdlib;
     return FrameOrigin::User;
 }
