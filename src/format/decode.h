@@ -66,6 +66,7 @@ public:
     void operator()(const Field& f, Category& v) { name(f, kCategoryNames, v); }
     void operator()(const Field& f, BlockState& v) { name(f, kBlockStateNames, v); }
     void operator()(const Field& f, OomSource& v) { name(f, kOomSourceNames, v); }
+    void operator()(const Field& f, PathKind& v) { name(f, kPathKindNames, v); }
     template <class T>
     void operator()(const Field& f, std::optional<T>& v) {
         if (skip(f)) return;

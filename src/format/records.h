@@ -70,6 +70,7 @@ constexpr void for_each_record(F&& f) {
     f(Type<rec::Lost>{});
     f(Type<rec::Step>{}), f(Type<rec::MomentBegin>{}), f(Type<rec::TensorTag>{}), f(Type<rec::AllocatorBlock>{});
     f(Type<rec::OomContext>{}), f(Type<rec::MomentEnd>{});
+    f(Type<rec::PythonPath>{});
 }
 
 namespace detail {

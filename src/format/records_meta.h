@@ -146,4 +146,19 @@ struct Lost {
     }
 };
 
+/// e: a directory of the Python interpreter's own code (minor 8), written once per path by the
+/// Python hook, for the report's user-frame rule.
+struct PythonPath {
+    static constexpr char kLetter = 'e';
+    static constexpr int kMinor = 8;
+    static constexpr Family kFamily = Family::Meta;
+    PathKind kind = PathKind::Stdlib;
+    std::string_view path;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(Field{"kind", "path kind", Enc::Name}, r.kind);
+        v(Field{"path", "path", Enc::Str}, r.path);
+    }
+};
+
 }  // namespace memguard::format::rec

@@ -168,6 +168,11 @@ constexpr std::string_view name_of(BlockState s) noexcept { return kBlockStateNa
 enum class OomSource : uint8_t { Torch, Cuda, Allocator };
 inline constexpr Names<OomSource, 3> kOomSourceNames{{"torch", "cuda", "allocator"}};
 constexpr std::string_view name_of(OomSource s) noexcept { return kOomSourceNames[s]; }
+/// What an interpreter path is (e, minor 8): the Python hook writes each once, for the report's
+/// user-frame rule (report/user_frame.h).
+enum class PathKind : uint8_t { Stdlib, Site, Prefix, Torch, InductorCache, Memguard };
+inline constexpr Names<PathKind, 6> kPathKindNames{{"stdlib", "site", "prefix", "torch", "inductor_cache", "memguard"}};
+constexpr std::string_view name_of(PathKind k) noexcept { return kPathKindNames[k]; }
 
 // The hazard kinds are the keys of the W records (format/records.h: UnsafeCall, FreeLiveGraph,
 // WarmupRetention).

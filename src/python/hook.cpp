@@ -13,6 +13,7 @@
 #include "python/dynamo.h"
 #include "python/frames.h"
 #include "python/gc_accounting.h"
+#include "python/interpreter_paths.h"
 #include "python/module.h"
 #include "python/pystack.h"
 #include "python/state.h"
@@ -59,6 +60,7 @@ void startup() {
     a->PyErr_Clear();
     if (settings().python_stacks) recorder().set_python_stack_provider(&capture_python_stack);
     install_module();
+    record_start_paths();
     learn_exit_opcodes();
     MG_LOG_DEBUG("Python hook active (CPython 3.{})", a->minor);
 }
@@ -97,6 +99,7 @@ int audit_hook(const char* event, PyObject*, void*) {
         ErrorGuard keep_error;
         maybe_install_allocator();  // MEMGUARD_ALLOCATOR=memguard, once torch.cuda.memory has loaded
     }
+    if (event[0] == 'i' && std::strcmp(event, "import") == 0) record_torch_paths_if_imported();
     if (event[0] == 'i' && !dynamo_registered() && std::strcmp(event, "import") == 0) {
         ErrorGuard keep_error;
         try_register_dynamo();

@@ -121,7 +121,8 @@ PyMethodDef g_natives[] = {
 using embedded::kMemguardFinderPy;
 using embedded::kMemguardPy;
 
-/// exec(source, namespace.__dict__). False with the error cleared on failure.
+}  // namespace
+
 bool run_source(PyObject* ns, const char* source) {
     const CApi* a = capi();
     Ref builtins(a->PyImport_ImportModule("builtins"));
@@ -136,7 +137,6 @@ bool run_source(PyObject* ns, const char* source) {
     return static_cast<bool>(r);
 }
 
-/// A new module object: type(sys)(name).
 PyObject* new_module(const char* name) {
     const CApi* a = capi();
     Ref sys(a->PyImport_ImportModule("sys"));
@@ -147,6 +147,8 @@ PyObject* new_module(const char* name) {
     a->PyTuple_SetItem(args.get(), 0, n.release());
     return a->PyObject_CallObject(type.get(), args.get());
 }
+
+namespace {
 
 /// `_make()`: builds the memguard module (once per import of it; the finder caches it).
 PyObject* make_module(PyObject*, PyObject*) {

@@ -8,9 +8,17 @@
 // the recorder directly; the C API functions are the same calls.
 #pragma once
 
+#include "python/capi.h"
+
 namespace memguard::python {
 
 /// From the hook's start-up (GIL held, interpreter running).
 void install_module();
+
+/// exec(source, namespace.__dict__) for the library's embedded Python files. False on failure,
+/// with the Python error left for the caller to clear.
+bool run_source(PyObject* ns, const char* source);
+/// A new module object: type(sys)(name); nullptr with an error set on failure.
+PyObject* new_module(const char* name);
 
 }  // namespace memguard::python

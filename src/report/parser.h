@@ -1,6 +1,6 @@
 // The report reader's parser (docs/report-format.md): lines in, a Report out. The parser core
 // (report.cpp) reads the header, dispatches each record by its letter and the file's minor to the
-// record table's decoder (format/decode.h), and applies the meta records (I, M, S, H, Z, p, P, U);
+// record table's decoder (format/decode.h), and applies the meta records (I, M, S, H, Z, p, P, U, e);
 // each family's records are applied in read_<family>.cpp, as the writer's are written in
 // track/records_<family>.cpp. Private to report/.
 #pragma once
@@ -44,6 +44,7 @@ public:
     void apply(const rec::PyFrame& r);
     void apply(const rec::PyStack& r);
     void apply(const rec::Lost& r);
+    void apply(const rec::PythonPath& r);
     // read_blocks.cpp
     void apply(const rec::Alloc& r);
     void apply(const rec::Free& r);

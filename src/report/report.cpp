@@ -22,6 +22,7 @@
 #include "report/parser.h"
 #include "report/saturate.h"
 #include "report/units.h"
+#include "report/user_frame.h"
 #include "report/warnings.h"
 
 namespace memguard::report {
@@ -269,6 +270,14 @@ void Parser::apply(const rec::Lost& r) {
     report_.lost_last_t = r.t;
 }
 
+void Parser::apply(const rec::PythonPath& r) {
+    if (r.path.empty()) malformed("empty path");
+    for (const PythonPath& p : report_.python_paths) {
+        if (p.kind == r.kind && p.path == r.path) return;  // a path written again (a fork's child) adds nothing
+    }
+    report_.python_paths.push_back(PythonPath{r.kind, std::string(r.path)});
+}
+
 void Parser::check_stack_ref(uint32_t stack_id, const char* record) {
     if (stack_id != 0 && report_.stacks.count(stack_id) == 0) {
         warn("unknown-stack", std::string(record) + " record uses stack " + std::to_string(stack_id) +
@@ -343,6 +352,7 @@ Report Parser::finish() {
                             " s (it ran out of host memory); allocations and frees from then may be missing");
     }
     warn_frames_outside_modules();
+    attribute_backward(report_);
     report_.warnings = warnings_.finish();
     return std::move(report_);
 }

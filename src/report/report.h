@@ -174,6 +174,12 @@ struct PythonStack {
     std::vector<uint32_t> frames;  // frame ids, innermost first
 };
 
+/// e (minor 8): a directory of the interpreter's own code.
+struct PythonPath {
+    format::PathKind kind = format::PathKind::Stdlib;
+    std::string path;
+};
+
 /// X: a torch.compile (dynamo) compile finished.
 struct Compile {
     int64_t t = 0;
@@ -422,6 +428,13 @@ struct Report {
     std::vector<Step> steps;               // in order of s records
     std::vector<Moment> moments;           // in order of h records
     std::vector<OomContext> oom_contexts;  // in order of x records
+    /// The interpreter's directories from the e records, in file order (duplicates dropped): what
+    /// the user-frame rule (report/user_frame.h) tells the user's code from the rest by.
+    std::vector<PythonPath> python_paths;
+    /// Allocations with no Python stack made on autograd's backward threads, attributed to the
+    /// backward() call that ran them (report/user_frame.h: attribute_backward), filled by the
+    /// parser: native stack id -> the Python stack of that call (the one that covers the most bytes).
+    std::unordered_map<uint32_t, uint32_t> backward_sites;
 
     /// The capture with id `id`, or null.
     const Capture* find_capture(uint32_t id) const;

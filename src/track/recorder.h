@@ -110,6 +110,8 @@ public:
 
     /// A dynamo compile finished on this thread.
     void record_compile(std::string_view compile_id);
+    /// e (minor 8): a directory of the interpreter's own code, from the Python hook, once per path.
+    void record_python_path(format::PathKind kind, std::string_view path);
 
     struct Collection {
         format::GcTrigger trigger = format::GcTrigger::Automatic;

@@ -1,5 +1,6 @@
 // The Recorder's event records: compiles (X) and collections (Y) from the Python hook (minor 2),
-// phases (B, b) and marks (J) (minor 4). They wait in memory until the report exists
+// phases (B, b) and marks (J) (minor 4), the interpreter's paths (e, minor 8: a meta record, written
+// here with the hook's other deferred records). They wait in memory until the report exists
 // (append_or_defer); the reader's side is report/read_events.cpp.
 #include <optional>
 
@@ -12,6 +13,11 @@ namespace memguard::track {
 void Recorder::record_compile(std::string_view compile_id) {
     if (!active()) return;
     emit_or_defer(format::rec::Compile{now(), current_tid(), compile_id});
+}
+
+void Recorder::record_python_path(format::PathKind kind, std::string_view path) {
+    if (!active() || path.empty()) return;
+    emit_or_defer(format::rec::PythonPath{kind, path});
 }
 
 void Recorder::record_collection(const Collection& c) {

@@ -261,8 +261,10 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     w.add(st), w.add(hb), w.add(tg1), w.add(tg2), w.add(ab), w.add(ox), w.add(ke);
 
     const rec::Lost u{kMaxT, kMinT, kU64};
+    const rec::PythonPath ip1{format::PathKind::InductorCache, std::string_view(kOdd)};
+    const rec::PythonPath ip2{format::PathKind::Torch, "/usr/lib/python3/dist-packages/torch"};
     const rec::End z{kMaxT};
-    w.add(u), w.add(z);
+    w.add(u), w.add(ip1), w.add(ip2), w.add(ip2), w.add(z);
 
     const Report rep = w.load();
 
@@ -656,6 +658,12 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     c.eq("t", u.t, rep.lost_last_t);
     c.eq("first_t", u.first_t, rep.lost_first_t);
     c.eq("count", u.count, rep.lost_records);
+    c.in<rec::PythonPath>();
+    ASSERT_EQ(rep.python_paths.size(), 2u);  // the repeated path is kept once
+    c.eq("kind", std::string("inductor_cache"), std::string(format::name_of(rep.python_paths[0].kind)));
+    c.eq("path", std::string(kOdd), rep.python_paths[0].path);
+    c.eq("kind", std::string("torch"), std::string(format::name_of(rep.python_paths[1].kind)));
+    c.eq("path", std::string(ip2.path), rep.python_paths[1].path);
     c.in<rec::End>();
     c.eq("t", z.t, rep.end_t);
     EXPECT_TRUE(rep.complete);

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "python/embedded_interpreter_paths_py.h"
 #include "python/embedded_memguard_finder_py.h"
 #include "python/embedded_memguard_py.h"
 
@@ -31,6 +32,13 @@ TEST(EmbeddedPython, TheImportHookIsMemguardFinderPy) {
     ASSERT_FALSE(file.empty());
     EXPECT_EQ(std::string(embedded::kMemguardFinderPy), file);
     EXPECT_EQ(sizeof(embedded::kMemguardFinderPy), file.size() + 1);
+}
+
+TEST(EmbeddedPython, ThePathsAreInterpreterPathsPy) {
+    std::string file = read_file(MEMGUARD_PYTHON_SOURCE_DIR "/interpreter_paths.py");
+    ASSERT_FALSE(file.empty());
+    EXPECT_EQ(std::string(embedded::kInterpreterPathsPy), file);
+    EXPECT_EQ(sizeof(embedded::kInterpreterPathsPy), file.size() + 1);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "output.h"
 #include "report/analysis.h"
+#include "report/user_frame.h"
 
 namespace memguard::cli {
 
@@ -100,6 +101,32 @@ void json_python_frame(report::JsonWriter& j, const report::Report& r, uint32_t 
     j.end_object();
 }
 
+/// The frame that names the site, and how it was found.
+struct SiteUser {
+    report::UserFrame frame;
+    bool attributed = false;  // a backward() call that ran the site's allocations, not its own stack
+};
+
+SiteUser site_user(const SiteFrames& s, const report::Report& r) {
+    SiteUser out;
+    const report::FrameRule rule(r);
+    if (s.python_stack != nullptr) {
+        out.frame = report::user_frame(r, *s.python_stack, rule);
+        return out;
+    }
+    if (s.python_stack_id != 0) return out;
+    auto it = r.backward_sites.find(s.stack_id);
+    if (it == r.backward_sites.end()) return out;
+    out.frame = report::user_frame(r, it->second, rule);
+    out.attributed = out.frame.found;
+    return out;
+}
+
+std::string site_user_text(const SiteUser& u) {
+    if (u.attributed) return "backward of " + report::user_frame_text(u.frame);
+    return report::user_frame_text(u.frame);
+}
+
 }  // namespace
 
 std::string hex(uint64_t v) {
@@ -152,6 +179,13 @@ std::string site_ids_text(uint32_t stack_id, uint32_t python_stack_id) {
 }
 
 void print_site_frames(const SiteFrames& s, const report::Report& r) {
+    const SiteUser u = site_user(s, r);
+    if (u.frame.found) {
+        print("      user %s%s\n", site_user_text(u).c_str(),
+              u.attributed ? " (attributed: allocated on autograd's thread, which has no Python stack)" : "");
+    } else if (s.python_stack != nullptr) {
+        print("      user (no user frame: every Python frame is PyTorch, a library or generated code)\n");
+    }
     if (s.python_stack_id != 0 && s.python_stack == nullptr) {
         print("      (Python stack %u is not in the report)\n", s.python_stack_id);
     }
@@ -194,7 +228,19 @@ std::string site_key(const SiteFrames& s, const report::Report& r) {
 }
 
 std::string site_label(const SiteFrames& s, const report::Report& r) {
-    if (!s.python.empty()) return python_frame_text(r, s.python.front());
+    const SiteUser u = site_user(s, r);
+    if (u.frame.found && u.attributed) return site_user_text(u) + " (attributed)";
+    if (u.frame.found) {
+        // Sites under one user line differ by what the line called: name the innermost function.
+        std::string label = site_user_text(u);
+        const report::PythonFrame* inner = u.frame.index > 0 ? find_python_frame(r, s.python_stack->frames.front())
+                                                             : nullptr;
+        if (inner != nullptr && !inner->function.empty()) label += " via " + inner->function;
+        return label;
+    }
+    if (s.python_stack != nullptr && !s.python_stack->frames.empty()) {
+        return python_frame_text(r, s.python_stack->frames.front()) + " (no user frame)";
+    }
     for (const report::Frame& f : s.native) {
         std::string module = f.module ? basename(f.module->path) : "";
         bool allocator = module.find("libmemguard") != std::string::npos ||
@@ -207,6 +253,22 @@ std::string site_label(const SiteFrames& s, const report::Report& r) {
 }
 
 void json_site_frames(report::JsonWriter& j, const SiteFrames& s, const report::Report& r) {
+    const SiteUser u = site_user(s, r);
+    j.key("user_frame");
+    if (u.frame.found) {
+        j.begin_object();
+        json_location(j, u.frame.function, u.frame.file, u.frame.line);
+        j.key("compiled").value(u.frame.compiled);
+        j.key("attribution");
+        if (u.attributed) {
+            j.value("backward");
+        } else {
+            j.null();
+        }
+        j.end_object();
+    } else {
+        j.null();
+    }
     j.key("stack_known").value(s.stack != nullptr);
     j.key("frames_total").value(static_cast<uint64_t>(s.stack ? s.stack->ips.size() : 0));
     j.key("python_frames_total").value(static_cast<uint64_t>(s.python_stack ? s.python_stack->frames.size() : 0));

@@ -53,7 +53,8 @@ std::string format_note(const report::Report& r, int minor);
 /// "(stack 3)" or "(stack 3, Python stack 2)".
 std::string site_ids_text(uint32_t stack_id, uint32_t python_stack_id);
 
-/// Prints the frame lines of a site (6 spaces of indentation), Python first.
+/// Prints the frame lines of a site (6 spaces of indentation): its user frame (report/user_frame.h)
+/// when it has a Python stack or a backward attribution, then the Python frames, then the native ones.
 void print_site_frames(const SiteFrames& s, const report::Report& r);
 
 /// A text that names the site by its symbolized frames, the same for the same code in another run:
@@ -61,8 +62,12 @@ void print_site_frames(const SiteFrames& s, const report::Report& r);
 /// module+offset). Sites of two reports are matched by it (`memguard diff`).
 std::string site_key(const SiteFrames& s, const report::Report& r);
 
-/// A one-line description of a site: its innermost Python frame, else its innermost native frames
-/// that are not in libmemguard, libcudart or libc10_cuda (the allocator itself); "(no stack)".
+/// A one-line description of a site: its user frame (report/user_frame.h: the innermost frame of the
+/// user's own code, "(compiled)" for dynamo's code, "via F" naming the innermost Python function
+/// when that is not the user's), else "backward of <user frame> (attributed)"
+/// for allocations of autograd's thread, else its innermost Python frame with "(no user frame)",
+/// else its innermost native frame that is not in libmemguard, libcudart or libc10_cuda (the
+/// allocator itself); "(no stack)". Every site view names sites by it.
 std::string site_label(const SiteFrames& s, const report::Report& r);
 
 /// The largest site at the run's peak: its label (site_label), bytes, and the total live then;
@@ -79,7 +84,8 @@ PeakSite top_site_at_peak(const report::Report& r, size_t max_frames, const repo
 /// the GPU blocks at the GPU peak.
 report::SiteTable site_table_at_peak(const report::Report& r, bool tensors, const report::Summary* known = nullptr);
 
-/// Writes the members "stack_known", "frames_total", "python_frames_total" and "frames" of a site
+/// Writes the members "user_frame" (null, or function, file, line, compiled, attribution: null or
+/// "backward"), "stack_known", "frames_total", "python_frames_total" and "frames" of a site
 /// object; each frame has "kind": "python" or "native".
 void json_site_frames(report::JsonWriter& j, const SiteFrames& s, const report::Report& r);
 

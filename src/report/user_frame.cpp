@@ -1,0 +1,271 @@
+#include "report/user_frame.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <unordered_set>
+
+namespace memguard::report {
+
+namespace {
+
+std::string_view strip_slash(std::string_view p) {
+    while (p.size() > 1 && p.back() == '/') p.remove_suffix(1);
+    return p;
+}
+
+/// True when `path` is `dir` or lies under it.
+bool under(std::string_view path, std::string_view dir) {
+    if (path.size() < dir.size() || path.compare(0, dir.size(), dir) != 0) return false;
+    return path.size() == dir.size() || path[dir.size()] == '/' || dir == "/";
+}
+
+/// True when one of the path's directory components (not its file name) satisfies `pred`.
+template <class Pred>
+bool any_dir_component(std::string_view path, Pred pred) {
+    size_t start = 0;
+    for (size_t slash = path.find('/'); slash != std::string_view::npos; slash = path.find('/', start)) {
+        if (slash > start && pred(path.substr(start, slash - start))) return true;
+        start = slash + 1;
+    }
+    return false;
+}
+
+bool has_dir(std::string_view path, std::string_view name) {
+    return any_dir_component(path, [name](std::string_view c) { return c == name; });
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+    return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string_view basename(std::string_view path) {
+    size_t slash = path.rfind('/');
+    return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+/// `lib/python3.11/` or `lib64/python3/` in the path: the standard library's shape.
+bool stdlib_shape(std::string_view path) {
+    for (std::string_view lib : {std::string_view("/lib/python"), std::string_view("/lib64/python")}) {
+        for (size_t at = path.find(lib); at != std::string_view::npos; at = path.find(lib, at + 1)) {
+            size_t i = at + lib.size();
+            while (i < path.size() && (std::isdigit(static_cast<unsigned char>(path[i])) || path[i] == '.')) ++i;
+            if (i < path.size() && path[i] == '/') return true;
+        }
+    }
+    return false;
+}
+
+FrameOrigin origin_of(format::PathKind k) {
+    switch (k) {
+    case format::PathKind::Torch: return FrameOrigin::Torch;
+    case format::PathKind::InductorCache: return FrameOrigin::Generated;
+    case format::PathKind::Memguard: return FrameOrigin::Memguard;
+    case format::PathKind::Site: return FrameOrigin::ThirdParty;
+    case format::PathKind::Stdlib:
+    case format::PathKind::Prefix: return FrameOrigin::Stdlib;
+    }
+    return FrameOrigin::User;
+}
+
+const PythonFrame* find_frame(const Report& r, uint32_t id) {
+    auto it = r.python_frames.find(id);
+    return it == r.python_frames.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+const char* origin_name(FrameOrigin o) {
+    switch (o) {
+    case FrameOrigin::User: return "user";
+    case FrameOrigin::Torch: return "torch";
+    case FrameOrigin::ThirdParty: return "third_party";
+    case FrameOrigin::Stdlib: return "stdlib";
+    case FrameOrigin::Synthetic: return "synthetic";
+    case FrameOrigin::Generated: return "generated";
+    case FrameOrigin::Memguard: return "memguard";
+    }
+    return "?";
+}
+
+FrameRule::FrameRule(const std::vector<PythonPath>& paths) {
+    for (const PythonPath& p : paths) {
+        std::string_view dir = strip_slash(p.path);
+        if (dir.empty() || dir[0] != '/') continue;  // a relative directory would match by accident
+        paths_.push_back(PythonPath{p.kind, std::string(dir)});
+    }
+    // The longest directory decides: torch and memguard lie inside site-packages, which lies inside
+    // the standard library's directory.
+    std::stable_sort(paths_.begin(), paths_.end(),
+                     [](const PythonPath& a, const PythonPath& b) { return a.path.size() > b.path.size(); });
+}
+
+FrameOrigin FrameRule::classify(std::string_view file) const {
+    if (file.empty()) return FrameOrigin::Synthetic;
+    if (file[0] == '<') {
+        // What the user typed or ran in a notebook is theirs; <string>, <frozen ...> and the like
+        // are not files, and <eval_with_key>.N is FX's graph code.
+        if (file == "<stdin>" || starts_with(file, "<ipython-input-")) return FrameOrigin::User;
+        return starts_with(file, "<eval_with_key>") ? FrameOrigin::Generated : FrameOrigin::Synthetic;
+    }
+    // dynamo's pseudo-filenames (`.../subclass_codegen.py:codegen(...)`), FX's content-addressed
+    // graph files, inductor's output code in its default cache directory.
+    if (file.find(".py:") != std::string_view::npos || file.find("codegen(") != std::string_view::npos) {
+        return FrameOrigin::Generated;
+    }
+    if (starts_with(basename(file), "fx_generated_")) return FrameOrigin::Generated;
+    if (any_dir_component(file, [](std::string_view c) { return starts_with(c, "torchinductor_"); })) {
+        return FrameOrigin::Generated;
+    }
+    bool torch_known = false, stdlib_known = false;
+    for (const PythonPath& p : paths_) {
+        torch_known |= p.kind == format::PathKind::Torch;
+        stdlib_known |= p.kind == format::PathKind::Stdlib;
+    }
+    for (const PythonPath& p : paths_) {
+        if (!under(file, p.path)) continue;
+        if (p.kind == format::PathKind::Prefix) {
+            // Only the interpreter's library directories under a prefix: a user's script may live
+            // under /usr or a virtual environment's directory too.
+            std::string_view rest = file.substr(p.path == "/" ? 0 : p.path.size());
+            if (!stdlib_shape(rest)) continue;
+        }
+        return origin_of(p.kind);
+    }
+    // Shapes for what the report does not name exactly (older reports, or a kind not recorded).
+    if (!torch_known && (has_dir(file, "torch") || starts_with(file, "torch/"))) return FrameOrigin::Torch;
+    if (has_dir(file, "site-packages") || has_dir(file, "dist-packages")) return FrameOrigin::ThirdParty;
+    if (!stdlib_known && stdlib_shape(file)) return FrameOrigin::Stdlib;
+    return FrameOrigin::User;
+}
+
+bool parse_resume_name(std::string_view name, std::string* function, int* line) {
+    constexpr std::string_view kPrefix = "torch_dynamo_resume_in_";
+    if (!starts_with(name, kPrefix)) return false;
+    name.remove_prefix(kPrefix.size());
+    size_t at = name.rfind("_at_");
+    if (at == std::string_view::npos || at == 0 || at + 4 >= name.size()) return false;
+    int value = 0;
+    for (char c : name.substr(at + 4)) {
+        if (!std::isdigit(static_cast<unsigned char>(c)) || value > 100000000) return false;
+        value = value * 10 + (c - '0');
+    }
+    *function = std::string(name.substr(0, at));
+    *line = value;
+    return true;
+}
+
+UserFrame user_frame(const Report& r, const PythonStack& s, const FrameRule& rule) {
+    UserFrame u;
+    for (size_t i = 0; i < s.frames.size(); ++i) {
+        const PythonFrame* f = find_frame(r, s.frames[i]);
+        if (f == nullptr || rule.classify(f->filename) != FrameOrigin::User) continue;
+        u.found = true;
+        u.index = i;
+        u.frame_id = f->id;
+        u.function = f->function;
+        u.file = f->filename;
+        u.line = f->line;
+        // A compiled function's frame runs dynamo's transformed bytecode right under eval_frame's
+        // wrapper: its line is the def line.
+        const PythonFrame* inner = i > 0 ? find_frame(r, s.frames[i - 1]) : nullptr;
+        u.compiled = inner != nullptr && ends_with(inner->filename, "_dynamo/eval_frame.py");
+        std::string fn;
+        int line = 0;
+        if (parse_resume_name(f->function, &fn, &line)) {
+            u.function = fn;
+            u.line = line;
+            u.compiled = true;
+        }
+        return u;
+    }
+    return u;
+}
+
+UserFrame user_frame(const Report& r, uint32_t python_stack_id, const FrameRule& rule) {
+    auto it = r.python_stacks.find(python_stack_id);
+    if (python_stack_id == 0 || it == r.python_stacks.end()) return UserFrame{};
+    return user_frame(r, it->second, rule);
+}
+
+std::string user_frame_text(const UserFrame& u) {
+    std::string out = u.function.empty() ? "??" : u.function;
+    if (!u.file.empty()) out += " at " + u.file + (u.line > 0 ? ":" + std::to_string(u.line) : "");
+    if (u.compiled) out += " (compiled)";
+    return out;
+}
+
+bool in_backward_call(const Report& r, const PythonStack& s, const FrameRule& rule) {
+    for (uint32_t id : s.frames) {
+        const PythonFrame* f = find_frame(r, id);
+        if (f == nullptr) continue;
+        const std::string& fn = f->function;
+        if (fn != "backward" && fn != "grad" && fn != "_engine_run_backward") continue;
+        if (rule.classify(f->filename) != FrameOrigin::Torch) continue;
+        if (f->filename.find("/autograd/") != std::string::npos || ends_with(f->filename, "/_tensor.py")) return true;
+    }
+    return false;
+}
+
+void attribute_backward(Report& r) {
+    struct Alloc {
+        int64_t t;
+        uint64_t tid, size;
+        uint32_t stack_id, python_stack_id;
+    };
+    std::vector<Alloc> allocs;
+    allocs.reserve(r.blocks.size() + r.tensors.size());
+    std::unordered_set<uint64_t> python_threads;
+    for (const Block& b : r.blocks) allocs.push_back(Alloc{b.t_alloc, b.tid, b.size, b.stack_id, b.python_stack_id});
+    for (const Tensor& t : r.tensors) allocs.push_back(Alloc{t.t_alloc, t.tid, t.size, t.stack_id, t.python_stack_id});
+    bool any_backward = false;
+    const FrameRule rule(r);
+    std::unordered_map<uint32_t, bool> backward_stacks;  // Python stack id -> in a backward() call
+    for (const Alloc& a : allocs) {
+        if (a.python_stack_id == 0) continue;
+        python_threads.insert(a.tid);
+        auto [it, added] = backward_stacks.try_emplace(a.python_stack_id, false);
+        if (added) {
+            auto s = r.python_stacks.find(a.python_stack_id);
+            it->second = s != r.python_stacks.end() && in_backward_call(r, s->second, rule);
+        }
+        any_backward |= it->second;
+    }
+    if (!any_backward) return;
+    std::stable_sort(allocs.begin(), allocs.end(), [](const Alloc& a, const Alloc& b) { return a.t < b.t; });
+    // The open backward() calls: thread -> (order opened, the call's Python stack).
+    std::unordered_map<uint64_t, std::pair<uint64_t, uint32_t>> open;
+    uint64_t opened = 0;
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> bytes;  // (native stack, backward stack) -> bytes
+    for (const Alloc& a : allocs) {
+        if (a.python_stack_id != 0) {
+            if (backward_stacks[a.python_stack_id]) {
+                auto [it, added] = open.try_emplace(a.tid, std::make_pair(opened, a.python_stack_id));
+                if (added) ++opened;
+            } else {
+                open.erase(a.tid);
+            }
+            continue;
+        }
+        if (open.empty() || python_threads.count(a.tid) != 0) continue;
+        const std::pair<uint64_t, uint32_t>* latest = nullptr;
+        for (const auto& [tid, call] : open) {
+            if (latest == nullptr || call.first > latest->first) latest = &call;
+        }
+        bytes[{a.stack_id, latest->second}] += a.size;
+    }
+    std::unordered_map<uint32_t, uint64_t> best;
+    for (const auto& [key, n] : bytes) {
+        auto [it, added] = best.try_emplace(key.first, n);
+        if (added || n > it->second) {
+            it->second = n;
+            r.backward_sites[key.first] = key.second;
+        }
+    }
+}
+
+}  // namespace memguard::report
