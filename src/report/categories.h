@@ -16,17 +16,26 @@
 
 #include "report/analysis.h"
 #include "report/report.h"
+#include "report/symbolizer.h"
 
 namespace memguard::report {
+
+/// The detail of the part that holds, in interposition mode, the bytes of PyTorch's segments that
+/// no tag and no allocator block (d) explains: tensors and the allocator's cache, not told apart.
+/// Its category is OtherTensor, and it is always an estimate.
+inline constexpr const char* kNotToldApart = "tensors and cache, not told apart";
 
 /// One category's bytes at a point, with the sites that hold most of them.
 struct CategoryPart {
     Category category = Category::Other;
-    std::string detail;     // Library: the library's file name (libtransformer_engine.so); else empty
+    /// Library: the library's file name (libtransformer_engine.so); OtherTensor: kNotToldApart for
+    /// the segment bytes nothing explains (interposition mode); else empty.
+    std::string detail;
     uint64_t bytes = 0;
-    uint64_t blocks = 0;    // tensor storages or blocks counted
-    bool estimate = false;  // decided by a rule that can be wrong (docs/categories.md says which)
-    std::vector<Site> sites;  // the largest sites of these bytes, largest first (at most `max_sites`)
+    uint64_t blocks = 0;           // tensor storages or blocks counted
+    bool estimate = false;         // decided by a rule that can be wrong (docs/categories.md says which)
+    uint64_t estimated_bytes = 0;  // of `bytes`, those an estimating rule decided (estimate == (this != 0))
+    std::vector<Site> sites;       // the largest sites of these bytes, largest first (at most `max_sites`)
 };
 
 /// GPU memory on one device at one point, split by category. The parts add up to `total`.
@@ -34,20 +43,35 @@ struct Breakdown {
     int device = -1;            // -1: every device
     size_t events_applied = 0;  // the point: after this prefix of Report::events
     int64_t t = 0;
-    uint64_t total = 0;  // the GPU bytes live then (allocator mode: its segments' bytes)
-    const Moment* moment = nullptr;  // the moment whose tags were used at this point (nullptr: none)
-    std::vector<CategoryPart> parts;  // by bytes, descending; empty categories left out
+    uint64_t total = 0;               // the GPU bytes live then (allocator mode: its segments' bytes)
+    const Moment* moment = nullptr;   // the moment whose tags were used at this point (nullptr: none)
+    std::vector<CategoryPart> parts;  // by bytes, descending (then category order); empty ones left out
+    /// The part of `category` (and `detail`), or null.
+    const CategoryPart* find(Category category, const std::string& detail = "") const;
 };
 
 struct BreakdownOptions {
     int device = -1;
     size_t max_sites = 3;
+    /// Where module files are looked up to read function names (the cuBLAS workspace rule of
+    /// allocator mode). Only ELF symbol tables are read: addr2line is never run.
+    SymbolizerOptions symbolizer;
 };
 
-/// The breakdown after `events_applied` events. Tags come from the moments whose tensors were the
-/// same blocks (allocator mode: the T block at a tagged address; interposition mode: the bytes a
-/// tag covers inside a live segment), the nearest moment at or after the point within the same
-/// step first.
+/// The breakdown after `events_applied` events (more than Report::events.size(): all of them).
+/// Tags come from the moments whose tensors were the same blocks (allocator mode: the T block at a
+/// tagged address, for its whole life; interposition mode: the bytes a tag covers inside a live
+/// segment, from one moment: the nearest at or after the point within the same step first).
 Breakdown breakdown_at(const Report& r, size_t events_applied, const BreakdownOptions& options);
+
+/// breakdown_at for many points in one replay of the events (what `steps` needs: one per step);
+/// `points` in any order, the answers in the same order. Costs one pass over the events plus the
+/// blocks live at each point.
+std::vector<Breakdown> breakdowns_at(const Report& r, const std::vector<size_t>& points,
+                                     const BreakdownOptions& options);
+
+/// The name a part is shown by: the category's name, with its detail in parentheses when it has one
+/// ("library (libfoo.so)", "other_tensor (tensors and cache, not told apart)").
+std::string part_name(const CategoryPart& p);
 
 }  // namespace memguard::report

@@ -49,6 +49,8 @@ const std::vector<std::vector<std::string>> kCommands = {
     {"top", "--json", "IN"},
     {"top", "--json", "IN", "--kind", "all", "--at", "exit", "--pool"},
     {"top", "--json", "IN", "--segments", "--kind", "physical"},
+    {"top", "IN", "--by", "category"},
+    {"top", "--json", "IN", "--by", "category", "--at", "exit", "--frames", "1"},
     {"graphs", "IN"},
     {"graphs", "--json", "IN"},
     {"hazards", "IN"},

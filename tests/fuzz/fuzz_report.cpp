@@ -12,6 +12,7 @@
 
 #include "report/analysis.h"
 #include "report/captures.h"
+#include "report/categories.h"
 #include "report/collections.h"
 #include "report/report.h"
 #include "report/saturate.h"
@@ -88,6 +89,26 @@ void analyse(const Report& r) {
         if (at.type == TimePoint::Peak && has_peak) MG_FUZZ_CHECK(t.total_bytes == s.tensor_peak_bytes);
         if (at.type == TimePoint::Exit) MG_FUZZ_CHECK(t.total_bytes == s.tensor_live_bytes_at_exit);
         for (const Pool& p : group_tensors_by_pool(r, tensors)) check_sites(r, p.table);
+    }
+
+    // Categories (top --by category, summary, steps, oom): the parts add up to the GPU bytes live,
+    // for every device and each one, at the peaks, the end, the middle and every step's end.
+    std::vector<size_t> points = {s.peak_events, s.tensor_peak_events, r.events.size(), peak.events_applied / 2};
+    for (const Step& st : r.steps) points.push_back(st.events_before);
+    BreakdownOptions bo;
+    bo.symbolizer.addr2line.clear();
+    bo.symbolizer.sysroot = "/nonexistent-fuzz-root";  // no module file of the input is ever opened
+    for (int device : {-1, 0}) {
+        bo.device = device;
+        for (const Breakdown& b : breakdowns_at(r, points, bo)) {
+            uint64_t sum = 0;
+            for (const CategoryPart& p : b.parts) {
+                add_to(sum, p.bytes);
+                MG_FUZZ_CHECK(p.bytes != 0 && p.estimated_bytes <= p.bytes && p.sites.size() <= bo.max_sites);
+            }
+            MG_FUZZ_CHECK(sum == b.total);
+            if (device == -1 && b.events_applied == s.peak_events) MG_FUZZ_CHECK(b.total == s.peak_bytes);
+        }
     }
 
     // graphs, hazards.

@@ -8,6 +8,7 @@
 
 #include "report/analysis.h"
 #include "report/captures.h"
+#include "report/categories.h"
 #include "report/collections.h"
 #include "test_util.h"
 
@@ -58,6 +59,15 @@ bool exercise(const std::string& content, std::mt19937& rng) {
     LiveSet peak = live_at(r, {TimePoint::Peak, 0});
     SiteTable peak_sites = group_by_site(r, peak, KindFilter::Gpu);
     EXPECT_EQ(peak_sites.total_bytes, s.peak_bytes);
+    // Categories: the parts add up to the GPU bytes live, at the peaks and the end.
+    BreakdownOptions bo;
+    bo.symbolizer.sysroot = "/nonexistent-fuzz-root";
+    for (const Breakdown& b : breakdowns_at(r, {s.peak_events, s.tensor_peak_events, r.events.size()}, bo)) {
+        uint64_t sum = 0;
+        for (const CategoryPart& p : b.parts) sum = sum + p.bytes < sum ? UINT64_MAX : sum + p.bytes;
+        EXPECT_EQ(sum, b.total);
+        if (b.events_applied == s.peak_events) EXPECT_EQ(b.total, s.peak_bytes);
+    }
     int64_t t = static_cast<int64_t>(rng() % 2000000000u);
     SiteTable at_t = group_by_site(r, live_at(r, {TimePoint::Time, t}), KindFilter::All);
     EXPECT_LE(at_t.sites.size(), r.blocks.size() + r.handles.size());

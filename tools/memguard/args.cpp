@@ -95,8 +95,16 @@ bool top_option(const std::string& opt, ArgCursor& cur, Args& args) {
         parse_at(cur.value(opt), args);
     } else if (opt == "-n" || opt == "--top") {
         args.top_n = count_value(opt, cur.value(opt), 1, "top");
+        args.top_n_given = true;
     } else if (opt == "--frames") {
         args.frames = count_value(opt, cur.value(opt), 0, "top");
+        args.frames_given = true;
+    } else if (opt == "--by") {
+        const std::string v = cur.value(opt);
+        if (v != "site" && v != "category") {
+            throw UsageError("bad value '" + v + "' for --by: expected site or category", "top");
+        }
+        args.by_category = v == "category";
     } else if (opt == "--kind") {
         args.kind = parse_kind(cur.value(opt));
     } else if (opt == "--pool") {
@@ -343,6 +351,11 @@ void parse_command(const std::vector<std::string>& argv, Args& args, const std::
         }
     }
     check_positional(command, positional, args);
+    if (command == "top" && args.by_category &&
+        (args.pool || args.since || args.segments || args.kind != report::KindFilter::Gpu)) {
+        throw UsageError("--by category splits all GPU memory: it takes none of --pool, --since, --segments, --kind",
+                         command);
+    }
 }
 
 /// An option of run and env that sets a MEMGUARD_* variable: to `value`, or (nullptr) to its argument.

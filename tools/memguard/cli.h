@@ -58,11 +58,13 @@ struct Args {
     report::TimePoint at;
     std::string at_name = "peak";  // "peak", "exit" or "time"
     size_t top_n = 10;
+    bool top_n_given = false;   // top --by category: its default is 3 sites a category
     size_t frames = 6;          // top and hazards
     bool frames_given = false;  // export: its default is every frame (up to 256)
     report::KindFilter kind = report::KindFilter::Gpu;
-    bool pool = false;      // top: split by owner (ordinary memory, capture pools)
-    bool segments = false;  // top: allocator mode: the segments (A blocks), not the tensor blocks (T)
+    bool pool = false;         // top: split by owner (ordinary memory, capture pools)
+    bool segments = false;     // top: allocator mode: the segments (A blocks), not the tensor blocks (T)
+    bool by_category = false;  // top --by category: the category breakdown (docs/categories.md)
     // top --since: only what was allocated at or after this time (ns since the clock origin)
     std::optional<int64_t> since;
     // cycles

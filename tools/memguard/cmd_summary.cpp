@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "categories_view.h"
 #include "cli.h"
 #include "common/text.h"
 #include "output.h"
@@ -241,6 +242,37 @@ void json_tensors(report::JsonWriter& j, const report::Report& r, const report::
     j.end_object();
 }
 
+/// The categories of the GPU memory at the peak (docs/categories.md), each with its largest site: in
+/// allocator mode at the tensor peak (as `top` takes it), where the activations are; else the GPU peak.
+constexpr size_t kCategorySites = 3;
+
+void print_categories(const report::Report& r, const report::Summary& s) {
+    const bool tensors = allocator_mode(r) && s.tensor_peak_t;
+    if (!tensors && !s.peak_t) return;
+    CategoryView view(r, tensors ? s.tensor_peak_events : s.peak_events, 1, 6);
+    std::string head = std::string(tensors ? "Categories at the tensor peak" : "Categories at peak") +
+                       " (t=" + seconds_fixed3(tensors ? *s.tensor_peak_t : *s.peak_t) +
+                       " s): " + human_bytes(view.breakdown().total);
+    if (view.estimated_bytes() != 0) head += ", " + human_bytes(view.estimated_bytes()) + " of it estimated";
+    print("\n%s; %s\n", head.c_str(), view.moment_text().c_str());
+    view.print_text(false, false);
+}
+
+void json_categories(report::JsonWriter& j, const report::Report& r, const report::Summary& s) {
+    j.key("categories_at_peak");
+    const bool tensors = allocator_mode(r) && s.tensor_peak_t;
+    if (!tensors && !s.peak_t) {
+        j.null();
+        return;
+    }
+    CategoryView view(r, tensors ? s.tensor_peak_events : s.peak_events, kCategorySites, 6);
+    j.begin_object();
+    j.key("peak").value(tensors ? "tensors" : "gpu");
+    j.key("time_s").number(seconds_exact(tensors ? *s.tensor_peak_t : *s.peak_t));
+    view.json(j, false);
+    j.end_object();
+}
+
 std::string format_text(const report::Report& r) {
     auto minor = info_int(r, "format_minor");
     return std::to_string(r.version) + (minor && *minor >= 0 ? "." + std::to_string(*minor) : "");
@@ -272,6 +304,7 @@ void print_text(const report::Report& r, const report::Summary& s) {
     print_devices(s);
     print_virtual(s);
     print_tensors(r, s);
+    print_categories(r, s);
 }
 
 void json_peak(report::JsonWriter& j, uint64_t bytes, const std::optional<int64_t>& t) {
@@ -393,6 +426,7 @@ void print_json(const report::Report& r, const report::Summary& s) {
     json_runtime(j, s);
     json_virtual(j, s);
     json_tensors(j, r, s);
+    json_categories(j, r, s);
     j.key("warnings").begin_array();
     for (const std::string& w : r.warnings) j.value(w);
     j.end_array();

@@ -1,10 +1,11 @@
 // memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS] [--kind gpu|pinned|physical|all] [-n N]
-//              [--frames K] [--pool] [--segments] [--json]
+//              [--frames K] [--pool] [--segments] [--by site|category] [--json]
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
 
+#include "categories_view.h"
 #include "cli.h"
 #include "output.h"
 #include "report/json.h"
@@ -268,11 +269,71 @@ void print_json(const report::Report& r, const Args& args, const TopView& v, con
     std::cout << j.str();
 }
 
+/// --by category: the breakdown of all GPU memory at the point; --at peak is, as for the sites, the
+/// tensor peak in allocator mode (where the activations are), else the GPU peak.
+int run_top_categories(const report::Report& r, const Args& args) {
+    std::optional<report::Summary> summary;
+    if (args.at.type == report::TimePoint::Peak) summary = report::summarize(r);
+    const report::Summary* known = summary ? &*summary : nullptr;
+    bool has_peak = true;
+    report::LiveSet live;
+    if (tensor_view(r, args) && summary && summary->tensor_peak_t) {
+        live = report::tensors_live_at(r, args.at, &has_peak, known);
+    } else {
+        live = report::live_at(r, args.at, known);
+        has_peak = !summary || summary->peak_t.has_value();
+    }
+    CategoryView view(r, live.events_applied, args.top_n_given ? args.top_n : 3, args.frames);
+    std::cout.flush();
+    const report::Breakdown& b = view.breakdown();
+    if (args.json) {
+        report::JsonWriter j;
+        j.begin_object();
+        j.key("file").value(r.path);
+        j.key("complete").value(r.complete);
+        j.key("at").value(args.at_name);
+        j.key("time_s");
+        if (has_peak) {
+            j.number(report::seconds_exact(live.t));
+        } else {
+            j.null();
+        }
+        j.key("by").value("category");
+        if (args.at.type == report::TimePoint::Peak) {
+            j.key("peak").value(tensor_view(r, args) && summary->tensor_peak_t ? "tensors" : "gpu");
+        }
+        j.key("bytes_of").value(report::series_name(report::Series::Gpu));
+        view.json(j, args.frames_given);
+        j.end_object();
+        std::cout << j.str();
+        return kExitOk;
+    }
+    std::string when = "at exit (t=" + report::seconds_fixed3(live.t) + " s)";
+    if (args.at.type == report::TimePoint::Peak) {
+        const char* peak = tensor_view(r, args) && summary->tensor_peak_t ? "at the tensor peak" : "at peak";
+        when = has_peak ? std::string(peak) + " (t=" + report::seconds_fixed3(live.t) + " s)"
+                        : "at peak (GPU memory was never live)";
+    } else if (args.at.type == report::TimePoint::Time) {
+        when = "at t=" + report::seconds_fixed3(live.t) + " s";
+    }
+    print("Live GPU memory by category %s: ", when.c_str());
+    if (b.parts.empty()) {
+        print("nothing live\n");
+        return kExitOk;
+    }
+    print("%s in %s", human_bytes(b.total).c_str(), plural(b.parts.size(), "category", "categories").c_str());
+    if (view.estimated_bytes() != 0) print(", %s of it estimated", human_bytes(view.estimated_bytes()).c_str());
+    print("; %s\n", view.moment_text().c_str());
+    view.print_text(true, args.frames_given);
+    return kExitOk;
+}
+
 }  // namespace
 
 int run_top(const Args& args) {
     report::Report r = report::load_report(args.file);
     print_warnings(r.warnings);
+    if (args.by_category) return run_top_categories(r, args);
     SiteSymbolizer sym(r, args.frames);
     TopView v;
     build_view(r, args, sym, v);

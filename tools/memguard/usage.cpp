@@ -6,7 +6,7 @@ std::string synopsis(const std::string& command) {
     if (command == "summary") return "memguard summary FILE [--json]";
     if (command == "top") {
         return "memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS] [--kind gpu|pinned|physical|all] [-n N] "
-               "[--frames K] [--pool] [--segments] [--json]";
+               "[--frames K] [--pool] [--segments] [--by site|category] [--json]";
     }
     if (command == "graphs") return "memguard graphs FILE [--json]";
     if (command == "hazards") return "memguard hazards FILE [--frames K] [--json]";
@@ -40,7 +40,7 @@ usage:
   memguard env [OPTIONS] [--json]
   memguard summary FILE [--json]
   memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS] [--kind gpu|pinned|physical|all] [-n N]
-               [--frames K] [--pool] [--segments] [--json]
+               [--frames K] [--pool] [--segments] [--by site|category] [--json]
   memguard graphs FILE [--json]
   memguard hazards FILE [--frames K] [--json]
   memguard cycles FILE [--all] [--json]
@@ -110,7 +110,8 @@ options:
 )";
 
 const char* const kTop = R"(usage: memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS]
-                    [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool] [--segments] [--json]
+                    [--kind gpu|pinned|physical|all] [-n N] [--frames K] [--pool] [--segments]
+                    [--by site|category] [--json]
 
 Shows the memory live at one moment grouped by allocation site, largest first, with each site's
 bytes, blocks, share of the total and its innermost frames. A site is the native stack of the
@@ -144,6 +145,13 @@ options:
                  private pool of each stream capture, each with its total and its largest sites
                  (shares are of the pool's total)
   --segments     allocator mode: show the allocator's segments instead of the tensor blocks
+  --by category  split all live GPU memory (--at peak: in allocator mode the tensor peak)
+                 into categories: parameter, gradient, nonparam_gradient, optimizer_state,
+                 buffer, activation, other_tensor, graph_pool, compile_workspace, nccl,
+                 blas_workspace, library (by library), allocator_cache, other; each with its
+                 bytes, share, whether a rule that can be wrong decided it ("estimate"), and its
+                 largest sites (-n, default 3; their frames with --frames). How each category is
+                 decided: docs/categories.md. Takes none of --pool, --since, --segments, --kind.
   --json         print one JSON object instead of text
   --sysroot DIR  look up the module files the report names under DIR instead of / (a copy of
                  the machine the run was on; its absolute links and ".." stay inside DIR)
