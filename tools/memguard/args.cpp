@@ -168,7 +168,7 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
         } catch (const report::GateError& e) {
             throw UsageError(e.what(), command);
         }
-    } else if (command == "hazards" && opt == "--frames") {
+    } else if ((command == "hazards" || command == "steps" || command == "oom") && opt == "--frames") {
         args.frames = count_value(opt, cur.value(opt), 0, command);
     } else if (command == "cycles" && opt == "--all") {
         cur.no_value(opt);
@@ -177,7 +177,7 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
                opt == "--frames") {
         args.frames = count_value(opt, cur.value(opt), 0, command);
         args.frames_given = true;
-    } else if ((command == "diff" || command == "phases") && opt == "--segments") {
+    } else if ((command == "diff" || command == "phases" || command == "steps") && opt == "--segments") {
         cur.no_value(opt);
         args.segments = true;
     } else if ((command == "diff" || command == "merge") && (opt == "-n" || opt == "--top")) {
@@ -272,6 +272,8 @@ Args::Command command_named(const std::string& name) {
     if (name == "hazards") return Args::Hazards;
     if (name == "cycles") return Args::Cycles;
     if (name == "phases") return Args::Phases;
+    if (name == "steps") return Args::Steps;
+    if (name == "oom") return Args::Oom;
     if (name == "diff") return Args::Diff;
     if (name == "merge") return Args::Merge;
     if (name == "plot") return Args::Plot;
@@ -457,7 +459,8 @@ report::SymbolizerOptions& options() {
 
 bool symbolizes(const std::string& command) {
     return command == "summary" || command == "top" || command == "hazards" || command == "cycles" ||
-           command == "diff" || command == "merge" || command == "plot" || command == "export" || command == "check";
+           command == "diff" || command == "merge" || command == "plot" || command == "export" || command == "check" ||
+           command == "steps" || command == "oom";
 }
 
 void set_symbolizer_options(const Args& args) {

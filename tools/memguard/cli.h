@@ -43,6 +43,8 @@ struct Args {
         Hazards,
         Cycles,
         Phases,
+        Steps,
+        Oom,
         Diff,
         Merge,
         Plot,
@@ -59,7 +61,7 @@ struct Args {
     std::string at_name = "peak";  // "peak", "exit" or "time"
     size_t top_n = 10;
     bool top_n_given = false;   // top --by category: its default is 3 sites a category
-    size_t frames = 6;          // top and hazards
+    size_t frames = 6;          // top, hazards, steps and oom
     bool frames_given = false;  // export: its default is every frame (up to 256)
     report::KindFilter kind = report::KindFilter::Gpu;
     bool pool = false;         // top: split by owner (ordinary memory, capture pools)
@@ -116,6 +118,8 @@ int run_graphs(const Args& args);
 int run_hazards(const Args& args);
 int run_cycles(const Args& args);
 int run_phases(const Args& args);
+int run_steps(const Args& args);
+int run_oom(const Args& args);
 int run_diff(const Args& args);
 int run_merge(const Args& args);
 int run_plot(const Args& args);

@@ -34,6 +34,8 @@ int dispatch(const Args& args) {
     case Args::Hazards: return run_hazards(args);
     case Args::Cycles: return run_cycles(args);
     case Args::Phases: return run_phases(args);
+    case Args::Steps: return run_steps(args);
+    case Args::Oom: return run_oom(args);
     case Args::Diff: return run_diff(args);
     case Args::Merge: return run_merge(args);
     case Args::Plot: return run_plot(args);

@@ -12,6 +12,8 @@ std::string synopsis(const std::string& command) {
     if (command == "hazards") return "memguard hazards FILE [--frames K] [--json]";
     if (command == "cycles") return "memguard cycles FILE [--all] [--json]";
     if (command == "phases") return "memguard phases FILE [--marks] [--segments] [--json]";
+    if (command == "steps") return "memguard steps FILE [--segments] [--frames K] [--json]";
+    if (command == "oom") return "memguard oom FILE [--frames K] [--json]";
     if (command == "diff") {
         return "memguard diff A B [-n N] [--frames K] [--segments] [--fail-if EXPR]... [--json]";
     }
@@ -26,7 +28,8 @@ std::string synopsis(const std::string& command) {
     if (command == "env") return "memguard env [OPTIONS] [--json]   (memguard help env for the options)";
     if (command == "plot") return "memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]";
     if (command == "export") return "memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]";
-    return "memguard run|env|summary|top|graphs|hazards|cycles|phases|diff|merge|plot|export|check ... [OPTIONS]   "
+    return "memguard run|env|summary|top|graphs|hazards|cycles|phases|steps|oom|diff|merge|plot|export|check ... "
+           "[OPTIONS]   "
            "(memguard help for more)";
 }
 
@@ -45,6 +48,8 @@ usage:
   memguard hazards FILE [--frames K] [--json]
   memguard cycles FILE [--all] [--json]
   memguard phases FILE [--marks] [--segments] [--json]
+  memguard steps FILE [--segments] [--frames K] [--json]
+  memguard oom FILE [--frames K] [--json]
   memguard diff A B [-n N] [--frames K] [--segments] [--fail-if EXPR]... [--json]
   memguard merge [DIR] [--run ID] | FILE... | --template TEMPLATE [--frames K] [--json]
   memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]
@@ -68,6 +73,10 @@ commands:
   cycles    Python garbage collections (memguard's, explicit, automatic) and compiles
   phases    per phase (memguard_phase_begin/end, memguard.phase, NVTX ranges): live bytes at
             entry, peak, incremental peak (peak - entry) and at exit; --marks: the marks
+  steps     per training step (optimizer steps, memguard.step()): duration, peak, incremental
+            peak, live bytes at its end, categories at its peak; growth over consecutive steps
+  oom       each out-of-memory explained: the request, the device, PyTorch's allocator and its
+            fragmentation, the categories and their sites, and a verdict
   diff      two runs side by side: peak, live at exit, collections, each phase (matched by
             name and occurrence), and the sites at the peak that grew or shrank
   merge     the reports of a distributed job, one row per rank, with the maximum and the sum;
@@ -220,6 +229,58 @@ options:
   --sysroot DIR    look up the module files the report names under DIR instead of /
   --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
   -h, --help       show this help
+)";
+
+const char* const kSteps = R"(usage: memguard steps FILE [--segments] [--frames K] [--json]
+
+Lists the training steps of a report (format 1.8): a step ends when an optimizer's step() returns
+(torch.optim's global step hooks: no code change) or at memguard.step(). Step n spans from the end
+of step n - 1 (the start of the run for step 1) to its end. For each: its number, end time and
+duration (seconds), the most GPU live bytes during it (peak), the incremental peak (peak - the live
+bytes at its start), the live bytes at its end, and the largest categories at its peak
+(docs/categories.md; looked up for the 256 steps with the highest peaks at most). In allocator mode
+(MEMGUARD_ALLOCATOR=memguard) the bytes are the tensor blocks' (torch.cuda.memory_allocated()).
+
+Then the growth finding (docs/steps.md): when the live bytes at step ends grew over 3 or more
+consecutive steps (after 2 warm-up steps), by 1 MiB a step or more (least-squares slope), never
+falling by more than 1% from one step end to the next: how much a step, over which steps, and the
+sites and categories that grew from the first to the last of those step ends.
+
+options:
+  --segments  allocator mode: the bytes of the allocator's segments (memory_reserved())
+  --frames K  frames used to name a site (default 6)
+  --json      print one JSON object instead of text: bytes_of, steps (step, source, name,
+              thread, begin_t, end_t, duration_s, entry_bytes, peak_bytes,
+              incremental_peak_bytes, peak_t, live_at_end_bytes, categories_at_peak),
+              warmup_steps, growth (null, or first_step, last_step, steps, from_bytes,
+              to_bytes, per_step_bytes, sites, categories)
+  --sysroot DIR    look up the module files the report names under DIR instead of /
+  --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
+  -h, --help  show this help
+)";
+
+const char* const kOom = R"(usage: memguard oom FILE [--frames K] [--json]
+
+Explains each out-of-memory of a report (docs/oom.md): PyTorch's allocator raising
+OutOfMemoryError (x records, source torch), a CUDA allocation call failing with out of memory
+(source cuda; E records with error 2 in older reports), memguard's allocator (source allocator;
+O records in older reports). For each: the request (bytes, stream, the user's line), the phases
+open and the step in progress; the device (total, free, held by this process: memguard's live
+GPU bytes there, held by others: total - free - this process); the allocator (allocated,
+reserved, cached free = reserved - allocated, the largest free block from PyTorch's snapshot or
+memguard's segments, fragmentation = cached free bytes in blocks smaller than the request); the
+categories with their top sites; the tensors saved by autograd graphs; garbage collections in the
+10 s before; whether a compile-garbage collection was pending or a capture in progress; and a
+verdict of one to three sentences. A failed CUDA allocation followed on its thread within 1 s by
+an allocation of at least its size (PyTorch freed its cache and retried) is listed as recovered,
+not as an out-of-memory. Without any: "no out-of-memory recorded" (exit 0).
+
+options:
+  --frames K  frames used to name a site (default 6)
+  --json      print one JSON object instead of text: ooms and recovered, lists of objects
+  --sysroot DIR    look up the module files the report names under DIR instead of /
+  --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
+  -h, --help  show this help
 )";
 
 const char* const kPhases = R"(usage: memguard phases FILE [--marks] [--segments] [--json]
@@ -484,6 +545,8 @@ std::string help_text(const std::string& topic) {
     if (topic == "run") return kRun;
     if (topic == "env") return kEnv;
     if (topic == "phases") return kPhases;
+    if (topic == "steps") return kSteps;
+    if (topic == "oom") return kOom;
     if (topic == "diff") return kDiff;
     if (topic == "merge") return kMerge;
     if (topic == "plot") return std::string(kPlot) + kWhereOutputGoes;

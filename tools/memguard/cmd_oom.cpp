@@ -1,0 +1,295 @@
+// memguard oom FILE [--frames K] [--json]: each out-of-memory of a report explained (docs/oom.md): the
+// request, the device, PyTorch's allocator and its fragmentation, the categories with their top
+// sites, the phase and step, recent collections, and a verdict. Failed CUDA allocations that
+// PyTorch recovered from are listed apart.
+#include <iostream>
+
+#include "cli.h"
+#include "output.h"
+#include "report/categories.h"
+#include "report/json.h"
+#include "report/oom.h"
+#include "report/units.h"
+#include "sites.h"
+
+namespace memguard::cli {
+
+namespace {
+
+using report::human_bytes;
+
+constexpr size_t kCategorySites = 3;
+constexpr size_t kSavedLabels = 5;
+
+/// One OOM (or recovered failure) with what is shown of it.
+struct OomView {
+    report::OomEvent event;
+    report::OomFigures figures;
+    report::Breakdown breakdown;
+    size_t request_site = 0;                      // handle into the symbolizer
+    std::vector<std::vector<size_t>> part_sites;  // per breakdown part, handles of its sites
+    std::vector<std::string> verdict;
+};
+
+std::string source_text(const report::Report& r, const report::OomEvent& e) {
+    switch (e.source) {
+    case report::OomSource::Torch: return "PyTorch's allocator raised OutOfMemoryError (torch)";
+    case report::OomSource::Allocator: return "memguard's allocator could not allocate (allocator)";
+    case report::OomSource::Cuda: break;
+    }
+    std::string api = e.failure ? r.failures[*e.failure].api : "";
+    return "a CUDA allocation call" + (api.empty() ? std::string() : " (" + api + ")") + " ran out of memory (cuda)";
+}
+
+std::string opt_bytes(const std::optional<uint64_t>& v) { return v ? human_bytes(*v) : "-"; }
+
+std::string phases_text(const report::Report& r, const report::OomFigures& f) {
+    std::string s;
+    for (size_t i : f.open_phases) s += (s.empty() ? "" : " > ") + r.phases[i].name;
+    return s.empty() ? "-" : s;
+}
+
+void print_oom(const report::Report& r, const OomView& v, size_t number, const SiteSymbolizer& sym) {
+    const report::OomEvent& e = v.event;
+    const report::OomFigures& f = v.figures;
+    print("\nOOM %zu at %s s on device %d, thread %llu: %s\n", number, report::seconds_fixed3(e.t).c_str(), e.device,
+          static_cast<unsigned long long>(e.tid), source_text(r, e).c_str());
+    std::string request = human_bytes(f.request);
+    if (e.requested && *e.requested != e.rounded) request += " (rounded " + human_bytes(e.rounded) + ")";
+    if (e.stream) request += ", stream " + hex(*e.stream);
+    print("  request      %s\n", request.c_str());
+    print("  at           %s  %s\n", site_label(sym.get(v.request_site), r).c_str(),
+          site_ids_text(e.stack_id, e.python_stack_id).c_str());
+    print("  phase        %s\n", phases_text(r, f).c_str());
+    print("  step         %s\n", f.step ? (std::to_string(*f.step) + " (in progress)").c_str() : "-");
+    print("  device       total %s, free %s, this process %s, others %s, limit %s\n", opt_bytes(f.device_total).c_str(),
+          opt_bytes(f.device_free).c_str(), human_bytes(f.this_process).c_str(), opt_bytes(f.others).c_str(),
+          opt_bytes(f.limit).c_str());
+    std::string largest = opt_bytes(f.largest_free);
+    if (f.largest_free) largest += " (" + f.largest_free_from + ")";
+    print("  allocator    allocated %s, reserved %s, cached free %s, largest free block %s, fragmentation %s\n",
+          opt_bytes(f.allocated).c_str(), opt_bytes(f.reserved).c_str(), opt_bytes(f.cached_free).c_str(),
+          largest.c_str(), opt_bytes(f.fragmentation).c_str());
+    for (size_t i : e.cuda_failures) {
+        const report::FailedAlloc& c = r.failures[i];
+        print("  before it    %s of %s failed at %s s\n", c.api.c_str(), human_bytes(c.size).c_str(),
+              report::seconds_fixed3(c.t).c_str());
+    }
+    const report::Breakdown& b = v.breakdown;
+    print("  categories   %s on the device%s\n", human_bytes(b.total).c_str(),
+          b.moment ? (", tensors as of moment " + std::to_string(b.moment->id)).c_str()
+                   : ", no moment: tensors not told apart");
+    for (size_t p = 0; p < b.parts.size(); ++p) {
+        const report::CategoryPart& part = b.parts[p];
+        print("    %11s %6s  %s%s%s\n", human_bytes(part.bytes).c_str(), report::percent(part.bytes, b.total).c_str(),
+              std::string(format::name_of(part.category)).c_str(),
+              part.detail.empty() ? "" : (" (" + part.detail + ")").c_str(), part.estimate ? " (estimate)" : "");
+        for (size_t s = 0; s < part.sites.size(); ++s) {
+            print("      %11s  %s\n", human_bytes(part.sites[s].bytes).c_str(),
+                  site_label(sym.get(v.part_sites[p][s]), r).c_str());
+        }
+    }
+    if (!f.saved.empty()) print("  saved for backward by autograd graphs (as the library named them):\n");
+    for (size_t i = 0; i < f.saved.size() && i < kSavedLabels; ++i) {
+        print("    %11s  %s\n", human_bytes(f.saved[i].second).c_str(),
+              f.saved[i].first.empty() ? "(no label)" : f.saved[i].first.c_str());
+    }
+    print("  collections  %zu in the %lld s before", f.collections.size(),
+          static_cast<long long>(report::kRecentCollectionsNs / 1000000000));
+    for (size_t i : f.collections) {
+        const report::Collection& c = r.collections[i];
+        print("; %s gen %d at %s s", report::trigger_name(c.trigger), c.generation,
+              report::seconds_fixed3(c.t).c_str());
+        if (c.cuda_bytes_freed) print(" freed %s", report::human_bytes_signed(*c.cuda_bytes_freed).c_str());
+    }
+    print("\n  pending      compile-garbage collection %s; stream capture in progress %s\n",
+          f.compile_pending ? "yes" : "no", f.capturing ? "yes" : "no");
+    for (size_t i = 0; i < v.verdict.size(); ++i)
+        print("  %s %s\n", i == 0 ? "Verdict:" : "        ", v.verdict[i].c_str());
+}
+
+void print_recovered(const report::Report& r, const OomView& v, const SiteSymbolizer& sym) {
+    const report::OomEvent& e = v.event;
+    print("\nRecovered at %s s on device %d, thread %llu: %s of %s at %s; an allocation of at least that size "
+          "succeeded on the thread within 1 s (PyTorch freed its cache and retried): not an out-of-memory\n",
+          report::seconds_fixed3(e.t).c_str(), e.device, static_cast<unsigned long long>(e.tid),
+          e.failure ? r.failures[*e.failure].api.c_str() : "a CUDA allocation", human_bytes(e.rounded).c_str(),
+          site_label(sym.get(v.request_site), r).c_str());
+}
+
+void json_opt(report::JsonWriter& j, const char* key, const std::optional<uint64_t>& v) { j.key(key).value_or_null(v); }
+
+void json_oom(report::JsonWriter& j, const report::Report& r, const OomView& v, const SiteSymbolizer& sym) {
+    const report::OomEvent& e = v.event;
+    const report::OomFigures& f = v.figures;
+    j.begin_object();
+    j.key("t").number(report::seconds_exact(e.t));
+    j.key("thread").value(e.tid);
+    j.key("device").value(e.device);
+    j.key("source").value(format::name_of(e.source));
+    j.key("recovered").value(e.recovered);
+    json_opt(j, "requested", e.requested);
+    j.key("rounded").value(e.rounded);
+    json_opt(j, "stream", e.stream);
+    j.key("site").value(site_label(sym.get(v.request_site), r));
+    j.key("stack_id").value(e.stack_id);
+    j.key("python_stack_id").value(e.python_stack_id);
+    if (e.recovered) {
+        j.end_object();
+        return;
+    }
+    j.key("phases").begin_array();
+    for (size_t i : f.open_phases) j.value(r.phases[i].name);
+    j.end_array();
+    j.key("step").value_or_null(f.step);
+    json_opt(j, "device_total", f.device_total);
+    json_opt(j, "device_free", f.device_free);
+    json_opt(j, "limit", f.limit);
+    j.key("this_process").value(f.this_process);
+    json_opt(j, "others", f.others);
+    json_opt(j, "allocated", f.allocated);
+    json_opt(j, "reserved", f.reserved);
+    json_opt(j, "cached_free", f.cached_free);
+    json_opt(j, "largest_free_block", f.largest_free);
+    j.key("largest_free_block_from");
+    if (f.largest_free) {
+        j.value(f.largest_free_from);
+    } else {
+        j.null();
+    }
+    json_opt(j, "fragmentation", f.fragmentation);
+    j.key("cuda_failures_before").begin_array();
+    for (size_t i : e.cuda_failures) {
+        j.begin_object();
+        j.key("api").value(r.failures[i].api);
+        j.key("size").value(r.failures[i].size);
+        j.key("t").number(report::seconds_exact(r.failures[i].t));
+        j.end_object();
+    }
+    j.end_array();
+    const report::Breakdown& b = v.breakdown;
+    j.key("total").value(b.total);
+    j.key("moment").value_or_null(b.moment ? std::optional<uint32_t>(b.moment->id) : std::nullopt);
+    j.key("categories").begin_array();
+    for (size_t p = 0; p < b.parts.size(); ++p) {
+        const report::CategoryPart& part = b.parts[p];
+        j.begin_object();
+        j.key("category").value(format::name_of(part.category));
+        j.key("detail").value(part.detail);
+        j.key("bytes").value(part.bytes);
+        j.key("estimate").value(part.estimate);
+        j.key("sites").begin_array();
+        for (size_t s = 0; s < part.sites.size(); ++s) {
+            j.begin_object();
+            j.key("label").value(site_label(sym.get(v.part_sites[p][s]), r));
+            j.key("bytes").value(part.sites[s].bytes);
+            j.end_object();
+        }
+        j.end_array();
+        j.end_object();
+    }
+    j.end_array();
+    j.key("saved_for_backward").begin_array();
+    for (size_t i = 0; i < f.saved.size() && i < kSavedLabels; ++i) {
+        j.begin_object();
+        j.key("label").value(f.saved[i].first);
+        j.key("bytes").value(f.saved[i].second);
+        j.end_object();
+    }
+    j.end_array();
+    j.key("collections").begin_array();
+    for (size_t i : f.collections) {
+        const report::Collection& c = r.collections[i];
+        j.begin_object();
+        j.key("t").number(report::seconds_exact(c.t));
+        j.key("trigger").value(report::trigger_name(c.trigger));
+        j.key("generation").value(c.generation);
+        j.key("cuda_bytes_freed").value_or_null(c.cuda_bytes_freed);
+        j.end_object();
+    }
+    j.end_array();
+    j.key("compile_pending").value(f.compile_pending);
+    j.key("capturing").value(f.capturing);
+    j.key("verdict").begin_array();
+    for (const std::string& s : v.verdict) j.value(s);
+    j.end_array();
+    j.end_object();
+}
+
+}  // namespace
+
+int run_oom(const Args& args) {
+    report::Report r = report::load_report(args.file);
+    print_warnings(r.warnings);
+    std::vector<report::OomEvent> events = report::find_ooms(r);
+    SiteSymbolizer sym(r, args.frames);
+    std::vector<OomView> views;
+    for (report::OomEvent& e : events) {
+        OomView v;
+        v.event = std::move(e);
+        v.request_site = sym.add(v.event.stack_id, v.event.python_stack_id);
+        if (!v.event.recovered) {
+            v.figures = report::oom_figures(r, v.event);
+            v.breakdown = report::breakdown_at(r, v.event.events_before, {v.event.device, kCategorySites});
+            for (const report::CategoryPart& part : v.breakdown.parts) {
+                std::vector<size_t> handles;
+                for (const report::Site& s : part.sites) handles.push_back(sym.add(s.stack_id, s.python_stack_id));
+                v.part_sites.push_back(std::move(handles));
+            }
+        }
+        views.push_back(std::move(v));
+    }
+    sym.resolve();
+    size_t ooms = 0, recovered = 0;
+    for (OomView& v : views) {
+        if (v.event.recovered) {
+            ++recovered;
+            continue;
+        }
+        ++ooms;
+        const report::Breakdown& b = v.breakdown;
+        std::string top;
+        if (!b.parts.empty() && !b.parts[0].sites.empty()) top = site_label(sym.get(v.part_sites[0][0]), r);
+        v.verdict = report::oom_verdict(v.figures, b, top);
+    }
+    std::cout.flush();
+    if (args.json) {
+        report::JsonWriter j;
+        j.begin_object();
+        j.key("ooms").begin_array();
+        for (const OomView& v : views) {
+            if (!v.event.recovered) json_oom(j, r, v, sym);
+        }
+        j.end_array();
+        j.key("recovered").begin_array();
+        for (const OomView& v : views) {
+            if (v.event.recovered) json_oom(j, r, v, sym);
+        }
+        j.end_array();
+        j.end_object();
+        std::cout << j.str();
+        return kExitOk;
+    }
+    if (ooms == 0) {
+        print("%s: no out-of-memory recorded%s", r.path.c_str(),
+              recovered == 0 ? ""
+                             : ("; " + plural(recovered, "failed CUDA allocation", "failed CUDA allocations") +
+                                " recovered (PyTorch freed its cache and retried)")
+                                   .c_str());
+        print("\n");
+    } else {
+        print("Out-of-memory in %s: %s, %s\n", r.path.c_str(), plural(ooms, "out of memory", "out of memory").c_str(),
+              plural(recovered, "recovered CUDA failure", "recovered CUDA failures").c_str());
+    }
+    size_t number = 0;
+    for (const OomView& v : views) {
+        if (v.event.recovered) {
+            print_recovered(r, v, sym);
+        } else {
+            print_oom(r, v, ++number, sym);
+        }
+    }
+    return kExitOk;
+}
+
+}  // namespace memguard::cli
