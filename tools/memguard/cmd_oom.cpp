@@ -230,7 +230,11 @@ int run_oom(const Args& args) {
         v.request_site = sym.add(v.event.stack_id, v.event.python_stack_id);
         if (!v.event.recovered) {
             v.figures = report::oom_figures(r, v.event);
-            v.breakdown = report::breakdown_at(r, v.event.events_before, {v.event.device, kCategorySites});
+            report::BreakdownOptions options;
+            options.device = v.event.device;
+            options.max_sites = kCategorySites;
+            options.symbolizer = symbolizer_options();  // the same rules as `top --by category`
+            v.breakdown = report::breakdown_at(r, v.event.events_before, options);
             for (const report::CategoryPart& part : v.breakdown.parts) {
                 std::vector<size_t> handles;
                 for (const report::Site& s : part.sites) handles.push_back(sym.add(s.stack_id, s.python_stack_id));
