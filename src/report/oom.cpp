@@ -333,7 +333,8 @@ std::string category_phrase(Category c, const std::string& detail) {
     case Category::OptimizerState: return "optimizer state";
     case Category::Buffer: return "module buffers";
     case Category::Activation: return "activations and tensors saved for backward";
-    case Category::OtherTensor: return "other tensors";
+    case Category::OtherTensor:
+        return detail.empty() ? "other tensors" : "PyTorch's tensors and cache, not told apart (no allocator snapshot)";
     case Category::GraphPool: return "CUDA graphs' private pools";
     case Category::CompileWorkspace: return "compile and autotune workspaces";
     case Category::Nccl: return "NCCL's buffers";
@@ -353,6 +354,15 @@ std::string whole_percent(uint64_t part, uint64_t total) {
     return std::to_string(static_cast<int>(std::min<long double>(p, 100))) + "%";
 }
 
+/// What keeps a saved tensor's graph alive, from the label the library gave it ("saved by
+/// MmBackward0 (kept by total_loss at train.py:57)" -> "total_loss at train.py:57"), or "".
+std::string kept_by(const std::string& label) {
+    static const std::string kKept = "(kept by ";
+    const size_t at = label.rfind(kKept);
+    if (at == std::string::npos || label.empty() || label.back() != ')') return "";
+    return label.substr(at + kKept.size(), label.size() - 1 - at - kKept.size());
+}
+
 std::string capitalized(std::string s) {
     if (!s.empty() && s[0] >= 'a' && s[0] <= 'z') s[0] = static_cast<char>(s[0] - 'a' + 'A');
     return s;
@@ -362,17 +372,58 @@ std::string capitalized(std::string s) {
 
 std::vector<std::string> oom_verdict(const OomFigures& f, const Breakdown& b, const std::string& top_site) {
     std::vector<std::string> out;
-    // 1. What holds the memory: the largest category, and the second when the largest is under half.
+    // 1. Fragmentation, when it alone explains the OOM: the cache had room for the request in total,
+    //    but in blocks too small.
+    const bool fragmented = f.fragmentation && *f.fragmentation > 0 && f.cached_free && *f.cached_free >= f.request &&
+                            f.largest_free && *f.largest_free < f.request;
+    if (fragmented) {
+        out.push_back(human_bytes(*f.fragmentation) + " is fragmentation: PyTorch's cache held " +
+                      human_bytes(*f.cached_free) + " free, more than the " + human_bytes(f.request) +
+                      " requested, but its largest free block was " + human_bytes(*f.largest_free) +
+                      " (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets segments grow instead).");
+    }
+    // 2. Another process: more than the request and at least 5% of the device (the CUDA context of
+    //    this process counts here too, so a few hundred MiB are not blamed on anyone).
+    if (f.others && f.device_total && *f.others >= f.request && *f.others * 20 >= *f.device_total &&
+        *f.others >= (uint64_t{1} << 30)) {
+        std::string s = human_bytes(*f.others) + " of the device's " + human_bytes(*f.device_total) +
+                        " is held by other processes (or outside memguard's view)";
+        if (f.device_free && *f.device_free < f.request) {
+            s += ": " + human_bytes(*f.device_free) + " was free for the " + human_bytes(f.request) + " requested";
+        }
+        out.push_back(s + ".");
+    } else if (f.device_free && *f.device_free < f.request &&
+               (!f.limit || !f.device_total || *f.limit >= *f.device_total)) {
+        out.push_back("The device had " + human_bytes(*f.device_free) + " free, less than the " +
+                      human_bytes(f.request) + " requested.");
+    }
+    // 3. What holds this process's memory: the largest category, and the second when the largest is
+    //    under half (unless it is the cache that fragmentation already explains).
     if (b.total > 0 && !b.parts.empty()) {
         const CategoryPart& first = b.parts[0];
-        std::string s = whole_percent(first.bytes, b.total) + " of memory (" + human_bytes(first.bytes) + " of " +
-                        human_bytes(b.total) + ") is " + category_phrase(first.category, first.detail);
-        if (first.estimate) s += " (estimated)";
+        std::string s = whole_percent(first.bytes, b.total) + " of this process's GPU memory (" +
+                        human_bytes(first.bytes) + " of " + human_bytes(b.total) + ") is " +
+                        category_phrase(first.category, first.detail);
+        if (first.estimate && first.detail != kNotToldApart) s += " (estimated)";  // that one says so
         if (!top_site.empty()) s += ", allocated at " + top_site;
-        if (first.category == Category::Activation && !f.saved.empty() && !f.saved[0].first.empty()) {
-            s += "; the largest are " + f.saved[0].first;
+        if (first.category == Category::Activation && !f.saved.empty()) {
+            // The library names what keeps a graph alive ("saved by MmBackward0 (kept by total_loss
+            // at train.py:57)"): the holder is what the user has to change.
+            std::map<std::string, uint64_t> by_holder;
+            for (const auto& [label, bytes] : f.saved) {
+                const std::string holder = kept_by(label);
+                if (!holder.empty()) add_to(by_holder[holder], bytes);
+            }
+            auto top = std::max_element(by_holder.begin(), by_holder.end(),
+                                        [](const auto& a, const auto& c) { return a.second < c.second; });
+            if (top != by_holder.end()) {
+                s += "; autograd graphs kept alive by " + top->first + " hold " + human_bytes(top->second) + " of them";
+            } else if (!f.saved[0].first.empty()) {
+                s += "; the largest are " + f.saved[0].first + " (" + human_bytes(f.saved[0].second) + ")";
+            }
         }
-        if (first.bytes * 2 < b.total && b.parts.size() > 1) {
+        if (first.bytes * 2 < b.total && b.parts.size() > 1 &&
+            !(fragmented && b.parts[1].category == Category::AllocatorCache)) {
             const CategoryPart& second = b.parts[1];
             s += "; " + whole_percent(second.bytes, b.total) + " is " + category_phrase(second.category, second.detail);
         }
@@ -382,23 +433,10 @@ std::vector<std::string> oom_verdict(const OomFigures& f, const Breakdown& b, co
                       " on the device; the report does not say what it was (no moment): see memguard top --at the "
                       "OOM's time.");
     }
-    // 2. Fragmentation: the cache had room for the request in total, but in blocks too small.
-    if (f.fragmentation && *f.fragmentation > 0 && f.cached_free && *f.cached_free >= f.request && f.largest_free &&
-        *f.largest_free < f.request) {
-        out.push_back(human_bytes(*f.fragmentation) + " is fragmentation: the cache held " +
-                      human_bytes(*f.cached_free) + " free, more than the " + human_bytes(f.request) +
-                      " requested, but its largest free block was " + human_bytes(*f.largest_free) + ".");
-    }
-    // 3. Another process: more than the request and at least 5% of the device (the CUDA context of
-    //    this process counts here too, so a few hundred MiB are not blamed on anyone).
-    if (f.others && f.device_total && *f.others >= f.request && *f.others * 20 >= *f.device_total &&
-        *f.others >= (uint64_t{1} << 30)) {
-        out.push_back(human_bytes(*f.others) + " is held by another process (or outside memguard's view).");
-    }
     // 4. A memory-fraction limit below the device, when there is still room.
     if (out.size() < 3 && f.limit && f.device_total && *f.limit < *f.device_total) {
         out.push_back("A memory-fraction limit of " + human_bytes(*f.limit) + " (of " + human_bytes(*f.device_total) +
-                      ") applies.");
+                      ") applies: this process may not reserve more.");
     }
     if (out.size() < 3 && f.capturing) out.push_back("A stream capture was in progress.");
     if (out.size() > 3) out.resize(3);

@@ -124,11 +124,11 @@ TEST(Steps, GrownSitesAndCategories) {
     EXPECT_EQ(grown_sites(a, b, 1).size(), 1u);
 
     Breakdown from, to;
-    from.parts = {CategoryPart{Category::Parameter, "", 100, 1, false, {}},
-                  CategoryPart{Category::OtherTensor, "", 10, 1, false, {}}};
-    to.parts = {CategoryPart{Category::Parameter, "", 100, 1, false, {}},
-                CategoryPart{Category::OtherTensor, "", 500, 9, false, {}},
-                CategoryPart{Category::Library, "libnccl.so.2", 20, 1, true, {}}};
+    from.parts = {CategoryPart{Category::Parameter, "", 100, 1, false, 0, {}},
+                  CategoryPart{Category::OtherTensor, "", 10, 1, false, 0, {}}};
+    to.parts = {CategoryPart{Category::Parameter, "", 100, 1, false, 0, {}},
+                CategoryPart{Category::OtherTensor, "", 500, 9, false, 0, {}},
+                CategoryPart{Category::Library, "libnccl.so.2", 20, 1, true, 20, {}}};
     std::vector<CategoryChange> c = grown_categories(from, to);
     ASSERT_EQ(c.size(), 2u);
     EXPECT_EQ(c[0].category, Category::OtherTensor);
@@ -205,7 +205,7 @@ TEST(Oom, FragmentationIsTheFreeBytesInBlocksTooSmall) {
 Breakdown breakdown(std::vector<std::pair<Category, uint64_t>> parts) {
     Breakdown b;
     for (auto [c, bytes] : parts) {
-        b.parts.push_back(CategoryPart{c, "", bytes, 1, false, {}});
+        b.parts.push_back(CategoryPart{c, "", bytes, 1, false, 0, {}});
         b.total += bytes;
     }
     return b;
@@ -218,47 +218,66 @@ TEST(Oom, VerdictNamesTheLargestCategoryAndItsSite) {
         oom_verdict(f, breakdown({{Category::Activation, 87 * GiB}, {Category::Parameter, 13 * GiB}}),
                     "forward at train.py:41");
     ASSERT_EQ(v.size(), 1u);
-    EXPECT_EQ(v[0], "87% of memory (87.00 GiB of 100.00 GiB) is activations and tensors saved for backward, allocated "
-                    "at forward at train.py:41.");
+    EXPECT_EQ(v[0], "87% of this process's GPU memory (87.00 GiB of 100.00 GiB) is activations and tensors saved for "
+                    "backward, allocated at forward at train.py:41.");
     // Under half: the second is named too.
     v = oom_verdict(f, breakdown({{Category::OptimizerState, 40}, {Category::Parameter, 35}, {Category::Other, 25}}),
                     "");
-    EXPECT_EQ(v[0], "40% of memory (40 B of 100 B) is optimizer state; 35% is parameters.");
+    EXPECT_EQ(v[0], "40% of this process's GPU memory (40 B of 100 B) is optimizer state; 35% is parameters.");
 }
 
-TEST(Oom, VerdictFragmentationAnotherProcessAndTheLimit) {
+TEST(Oom, VerdictPutsFragmentationAndOtherProcessesFirstThenTheLimit) {
     OomFigures f;
     f.request = 4 * GiB;
     f.cached_free = 6 * GiB;
     f.largest_free = 2 * GiB;
     f.fragmentation = 6 * GiB;
     f.device_total = 80 * GiB;
+    f.device_free = GiB;
     f.others = 11 * GiB;
     std::vector<std::string> v = oom_verdict(f, breakdown({{Category::Activation, 60 * GiB}}), "");
     ASSERT_EQ(v.size(), 3u);
+    EXPECT_EQ(v[0],
+              "6.00 GiB is fragmentation: PyTorch's cache held 6.00 GiB free, more than the 4.00 GiB requested, but "
+              "its largest free block was 2.00 GiB (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets segments "
+              "grow instead).");
     EXPECT_EQ(v[1],
-              "6.00 GiB is fragmentation: the cache held 6.00 GiB free, more than the 4.00 GiB requested, but its "
-              "largest free block was 2.00 GiB.");
-    EXPECT_EQ(v[2], "11.00 GiB is held by another process (or outside memguard's view).");
+              "11.00 GiB of the device's 80.00 GiB is held by other processes (or outside memguard's view): 1.00 GiB "
+              "was free for the 4.00 GiB requested.");
+    EXPECT_EQ(v[2].rfind("100% of this process's GPU memory", 0), 0u);
     // The largest free block would have served it: no fragmentation sentence.
     f.largest_free = 4 * GiB;
     v = oom_verdict(f, breakdown({{Category::Activation, 60 * GiB}}), "");
     ASSERT_EQ(v.size(), 2u);
-    EXPECT_NE(v[1].find("another process"), std::string::npos);
+    EXPECT_NE(v[0].find("other processes"), std::string::npos);
     // A few hundred MiB of others (this process's CUDA context) are not blamed; a limit is named.
     f.others = 300 * MiB;
+    f.device_free = 40 * GiB;
     f.limit = 40 * GiB;
     v = oom_verdict(f, breakdown({{Category::Activation, 60 * GiB}}), "");
     ASSERT_EQ(v.size(), 2u);
-    EXPECT_EQ(v[1], "A memory-fraction limit of 40.00 GiB (of 80.00 GiB) applies.");
+    EXPECT_EQ(v[1], "A memory-fraction limit of 40.00 GiB (of 80.00 GiB) applies: this process may not reserve more.");
+    // No limit, nobody else, and the device had less free than asked: said so.
+    f.limit.reset();
+    f.device_free = 2 * GiB;
+    v = oom_verdict(f, breakdown({{Category::Activation, 60 * GiB}}), "");
+    ASSERT_EQ(v.size(), 2u);
+    EXPECT_EQ(v[0], "The device had 2.00 GiB free, less than the 4.00 GiB requested.");
 }
 
-TEST(Oom, VerdictNamesTheSavedTensorsLabel) {
+TEST(Oom, VerdictNamesWhatKeepsTheSavedTensors) {
     OomFigures f;
     f.request = GiB;
-    f.saved = {{"saved by MulBackward0 (kept by total_loss)", 30 * GiB}};
+    f.saved = {{"saved by MmBackward0 (kept by total_loss at train.py:57)", 20 * GiB},
+               {"saved by MulBackward0 (kept by losses at train.py:60)", 4 * GiB},
+               {"saved by ReluBackward0 (kept by total_loss at train.py:57)", 6 * GiB}};
     std::vector<std::string> v = oom_verdict(f, breakdown({{Category::Activation, 30 * GiB}}), "");
-    EXPECT_NE(v[0].find("the largest are saved by MulBackward0 (kept by total_loss)"), std::string::npos);
+    EXPECT_NE(v[0].find("; autograd graphs kept alive by total_loss at train.py:57 hold 26.00 GiB of them."),
+              std::string::npos);
+    // A label without a holder: the largest label.
+    f.saved = {{"saved by MulBackward0", 30 * GiB}};
+    v = oom_verdict(f, breakdown({{Category::Activation, 30 * GiB}}), "");
+    EXPECT_NE(v[0].find("; the largest are saved by MulBackward0 (30.00 GiB)."), std::string::npos);
     // Without a breakdown: what this process held.
     f.this_process = 2 * GiB;
     v = oom_verdict(f, Breakdown{}, "");

@@ -81,9 +81,8 @@ void print_oom(const report::Report& r, const OomView& v, size_t number, const S
                    : ", no moment: tensors not told apart");
     for (size_t p = 0; p < b.parts.size(); ++p) {
         const report::CategoryPart& part = b.parts[p];
-        print("    %11s %6s  %s%s%s\n", human_bytes(part.bytes).c_str(), report::percent(part.bytes, b.total).c_str(),
-              std::string(format::name_of(part.category)).c_str(),
-              part.detail.empty() ? "" : (" (" + part.detail + ")").c_str(), part.estimate ? " (estimate)" : "");
+        print("    %11s %6s  %s%s\n", human_bytes(part.bytes).c_str(), report::percent(part.bytes, b.total).c_str(),
+              report::part_name(part).c_str(), part.estimate ? " (estimate)" : "");
         for (size_t s = 0; s < part.sites.size(); ++s) {
             print("      %11s  %s\n", human_bytes(part.sites[s].bytes).c_str(),
                   site_label(sym.get(v.part_sites[p][s]), r).c_str());
@@ -230,7 +229,11 @@ int run_oom(const Args& args) {
         v.request_site = sym.add(v.event.stack_id, v.event.python_stack_id);
         if (!v.event.recovered) {
             v.figures = report::oom_figures(r, v.event);
-            v.breakdown = report::breakdown_at(r, v.event.events_before, {v.event.device, kCategorySites});
+            report::BreakdownOptions options;
+            options.device = v.event.device;
+            options.max_sites = kCategorySites;
+            options.symbolizer = symbolizer_options();  // the same rules as `top --by category`
+            v.breakdown = report::breakdown_at(r, v.event.events_before, options);
             for (const report::CategoryPart& part : v.breakdown.parts) {
                 std::vector<size_t> handles;
                 for (const report::Site& s : part.sites) handles.push_back(sym.add(s.stack_id, s.python_stack_id));

@@ -23,9 +23,6 @@ namespace {
 
 using report::human_bytes;
 
-/// Categories are looked up for this many steps at most, those with the highest peaks: each
-/// lookup replays the report, and a long run's many steps would make it quadratic.
-constexpr size_t kMaxCategorySteps = 256;
 /// Categories shown per step, and sites and categories shown for a growth.
 constexpr size_t kStepCategories = 3;
 constexpr size_t kGrowthSites = 5;
@@ -33,7 +30,7 @@ constexpr size_t kGrowthSites = 5;
 struct StepsView {
     report::Series series = report::Series::Gpu;
     std::vector<report::StepRow> rows;
-    std::vector<std::optional<report::Breakdown>> at_peak;  // per row; empty where not looked up
+    std::vector<report::Breakdown> at_peak;  // per row
     std::optional<report::Growth> growth;
     size_t warmup = 0;
     std::vector<report::SiteChange> sites;
@@ -41,26 +38,50 @@ struct StepsView {
     std::vector<report::CategoryChange> categories;
 };
 
+/// In the tensor view (allocator mode), the parts of a breakdown that can be tensor blocks: the
+/// allocator's cache and the memory of NCCL, other libraries and the rest are outside the bytes
+/// the rows count, so they are left out there.
+void keep_tensor_parts(report::Breakdown& b) {
+    auto outside = [](const report::CategoryPart& p) {
+        return p.category == report::Category::AllocatorCache || p.category == report::Category::Nccl ||
+               p.category == report::Category::Library || p.category == report::Category::Other;
+    };
+    b.parts.erase(std::remove_if(b.parts.begin(), b.parts.end(), outside), b.parts.end());
+}
+
 StepsView analyse(const report::Report& r, const Args& args) {
     StepsView v;
     v.series = tensor_view(r, args) ? report::Series::Tensors : report::Series::Gpu;
     report::Timeline tl = report::build_timeline(r);
     v.rows = report::step_rows(r, tl, v.series);
-    v.at_peak.resize(v.rows.size());
-    std::vector<size_t> order(v.rows.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&v](size_t a, size_t b) { return v.rows[a].peak_bytes > v.rows[b].peak_bytes; });
-    if (order.size() > kMaxCategorySteps) order.resize(kMaxCategorySteps);
-    for (size_t i : order) v.at_peak[i] = report::breakdown_at(r, v.rows[i].peak_events, {-1, 0});
-
     std::vector<uint64_t> ends;
     for (const report::StepRow& row : v.rows) ends.push_back(row.exit_bytes);
     const report::GrowthRule rule;
     v.warmup = report::warmup_steps(ends.size(), rule);
     v.growth = report::find_growth(ends, rule);
+
+    // Every step's peak, and the two ends of a growth, in one replay of the report.
+    std::vector<size_t> points;
+    points.reserve(v.rows.size() + 2);
+    for (const report::StepRow& row : v.rows) points.push_back(row.peak_events);
+    if (v.growth) {
+        points.push_back(v.rows[v.growth->first].events_end);
+        points.push_back(v.rows[v.growth->last].events_end);
+    }
+    report::BreakdownOptions options;
+    options.max_sites = 0;
+    options.symbolizer = symbolizer_options();  // the same rules as `top --by category`
+    v.at_peak = report::breakdowns_at(r, points, options);
+    if (v.series == report::Series::Tensors) {
+        for (report::Breakdown& b : v.at_peak) keep_tensor_parts(b);
+    }
     if (!v.growth) return v;
-    const size_t from = v.rows[v.growth->first].events_end, to = v.rows[v.growth->last].events_end;
+    const report::Breakdown at_to = std::move(v.at_peak.back());
+    v.at_peak.pop_back();
+    const report::Breakdown at_from = std::move(v.at_peak.back());
+    v.at_peak.pop_back();
+    v.categories = report::grown_categories(at_from, at_to);
+    const size_t from = at_from.events_applied, to = at_to.events_applied;
     const bool tensors = v.series == report::Series::Tensors;
     auto table = [&](size_t at) {
         report::LiveSet live = report::live_after(r, at);
@@ -73,19 +94,15 @@ StepsView analyse(const report::Report& r, const Args& args) {
     for (const report::SiteChange& s : v.sites) handles.push_back(sym.add(s.stack_id, s.python_stack_id));
     sym.resolve();
     for (size_t h : handles) v.site_labels.push_back(site_label(sym.get(h), r));
-    v.categories = report::grown_categories(report::breakdown_at(r, from, {-1, 0}),
-                                            report::breakdown_at(r, to, {-1, 0}));
     return v;
 }
 
-std::string categories_text(const std::optional<report::Breakdown>& b) {
-    if (!b) return "(not looked up)";
+std::string categories_text(const report::Breakdown& b) {
     std::string s;
-    for (size_t i = 0; i < b->parts.size() && i < kStepCategories; ++i) {
-        const report::CategoryPart& p = b->parts[i];
+    for (size_t i = 0; i < b.parts.size() && i < kStepCategories; ++i) {
+        const report::CategoryPart& p = b.parts[i];
         if (!s.empty()) s += ", ";
-        s += std::string(format::name_of(p.category)) + (p.detail.empty() ? "" : " (" + p.detail + ")") + " " +
-             human_bytes(p.bytes);
+        s += report::part_name(p) + " " + human_bytes(p.bytes) + (p.estimate ? " (estimate)" : "");
     }
     return s.empty() ? "-" : s;
 }
@@ -139,19 +156,17 @@ void print_steps(const report::Report& r, const StepsView& v) {
     }
     if (!v.categories.empty()) print("  Categories that grew:\n");
     for (const report::CategoryChange& c : v.categories) {
-        print("    +%-11s %s%s\n", human_bytes(c.to - c.from).c_str(), std::string(format::name_of(c.category)).c_str(),
-              c.detail.empty() ? "" : (" (" + c.detail + ")").c_str());
+        report::CategoryPart named;
+        named.category = c.category;
+        named.detail = c.detail;
+        print("    +%-11s %s\n", human_bytes(c.to - c.from).c_str(), report::part_name(named).c_str());
     }
 }
 
-void json_categories(report::JsonWriter& j, const std::optional<report::Breakdown>& b) {
-    if (!b) {
-        j.null();
-        return;
-    }
+void json_categories(report::JsonWriter& j, const report::Breakdown& b) {
     j.begin_array();
-    for (size_t i = 0; i < b->parts.size() && i < kStepCategories; ++i) {
-        const report::CategoryPart& p = b->parts[i];
+    for (size_t i = 0; i < b.parts.size() && i < kStepCategories; ++i) {
+        const report::CategoryPart& p = b.parts[i];
         j.begin_object();
         j.key("category").value(format::name_of(p.category));
         j.key("detail").value(p.detail);

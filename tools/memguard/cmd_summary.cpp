@@ -7,6 +7,7 @@
 #include "common/text.h"
 #include "output.h"
 #include "report/json.h"
+#include "report/oom.h"
 #include "report/units.h"
 #include "sites.h"
 
@@ -273,6 +274,27 @@ void json_categories(report::JsonWriter& j, const report::Report& r, const repor
     j.end_object();
 }
 
+/// The out-of-memory events `memguard oom` explains, and the CUDA failures PyTorch recovered from.
+std::pair<size_t, size_t> oom_counts(const report::Report& r) {
+    size_t ooms = 0, recovered = 0;
+    for (const report::OomEvent& e : report::find_ooms(r)) ++(e.recovered ? recovered : ooms);
+    return {ooms, recovered};
+}
+
+/// One line each for the steps and the out-of-memory events, pointing at the command that shows them.
+void print_steps_and_ooms(const report::Report& r) {
+    if (!r.steps.empty()) {
+        line("Steps",
+             plural(r.steps.size(), "step", "steps") + " (memguard steps " + r.path + ": peaks, categories, growth)");
+    }
+    auto [ooms, recovered] = oom_counts(r);
+    if (ooms != 0 || recovered != 0) {
+        std::string text = plural(ooms, "out of memory", "out of memory");
+        if (recovered != 0) text += ", " + plural(recovered, "CUDA failure recovered", "CUDA failures recovered");
+        line("OOM", text + " (memguard oom " + r.path + " explains " + (ooms == 1 ? "it" : "them") + ")");
+    }
+}
+
 std::string format_text(const report::Report& r) {
     auto minor = info_int(r, "format_minor");
     return std::to_string(r.version) + (minor && *minor >= 0 ? "." + std::to_string(*minor) : "");
@@ -299,6 +321,7 @@ void print_text(const report::Report& r, const report::Summary& s) {
         live_at_exit += " and " + plural(s.virt.physical_device_handles, "physical handle", "physical handles");
     }
     line("Live at exit", live_at_exit);
+    print_steps_and_ooms(r);
     print_runtime(r, s);
     if (s.allocations != 0) print_kinds(s);
     print_devices(s);
@@ -418,6 +441,10 @@ void print_json(const report::Report& r, const report::Summary& s) {
     j.key("failed_frees").value(s.failed_frees);
     j.key("failed_allocations").value(s.failed_allocations);
     j.key("oom_events").value(s.oom_events);
+    j.key("steps").value(static_cast<uint64_t>(r.steps.size()));
+    auto [ooms, recovered] = oom_counts(r);
+    j.key("ooms").value(static_cast<uint64_t>(ooms));  // as memguard oom counts them
+    j.key("recovered_cuda_failures").value(static_cast<uint64_t>(recovered));
     json_peak(j, s.peak_bytes, s.peak_t);
     j.key("live_bytes_at_exit").value(s.live_bytes_at_exit);
     j.key("live_blocks_at_exit").value(s.live_blocks_at_exit);
