@@ -313,7 +313,7 @@ void print_text(const report::Report& r, const report::Summary& s) {
     if (s.failed_frees != 0) allocs += ", " + plural(s.failed_frees, "failed free", "failed frees");
     line("Allocations", allocs + ")");
     line("Failed allocs",
-         std::to_string(s.failed_allocations) + " (" + std::to_string(s.oom_events) + " out of memory)");
+         std::to_string(s.failed_allocations) + " (" + std::to_string(s.oom_events) + " with an out-of-memory error)");
     line("Peak GPU", s.peak_t ? bytes_exact(s.peak_bytes) + " at t=" + seconds_fixed3(*s.peak_t) + " s" : "0 B");
     std::string live_at_exit = bytes_exact(s.live_bytes_at_exit) + " in " +
                                plural(s.live_blocks_at_exit, "block", "blocks");
