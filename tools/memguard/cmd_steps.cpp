@@ -163,9 +163,10 @@ void print_steps(const report::Report& r, const StepsView& v) {
     }
 }
 
+/// Every category of the breakdown (the text shows the largest kStepCategories).
 void json_categories(report::JsonWriter& j, const report::Breakdown& b) {
     j.begin_array();
-    for (size_t i = 0; i < b.parts.size() && i < kStepCategories; ++i) {
+    for (size_t i = 0; i < b.parts.size(); ++i) {
         const report::CategoryPart& p = b.parts[i];
         j.begin_object();
         j.key("category").value(format::name_of(p.category));
