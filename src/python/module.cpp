@@ -6,6 +6,7 @@
 #include "python/capi.h"
 #include "python/embedded_memguard_finder_py.h"
 #include "python/embedded_memguard_py.h"
+#include "python/insight.h"
 #include "python/state.h"
 #include "track/recorder.h"
 
@@ -121,7 +122,17 @@ PyMethodDef g_natives[] = {
 using embedded::kMemguardFinderPy;
 using embedded::kMemguardPy;
 
-/// exec(source, namespace.__dict__). False with the error cleared on failure.
+/// `_make()`: builds the memguard module (once per import of it; the finder caches it).
+PyObject* make_module(PyObject*, PyObject*) {
+    Ref mod(new_module("memguard"));
+    if (!mod) return nullptr;
+    if (!add_natives(mod.get()) || !run_source(mod.get(), kMemguardPy)) return nullptr;
+    return mod.release();
+}
+PyMethodDef g_make_def{"_make", make_module, METH_NOARGS, nullptr};
+
+}  // namespace
+
 bool run_source(PyObject* ns, const char* source) {
     const CApi* a = capi();
     Ref builtins(a->PyImport_ImportModule("builtins"));
@@ -136,7 +147,6 @@ bool run_source(PyObject* ns, const char* source) {
     return static_cast<bool>(r);
 }
 
-/// A new module object: type(sys)(name).
 PyObject* new_module(const char* name) {
     const CApi* a = capi();
     Ref sys(a->PyImport_ImportModule("sys"));
@@ -148,21 +158,14 @@ PyObject* new_module(const char* name) {
     return a->PyObject_CallObject(type.get(), args.get());
 }
 
-/// `_make()`: builds the memguard module (once per import of it; the finder caches it).
-PyObject* make_module(PyObject*, PyObject*) {
+bool add_natives(PyObject* mod) {
     const CApi* a = capi();
-    Ref mod(new_module("memguard"));
-    if (!mod) return nullptr;
     for (PyMethodDef& def : g_natives) {
         Ref fn(a->PyCFunction_NewEx(&def, nullptr, nullptr));
-        if (!fn || a->PyObject_SetAttrString(mod.get(), def.ml_name, fn.get()) != 0) return nullptr;
+        if (!fn || a->PyObject_SetAttrString(mod, def.ml_name, fn.get()) != 0) return false;
     }
-    if (!run_source(mod.get(), kMemguardPy)) return nullptr;
-    return mod.release();
+    return add_insight_natives(mod);
 }
-PyMethodDef g_make_def{"_make", make_module, METH_NOARGS, nullptr};
-
-}  // namespace
 
 void install_module() {
     const CApi* a = capi();
