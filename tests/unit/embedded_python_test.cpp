@@ -8,6 +8,7 @@
 
 #include "python/embedded_memguard_finder_py.h"
 #include "python/embedded_memguard_py.h"
+#include "python/embedded_memguard_torch_py.h"
 
 namespace memguard::python {
 namespace {
@@ -31,6 +32,13 @@ TEST(EmbeddedPython, TheImportHookIsMemguardFinderPy) {
     ASSERT_FALSE(file.empty());
     EXPECT_EQ(std::string(embedded::kMemguardFinderPy), file);
     EXPECT_EQ(sizeof(embedded::kMemguardFinderPy), file.size() + 1);
+}
+
+TEST(EmbeddedPython, TheTorchSideIsMemguardTorchPy) {
+    std::string file = read_file(MEMGUARD_PYTHON_SOURCE_DIR "/memguard_torch.py");
+    ASSERT_FALSE(file.empty());
+    EXPECT_EQ(std::string(embedded::kMemguardTorchPy), file);
+    EXPECT_EQ(sizeof(embedded::kMemguardTorchPy), file.size() + 1);
 }
 
 }  // namespace
