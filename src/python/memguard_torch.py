@@ -269,12 +269,14 @@ def _collect_everything(c):
 
 # --- PyTorch's allocator -------------------------------------------------------------------------
 
-def native_allocator():
+def native_allocator(initialized=True):
     """True when PyTorch's own caching allocator serves this process's tensors (not memguard's, not
-    cudaMallocAsync, not a pluggable one) and CUDA is initialized: its snapshot and OOM observer work."""
+    cudaMallocAsync, not a pluggable one) and, with `initialized`, CUDA is initialized: its snapshot
+    and OOM observer work. (torch.cuda._lazy_call's queued calls run before is_initialized() says
+    True.)"""
     torch = _torch()
     try:
-        return (not _allocator_mode() and torch.cuda.is_initialized()
+        return (not _allocator_mode() and (not initialized or torch.cuda.is_initialized())
                 and torch.cuda.memory.get_allocator_backend() == "native")
     except Exception:
         return False
@@ -478,7 +480,7 @@ def _queue_observer():
 
 def _attach_observer():
     try:
-        if not native_allocator():
+        if not native_allocator(initialized=False):
             return  # memguard's allocator writes its own x; other backends refuse observers
         _torch()._C._cuda_attach_out_of_memory_observer(oom_observer)
     except BaseException as e:
@@ -569,7 +571,8 @@ def oom_observer(device, alloc, limit, device_free):
     exception here would replace the user's OutOfMemoryError."""
     try:
         total, allocated, reserved = _device_figures(device)
-        oom_moment(device, 0, None, alloc, limit, device_free, total, allocated, reserved, native_allocator())
+        oom_moment(device, 0, None, alloc, limit, device_free, total, allocated, reserved,
+                   native_allocator(initialized=False))
     except BaseException as e:
         _warn_once("memguard's OOM observer failed", e)
 
