@@ -84,8 +84,8 @@ else:
     # module's __all__ (src/python/memguard.py); tests/wheel checks that the two agree.
     import collections as _collections
 
-    __all__ = ["phase", "mark", "active", "report_path", "flush", "stats", "reset_peak", "Stats", "lib_path",
-               "cli_path"]
+    __all__ = ["phase", "mark", "step", "active", "report_path", "flush", "stats", "reset_peak", "Stats",
+               "lib_path", "cli_path"]
 
     class Stats(_collections.namedtuple("Stats", [
             "live_bytes", "peak_bytes", "gpu_live_bytes", "gpu_peak_bytes", "allocator_mode",
@@ -114,6 +114,10 @@ else:
 
     def mark(name):
         """Records an instant event called `name`; here nothing (not preloaded)."""
+
+    def step(name=""):
+        """Marks the end of a training step (for programs without a torch optimizer); here nothing
+        (not preloaded)."""
 
     class phase:
         """A named phase of the run (`with memguard.phase(name):` or `@memguard.phase(name)`);

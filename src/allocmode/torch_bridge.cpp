@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "python/allocator_mode.h"
 #include "python/capi.h"
+#include "python/insight.h"
 #include "python/state.h"
 
 namespace memguard::allocmode {
@@ -380,15 +381,19 @@ void arm_torch_switch(track::Recorder& rec) {
     python::set_allocator_switch({&torch_ready, &switch_to_memguard});
 }
 
-bool oom_rescue_collect(bool capture_underway) {
+namespace {
+
+/// Runs fn() with the GIL when this thread holds it or may take it (it has a Python thread state:
+/// it ran Python; the allocator holds no lock here, so taking the GIL cannot deadlock against a
+/// thread that holds it and allocates) and the interpreter runs. False when fn did not run.
+template <class Fn>
+bool with_gil(Fn&& fn) {
     const CApi* a = capi();
-    if (capture_underway || t_in_rescue || !interpreter_running() || !a->PyGILState_Check) return false;
+    if (t_in_rescue || !interpreter_running() || !a->PyGILState_Check) return false;
     const bool held = a->PyGILState_Check() != 0;
     int state = 0;
     if (!held) {
-        // PyTorch's operators release the GIL, so the allocating thread rarely holds it. Taking it
-        // is safe here: the allocator holds no lock during the rescue, and only a thread that
-        // already has a Python thread state (one that ran Python) is considered.
+        // PyTorch's operators release the GIL, so the allocating thread rarely holds it.
         if (!a->PyGILState_GetThisThreadState || !a->PyGILState_Ensure || !a->PyGILState_Release ||
             !a->PyGILState_GetThisThreadState())
             return false;
@@ -398,18 +403,61 @@ bool oom_rescue_collect(bool capture_underway) {
     if (interpreter_running() && !a->Py_IsFinalizing()) {
         t_in_rescue = true;
         ErrorGuard keep_error;
-        if (!g_gc_collect) {
-            Ref gc(a->PyImport_ImportModule("gc"));
-            g_gc_collect = gc ? a->PyObject_GetAttrString(gc.get(), "collect") : nullptr;
-        }
-        if (g_gc_collect) {
-            Ref r(a->PyObject_CallObject(g_gc_collect, nullptr));
-            ran = static_cast<bool>(r);
-        }
+        ran = fn();
         t_in_rescue = false;
     }
     if (!held) a->PyGILState_Release(state);
     return ran;
+}
+
+}  // namespace
+
+bool oom_rescue_collect(bool capture_underway) {
+    if (capture_underway) return false;
+    return with_gil([] {
+        const CApi* a = capi();
+        if (!g_gc_collect) {
+            Ref gc(a->PyImport_ImportModule("gc"));
+            g_gc_collect = gc ? a->PyObject_GetAttrString(gc.get(), "collect") : nullptr;
+        }
+        if (!g_gc_collect) return false;
+        Ref r(a->PyObject_CallObject(g_gc_collect, nullptr));
+        return static_cast<bool>(r);
+    });
+}
+
+void explain_allocator_oom(track::Recorder& rec, const alloc::OomReport& r, uint32_t stack_id,
+                           uint32_t python_stack_id) {
+    python::AllocatorOomFigures f;
+    f.device = r.device;
+    f.requested = r.requested;
+    f.rounded = r.rounded;
+    f.limit = r.limit_bytes ? r.limit_bytes : r.device_total;
+    f.allocated = r.allocated_bytes;
+    f.reserved = r.reserved_bytes;
+    f.device_free = r.capture_underway ? 0 : r.device_free;
+    f.device_total = r.device_total;
+    f.stack_id = stack_id;
+    f.python_stack_id = python_stack_id;
+    // The moment's tags need Python (the GIL); never during a capture, where the torch side's
+    // calls could reach CUDA.
+    const bool capturing = r.capture_underway || rec.captures().active() > 0;
+    if (!capturing && with_gil([&f] { return python::allocator_oom_moment(f); })) return;
+    format::rec::OomContext x;
+    x.device = r.device;
+    x.source = format::OomSource::Allocator;
+    x.requested = r.requested;
+    x.rounded = r.rounded;
+    if (f.limit) x.limit = f.limit;
+    if (!r.capture_underway) x.device_free = r.device_free;
+    if (r.device_total) x.device_total = r.device_total;
+    x.allocated = r.allocated_bytes;
+    x.reserved = r.reserved_bytes;
+    x.stack_id = stack_id;
+    x.python_stack_id = python_stack_id;
+    x.capturing = capturing;
+    rec.record_oom_context(x);
+    python::oom_notice(rec, r.device);
 }
 
 }  // namespace memguard::allocmode

@@ -17,6 +17,7 @@
 // the limit, and then fail as they would.
 #pragma once
 
+#include "alloc/caching_allocator.h"
 #include "track/recorder.h"
 
 namespace memguard::allocmode {
@@ -31,5 +32,12 @@ void arm_torch_switch(track::Recorder& rec);
 /// the latter), the interpreter runs, and no stream capture is in progress (`capture_underway`:
 /// one the allocator or the recorder knows of). Returns whether a collection ran.
 bool oom_rescue_collect(bool capture_underway);
+
+/// After the O record of an allocation memguard's allocator refused: the x record (source
+/// allocator, figures from `r`, the request's stacks), inside an OOM moment with the live tensors'
+/// tags when the thread may take the GIL (as for the rescue) and no capture is in progress; then
+/// the report is flushed and the one stderr line printed (python/insight.h).
+void explain_allocator_oom(track::Recorder& rec, const alloc::OomReport& r, uint32_t stack_id,
+                           uint32_t python_stack_id);
 
 }  // namespace memguard::allocmode

@@ -166,7 +166,10 @@ void* allocate(Recorder& rec, size_t size, int device, uintptr_t stream) {
     t_rescue_ran = false;
     void* p = a->malloc(device, size, stream, site_of(ctx.stack_id, ctx.python_stack_id), &err, &oom, &block);
     if (!p) {
-        if (ctx.record) record_oom(rec, oom, ctx.stack_id, ctx.python_stack_id);
+        if (ctx.record) {
+            record_oom(rec, oom, ctx.stack_id, ctx.python_stack_id);
+            explain_allocator_oom(rec, oom, ctx.stack_id, ctx.python_stack_id);
+        }
         if (err != alloc::kErrorMemoryAllocation) {
             MG_LOG_WARN("memguard_alloc: allocating {} bytes on device {} failed with CUDA error {}", size, device,
                         err);

@@ -40,6 +40,10 @@ uintptr_t address_of(P p) {
     }
 }
 
+/// After the E record of an allocation that failed with an out-of-memory error (2: both
+/// cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY): its x record (oom_context.cpp).
+void record_cuda_oom(track::Recorder& rec, track::Api api, uint64_t size, int device, const uintptr_t* ips, int n);
+
 /// Runs `call` (the real allocation) and records its outcome. `out` is where the call stores the
 /// address; `device()` is the current device (not asked for pinned memory).
 template <typename Out, typename Call, typename Device>
@@ -65,6 +69,9 @@ auto allocate_and_record(const AllocCall& what, Out* out, Call&& call, Device&& 
         rec.record_alloc(what.api, what.kind, addr, what.size(true), dev, what.stream, ips, n);
     } else {
         rec.record_alloc_failed(what.api, what.kind, what.size(false), dev, what.stream, ips, n, static_cast<int>(err));
+        if (static_cast<int>(err) == 2 && what.kind != track::Kind::Pinned) {
+            record_cuda_oom(rec, what.api, what.size(false), dev, ips, n);
+        }
     }
     return err;
 }

@@ -91,6 +91,8 @@ void compile_started() {
     if (settings().collect_compile_garbage && settings().compile_window) open_compile_window(g_pending.threads);
 }
 
+bool compile_mark_pending() { return g_pending.threads > 0; }
+
 void compile_ended(const std::string& compile_id) {
     const CApi* a = capi();
     recorder().record_compile(compile_id);

@@ -25,4 +25,7 @@ void compile_started();
 /// only marks the thread and installs the profile function that waits for the safe point).
 void compile_ended(const std::string& compile_id);
 
+/// True while some thread has a compile mark pending (its collection has not run yet). GIL held.
+bool compile_mark_pending();
+
 }  // namespace memguard::python

@@ -14,6 +14,7 @@
 #include "python/frames.h"
 #include "python/gc_accounting.h"
 #include "python/interpreter_paths.h"
+#include "python/insight.h"
 #include "python/module.h"
 #include "python/pystack.h"
 #include "python/state.h"
@@ -100,6 +101,10 @@ int audit_hook(const char* event, PyObject*, void*) {
         maybe_install_allocator();  // MEMGUARD_ALLOCATOR=memguard, once torch.cuda.memory has loaded
     }
     if (event[0] == 'i' && std::strcmp(event, "import") == 0) record_torch_paths_if_imported();
+    if (event[0] == 'i' && torch_side_wants_imports() && std::strcmp(event, "import") == 0) {
+        ErrorGuard keep_error;
+        on_import_for_torch_side();  // optimizer step hooks, the OOM observer (insight.h)
+    }
     if (event[0] == 'i' && !dynamo_registered() && std::strcmp(event, "import") == 0) {
         ErrorGuard keep_error;
         try_register_dynamo();

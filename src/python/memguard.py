@@ -1,6 +1,7 @@
 # memguard's Python module, embedded into libmemguard.so at build time (embed_text.cmake) and run by
 # it (src/python/module.cpp) in the module's namespace, which already holds the native functions
-# _begin, _end, _mark, _active, _report_path, _flush, _stats and _reset_peak.
+# _begin, _end, _mark, _active, _report_path, _flush, _stats, _reset_peak and the insight natives
+# (python/insight.h: _step, _torch, ...).
 """memguard's in-process API, provided by libmemguard.so (LD_PRELOAD); no file on disk is involved.
 
     import memguard
@@ -13,6 +14,10 @@
         opt.step()
 
     memguard.mark("step 3")
+
+    for batch in data:                 # a loop without a torch optimizer: say where steps end
+        train(batch)
+        memguard.step()                # torch.optim optimizers' steps are found without this
 
     before = memguard.stats()          # live and peak GPU bytes now, without reading the report
     memguard.reset_peak()
@@ -28,7 +33,7 @@ import collections as _collections
 import functools as _functools
 import threading as _threading
 
-__all__ = ["phase", "mark", "active", "report_path", "flush", "stats", "reset_peak", "Stats"]
+__all__ = ["phase", "mark", "step", "active", "report_path", "flush", "stats", "reset_peak", "Stats"]
 
 class Stats(_collections.namedtuple("Stats", [
         "live_bytes", "peak_bytes", "gpu_live_bytes", "gpu_peak_bytes", "allocator_mode",
@@ -93,6 +98,17 @@ def reset_peak(device=None):
 def mark(name):
     """Records an instant event called `name`."""
     _mark(str(name))
+
+
+def step(name=""):
+    """Marks the end of a training step (`memguard steps REPORT`), with the tags of the model's
+    tensors at that moment when torch is loaded. Steps of torch.optim optimizers are found without
+    it: call it only in a loop that has none (calling both counts each step twice)."""
+    ns = _torch()
+    if ns is not None:
+        ns.api_step(str(name))
+    else:
+        _step(1, str(name))
 
 
 class phase:

@@ -6,6 +6,7 @@
 #include "python/capi.h"
 #include "python/embedded_memguard_finder_py.h"
 #include "python/embedded_memguard_py.h"
+#include "python/insight.h"
 #include "python/state.h"
 #include "track/recorder.h"
 
@@ -121,6 +122,15 @@ PyMethodDef g_natives[] = {
 using embedded::kMemguardFinderPy;
 using embedded::kMemguardPy;
 
+/// `_make()`: builds the memguard module (once per import of it; the finder caches it).
+PyObject* make_module(PyObject*, PyObject*) {
+    Ref mod(new_module("memguard"));
+    if (!mod) return nullptr;
+    if (!add_natives(mod.get()) || !run_source(mod.get(), kMemguardPy)) return nullptr;
+    return mod.release();
+}
+PyMethodDef g_make_def{"_make", make_module, METH_NOARGS, nullptr};
+
 }  // namespace
 
 bool run_source(PyObject* ns, const char* source) {
@@ -148,23 +158,14 @@ PyObject* new_module(const char* name) {
     return a->PyObject_CallObject(type.get(), args.get());
 }
 
-namespace {
-
-/// `_make()`: builds the memguard module (once per import of it; the finder caches it).
-PyObject* make_module(PyObject*, PyObject*) {
+bool add_natives(PyObject* mod) {
     const CApi* a = capi();
-    Ref mod(new_module("memguard"));
-    if (!mod) return nullptr;
     for (PyMethodDef& def : g_natives) {
         Ref fn(a->PyCFunction_NewEx(&def, nullptr, nullptr));
-        if (!fn || a->PyObject_SetAttrString(mod.get(), def.ml_name, fn.get()) != 0) return nullptr;
+        if (!fn || a->PyObject_SetAttrString(mod, def.ml_name, fn.get()) != 0) return false;
     }
-    if (!run_source(mod.get(), kMemguardPy)) return nullptr;
-    return mod.release();
+    return add_insight_natives(mod);
 }
-PyMethodDef g_make_def{"_make", make_module, METH_NOARGS, nullptr};
-
-}  // namespace
 
 void install_module() {
     const CApi* a = capi();

@@ -15,10 +15,12 @@ namespace memguard::python {
 /// From the hook's start-up (GIL held, interpreter running).
 void install_module();
 
-/// exec(source, namespace.__dict__) for the library's embedded Python files. False on failure,
-/// with the Python error left for the caller to clear.
+struct PyObject;
+/// Adds the module's native functions (_begin, _step, ...) to module object `mod`.
+bool add_natives(PyObject* mod);
+/// exec(source, ns.__dict__). False with the error set on failure.
 bool run_source(PyObject* ns, const char* source);
-/// A new module object: type(sys)(name); nullptr with an error set on failure.
+/// A new module object: type(sys)(name) (a new reference), not put in sys.modules.
 PyObject* new_module(const char* name);
 
 }  // namespace memguard::python

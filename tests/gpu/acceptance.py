@@ -41,6 +41,7 @@ PARTS = [
     ("allocator-mode-reports", 15, "the CLI on allocator-mode reports: top, cycles, native cut, exports"),
     ("compile-window", 80, "benchmark: the compile window with inductor on CUDA (its own limit: 580 s)"),
     ("launch", 90, "memguard run, pytest --memguard and the gates (the installed wheel's with --wheel)"),
+    ("insight-library", 60, "steps from optimizer hooks, tag bytes against real tensors, OOM context (native, allocator mode)"),
     ("insight", 150, "steps, categories and OOMs explained, end to end through the CLI, both modes"),
 ]
 # Parts are packed in order into one device call while their checks take at most this many seconds:

@@ -207,7 +207,7 @@ class Phases(harness.ChildTestCase):
         self.assertTrue(r["same_object"], "memguard is _memguard")
         self.assertEqual(r["name"], "memguard")
         self.assertFalse(r["has_file"], "no file behind the module")
-        self.assertEqual(r["all"], ["Stats", "active", "flush", "mark", "phase", "report_path", "reset_peak", "stats"])
+        self.assertEqual(r["all"], ["Stats", "active", "flush", "mark", "phase", "report_path", "reset_peak", "stats", "step"])
         self.assertTrue(r["active"])
         self.assertIsNone(r["path_before"], "no report before the first allocation")
         self.assertFalse(r["flush_before"])

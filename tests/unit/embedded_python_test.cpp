@@ -9,6 +9,7 @@
 #include "python/embedded_interpreter_paths_py.h"
 #include "python/embedded_memguard_finder_py.h"
 #include "python/embedded_memguard_py.h"
+#include "python/embedded_memguard_torch_py.h"
 
 namespace memguard::python {
 namespace {
@@ -39,6 +40,13 @@ TEST(EmbeddedPython, ThePathsAreInterpreterPathsPy) {
     ASSERT_FALSE(file.empty());
     EXPECT_EQ(std::string(embedded::kInterpreterPathsPy), file);
     EXPECT_EQ(sizeof(embedded::kInterpreterPathsPy), file.size() + 1);
+}
+
+TEST(EmbeddedPython, TheTorchSideIsMemguardTorchPy) {
+    std::string file = read_file(MEMGUARD_PYTHON_SOURCE_DIR "/memguard_torch.py");
+    ASSERT_FALSE(file.empty());
+    EXPECT_EQ(std::string(embedded::kMemguardTorchPy), file);
+    EXPECT_EQ(sizeof(embedded::kMemguardTorchPy), file.size() + 1);
 }
 
 }  // namespace
