@@ -193,6 +193,10 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
     if (const char* v = getenv_fn("MEMGUARD_COMPILE_WINDOW")) {
         parse_switch("MEMGUARD_COMPILE_WINDOW", v, r.config.compile_window, r.problems);
     }
+    if (const char* v = getenv_fn("MEMGUARD_STEPS")) parse_switch("MEMGUARD_STEPS", v, r.config.steps, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_EXPLAIN_OOM")) {
+        parse_switch("MEMGUARD_EXPLAIN_OOM", v, r.config.explain_oom, r.problems);
+    }
     if (const char* v = getenv_fn("MEMGUARD_NVTX")) parse_switch("MEMGUARD_NVTX", v, r.config.nvtx, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_ALLOCATOR")) parse_allocator(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_STACK_DEPTH")) parse_depth(v, r.config, r.problems);

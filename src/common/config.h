@@ -23,6 +23,8 @@ struct Config {
     bool python_stacks = true;                        // MEMGUARD_PYTHON_STACKS
     bool native_below_python = false;                 // MEMGUARD_NATIVE_BELOW_PYTHON: keep the interpreter's frames
     bool compile_window = true;                       // MEMGUARD_COMPILE_WINDOW
+    bool steps = true;                                // MEMGUARD_STEPS: steps from optimizer hooks, step moments
+    bool explain_oom = true;                          // MEMGUARD_EXPLAIN_OOM: PyTorch's OOM observer, OOM moments
     bool nvtx = true;                                 // MEMGUARD_NVTX: register as the NVTX injection library
     AllocatorMode allocator = AllocatorMode::Native;  // MEMGUARD_ALLOCATOR: native or memguard
     std::string run_id;        // MEMGUARD_RUN_ID, else TORCHELASTIC_RUN_ID: the header's I run_id ("": none)

@@ -29,6 +29,8 @@ struct HookSettings {
     bool python_stacks = true;            // Python frames on allocation records
     bool compile_window = true;           // MEMGUARD_COMPILE_WINDOW: freeze older objects during a compile
     bool native_below_python = false;     // MEMGUARD_NATIVE_BELOW_PYTHON: no native stack cut
+    bool steps = true;                    // MEMGUARD_STEPS: optimizer step hooks and step moments
+    bool explain_oom = true;              // MEMGUARD_EXPLAIN_OOM: PyTorch's OOM observer and OOM moments
 };
 
 /// Called once from the library constructor. `recorder` is what every part of python/ reports to,

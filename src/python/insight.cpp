@@ -336,7 +336,14 @@ void on_import_for_torch_side() {
     g_torch_tried = true;
     if (!a->PyLong_FromLongLong) return;
     Ref ns(new_module("memguard._torch"));
-    if (!ns || !add_natives(ns.get()) || !run_source(ns.get(), embedded::kMemguardTorchPy)) {
+    // The switches (MEMGUARD_STEPS, MEMGUARD_EXPLAIN_OOM) as the namespace's STEPS and EXPLAIN_OOM,
+    // read by install() and the OOM paths.
+    auto set_switch = [&](const char* name, bool on) {
+        Ref v(a->PyLong_FromLongLong(on ? 1 : 0));
+        return v && a->PyObject_SetAttrString(ns.get(), name, v.get()) == 0;
+    };
+    if (!ns || !add_natives(ns.get()) || !set_switch("STEPS", settings().steps) ||
+        !set_switch("EXPLAIN_OOM", settings().explain_oom) || !run_source(ns.get(), embedded::kMemguardTorchPy)) {
         a->PyErr_Clear();
         MG_LOG_WARN("cannot set up memguard's torch side; steps and out-of-memory context are not recorded");
         return;

@@ -30,6 +30,10 @@ SOURCE_OPTIMIZER, SOURCE_API = 0, 1
 _BLOCK_STATES = {"active_allocated": 0, "active_pending_free": 1, "active_awaiting_free": 1, "inactive": 2}
 
 clock = _time.perf_counter_ns  # the moments' clock (a test replaces it)
+# The switches, set in this namespace by the library before this file runs (insight.cpp):
+# MEMGUARD_STEPS and MEMGUARD_EXPLAIN_OOM.
+STEPS = globals().get("STEPS", 1)
+EXPLAIN_OOM = globals().get("EXPLAIN_OOM", 1)
 OOM_MOMENT_LIMIT_NS = 5_000_000_000  # an OOM moment stops collecting after this (its k says partial)
 
 
@@ -208,6 +212,38 @@ def _collect_model(c):
         c.add(b, BUFFER, name)
 
 
+_leaf_scan_ns = None  # what the last scan for gradients of non-parameters cost
+
+
+def _leaf_scan_allowed():
+    """A step moment also scans for gradients of tensors that are not parameters (a gc scan, the
+    cost of which grows with the heap) when the budget has room for what the last scan cost."""
+    if _leaf_scan_ns is None:
+        return True
+    elapsed = budget.now() - (budget.start or budget.now())
+    return budget.spent + _leaf_scan_ns <= budget.fraction * elapsed
+
+
+def _collect_leaf_grads(c):
+    """Gradients of leaf tensors that are not parameters (a stale .grad, as on detached checkpoint
+    inputs): a gc scan filtered by type(), never isinstance."""
+    global _leaf_scan_ns
+    t0 = clock()
+    try:
+        torch = _torch()
+        tensor_type, param_type = torch.Tensor, torch.nn.Parameter
+        for o in _gc.get_objects():
+            tp = type(o)
+            if issubclass(tp, tensor_type) and not issubclass(tp, param_type):
+                try:
+                    if o.is_leaf and o.grad is not None:
+                        c.add(o.grad, NONPARAM_GRADIENT)
+                except Exception:
+                    pass
+    finally:
+        _leaf_scan_ns = clock() - t0
+
+
 def _saved_names(node_type, cache={}):
     names = cache.get(node_type)
     if names is None:
@@ -215,34 +251,82 @@ def _saved_names(node_type, cache={}):
     return names
 
 
-def _collect_graphs(c, grad_fns):
-    """Tensors saved for backward by the autograd graphs reachable from `grad_fns`, read through
-    `_raw_saved_*` (SavedTensor.data: the packed value, no unpack hook runs, so a checkpointed
-    forward is never re-run). Where SavedTensor has no .data (older torch) nothing is read."""
+def _collect_graphs(c, roots):
+    """Tensors saved for backward by the autograd graphs reachable from `roots` ((grad_fn, holder)
+    pairs, the named holders first), read through `_raw_saved_*` (SavedTensor.data: the packed
+    value, no unpack hook runs, so a checkpointed forward is never re-run). Where SavedTensor has
+    no .data (older torch) nothing is read. A node reached from several roots is the first's:
+    labels read "saved by MmBackward0 (kept by total_loss at train.py:57)"."""
     is_tensor = _torch().is_tensor
     seen = set()
-    stack = list(grad_fns)
-    while stack:
-        if c.out_of_time():
-            return
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        kind = type(node).__name__
-        try:
-            for name in _saved_names(type(node)):
-                raw = getattr(node, name, None)
-                for r in raw if isinstance(raw, (list, tuple)) else (raw,):
-                    data = getattr(r, "data", None)
-                    if data is not None and is_tensor(data):
-                        c.add(data, ACTIVATION, kind)
-        except Exception:
-            pass  # freed by a backward already
-        try:
-            stack.extend(n for n, _ in node.next_functions if n is not None)
-        except Exception:
-            pass
+    for root, holder in roots:
+        suffix = f" (kept by {holder})" if holder else ""
+        stack = [root]
+        while stack:
+            if c.out_of_time():
+                return
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            label = f"saved by {type(node).__name__}{suffix}"
+            try:
+                for name in _saved_names(type(node)):
+                    raw = getattr(node, name, None)
+                    for r in raw if isinstance(raw, (list, tuple)) else (raw,):
+                        data = getattr(r, "data", None)
+                        if data is not None and is_tensor(data):
+                            c.add(data, ACTIVATION, label)
+            except Exception:
+                pass  # freed by a backward already
+            try:
+                stack.extend(n for n, _ in node.next_functions if n is not None)
+            except Exception:
+                pass
+
+
+def _holders(tensor_type):
+    """id(tensor) -> "name at file:line" for the tensors with a grad_fn that a variable of a running
+    frame holds (or an item of a list, tuple or dict one holds), on every thread: the outermost
+    frame that holds a tensor names it (the loop's `total_loss`, not a callee's argument). memguard's
+    own frames are skipped."""
+    out = {}
+
+    def note(t, name):
+        if issubclass(type(t), tensor_type) and id(t) not in out:
+            try:
+                if t.grad_fn is not None:
+                    out[id(t)] = name
+            except Exception:
+                pass
+
+    own = globals()
+    for top in list(_sys._current_frames().values()):
+        chain = []
+        f = top
+        while f is not None:
+            chain.append(f)
+            f = f.f_back
+        for f in reversed(chain):
+            if f.f_globals is own:
+                continue
+            code = f.f_code
+            where = f"{code.co_filename}:{f.f_lineno}"
+            try:
+                items = list(f.f_locals.items())
+            except Exception:
+                continue
+            for name, v in items:
+                tp = type(v)
+                if tp is list or tp is tuple:
+                    for i, x in enumerate(v[:10000]):
+                        note(x, f"{name}[{i}] at {where}")
+                elif tp is dict:
+                    for k, x in list(v.items())[:10000]:
+                        note(x, f"{name}[{k!r}] at {where}")
+                else:
+                    note(v, f"{name} at {where}")
+    return out
 
 
 def _collect_everything(c):
@@ -252,17 +336,22 @@ def _collect_everything(c):
     torch = _torch()
     tensor_type, param_type = torch.Tensor, torch.nn.Parameter
     tensors = [o for o in _gc.get_objects() if issubclass(type(o), tensor_type)]
-    grad_fns = []
+    try:
+        holders = _holders(tensor_type)
+    except Exception:
+        holders = {}
+    named, unnamed = [], []
     for t in tensors:
         try:
             if t.is_leaf:
                 if not issubclass(type(t), param_type) and t.grad is not None:
                     c.add(t.grad, NONPARAM_GRADIENT)
             elif t.grad_fn is not None:
-                grad_fns.append(t.grad_fn)
+                holder = holders.get(id(t))
+                (named if holder else unnamed).append((t.grad_fn, holder))
         except Exception:
             pass
-    _collect_graphs(c, grad_fns)
+    _collect_graphs(c, named + unnamed)
     for t in tensors:
         c.add(t, OTHER_TENSOR)
 
@@ -327,6 +416,8 @@ def step_moment(reason=MOMENT_STEP):
     complete = True
     try:
         _collect_model(c)
+        if _leaf_scan_allowed():
+            _collect_leaf_grads(c)
         if _peak_raised() and native_allocator():
             blocks = allocator_blocks()
     except Exception as e:
@@ -506,11 +597,17 @@ def on_import():
 
 def install():
     """Registers the global optimizer step hooks (torch.optim.optimizer is loaded, torch may still
-    be importing) and asks for import events to finish the set-up."""
+    be importing; not with MEMGUARD_STEPS=0) and asks for import events to finish the set-up."""
+    global _disabled, _observer_queued
     try:
-        optim = _sys.modules["torch.optim.optimizer"]
-        _handles.append(optim.register_optimizer_step_pre_hook(_pre_hook))
-        _handles.append(optim.register_optimizer_step_post_hook(_post_hook))
+        if STEPS:
+            optim = _sys.modules["torch.optim.optimizer"]
+            _handles.append(optim.register_optimizer_step_pre_hook(_pre_hook))
+            _handles.append(optim.register_optimizer_step_post_hook(_post_hook))
+        else:
+            _disabled = True  # no hooks to swap
+        if not EXPLAIN_OOM:
+            _observer_queued = True  # none to queue
         _want_imports(1)
     except BaseException as e:
         _warn_once("memguard cannot register optimizer step hooks", e)
@@ -580,6 +677,8 @@ def oom_observer(device, alloc, limit, device_free):
 def allocator_oom(device, requested, rounded, limit, free, total, allocated, reserved, stack_id, python_stack_id):
     """Allocator mode (memguard is PyTorch's allocator): an OOM moment with tags and no d records,
     around the x with the request's stacks. True when the x was written."""
+    if not EXPLAIN_OOM:
+        return False  # the library writes the x by itself
     try:
         oom_moment(device, 2, requested, rounded, limit, free, total, allocated, reserved, False,
                    stack_id, python_stack_id)

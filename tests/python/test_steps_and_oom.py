@@ -146,10 +146,28 @@ def child(arm):
         result["names"] = names
         return result
 
+    if kind == "switches":  # MEMGUARD_STEPS=0 MEMGUARD_EXPLAIN_OOM=0
+        import _memguard
+        ns = _memguard._torch()
+        w = torch.nn.Parameter(torch.randn(4, 4))
+        opt = torch.optim.SGD([w], lr=0.1)
+        for _ in range(3):
+            (w * w).sum().backward()
+            opt.step()
+        memguard.step("manual")
+        optim = sys.modules["torch.optim.optimizer"]
+        result["hooks"] = len(optim._global_optimizer_pre_hooks) + len(optim._global_optimizer_post_hooks)
+        result["observer_queued"] = ns._observer_queued
+        result["allocator_oom"] = ns.allocator_oom(0, 1, 1, 0, 0, 0, 0, 0, 0, 0)
+        return result
+
     if kind == "tags":
         ns = torch_side()
         model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 3))
         opt = torch.optim.AdamW(model.parameters())
+        leaf = torch.randn(1000, requires_grad=True)
+        (leaf * 2).sum().backward()  # a leaf that is not a parameter, with a .grad
+        result["nonparam_grad"] = storage_key(leaf.grad)
         for _ in range(2):
             model(torch.randn(8, 6)).sum().backward()
             opt.step()
@@ -165,9 +183,7 @@ def child(arm):
         result["want"] = {c: {k: v for k, v in d.items()} for c, d in want.items()}
 
         # The OOM observer, called as PyTorch calls it (device, rounded, limit, device free).
-        leaf = torch.randn(1000, requires_grad=True)
-        (leaf * 2).sum().backward()  # a leaf that is not a parameter, with a .grad
-        result["nonparam_grad"] = storage_key(leaf.grad)
+        result["file"] = __file__
         total_loss = 0
         for _ in range(3):
             total_loss += (model(torch.randn(8, 6)) ** 2).sum()  # graphs kept alive
@@ -311,6 +327,8 @@ class StepsAndOom(harness.ChildTestCase):
         # Bytes per category equal the real tensors' storage bytes.
         for cat in ("parameter", "gradient", "buffer"):
             self.assertEqual(sum(size for _, size, _ in got[cat]), sum(v[1] for v in res["want"][cat].values()))
+        # The step moment found the stale .grad of a leaf that is not a parameter (its gc scan).
+        self.assertEqual([(a, n) for a, n, _ in got.get("nonparam_gradient", [])], [tuple(res["nonparam_grad"])])
 
         # The OOM moments: h oom, g..., x, k, in that order, for each of the three observer calls.
         self.assertEqual(res["x_in_file_after_observer"], 1)
@@ -334,6 +352,10 @@ class StepsAndOom(harness.ChildTestCase):
                 cats.setdefault(w[5], set()).add(int(w[3], 16))
         self.assertIn(res["nonparam_grad"][0], cats.get("nonparam_gradient", set()))
         self.assertTrue(cats.get("activation"), f"no tensors saved for backward were tagged: {sorted(cats)}")
+        # Saved tensors name their node and the variable that keeps their graph alive.
+        labels = {harness._dec(w[6]) for w in lines[first:] if w[0] == "g" and w[1] == mid and w[5] == "activation"}
+        kept = [l for l in labels if "(kept by total_loss at " + res["file"] + ":" in l]
+        self.assertTrue(kept and all(l.startswith("saved by ") for l in kept), sorted(labels))
         self.assertFalse(cats["activation"] & cats["parameter"], "a parameter was tagged as an activation")
         k = [w for w in lines if w[0] == "k" and w[2] == mid][0]
         self.assertEqual(k[5], "1")
@@ -345,6 +367,17 @@ class StepsAndOom(harness.ChildTestCase):
         notices = [ln for ln in run.stderr.splitlines() if "CUDA out of memory on device" in ln]
         self.assertEqual(notices, [f"memguard: CUDA out of memory on device 0: memguard oom {rep.path}"])
         self.assertIn("injected", run.stderr)  # logged once through memguard's logger
+        self.assertReaderAccepts(rep.path)
+
+    def test_switches_off(self):
+        run = self.run_kind("switches", env={"MEMGUARD_STEPS": "0", "MEMGUARD_EXPLAIN_OOM": "0"})
+        self.assertChildOk(run)
+        rep = run.need_report()
+        # No optimizer hooks: only memguard.step() counts; no observer; allocator mode's x is native.
+        self.assertEqual([(w[4], w[5]) for w in records(rep.path, "s")], [("api", "manual")], run.describe())
+        self.assertEqual(run.result["hooks"], 0)
+        self.assertFalse(run.result["allocator_oom"])
+        self.assertNotIn("MEMGUARD_STEPS", run.stderr)  # the values are accepted
         self.assertReaderAccepts(rep.path)
 
     def test_budget(self):

@@ -380,6 +380,10 @@ constexpr LaunchOption kLaunchOptions[] = {
     {"--python-stacks", "MEMGUARD_PYTHON_STACKS", "1"},
     {"--no-python-stacks", "MEMGUARD_PYTHON_STACKS", "0"},
     {"--native-below-python", "MEMGUARD_NATIVE_BELOW_PYTHON", "1"},
+    {"--steps", "MEMGUARD_STEPS", "1"},
+    {"--no-steps", "MEMGUARD_STEPS", "0"},
+    {"--explain-oom", "MEMGUARD_EXPLAIN_OOM", "1"},
+    {"--no-explain-oom", "MEMGUARD_EXPLAIN_OOM", "0"},
     {"--nvtx", "MEMGUARD_NVTX", "1"},
     {"--no-nvtx", "MEMGUARD_NVTX", "0"},
 };

@@ -513,6 +513,10 @@ options (each sets the library's variable, which it overrides; the variables wor
   --no-compile-gc         MEMGUARD_COLLECT_COMPILE_GARBAGE=0: no collection after torch.compile
                           (--compile-gc: 1, the default)
   --no-compile-window     MEMGUARD_COMPILE_WINDOW=0 (--compile-window: 1, the default)
+  --no-steps              MEMGUARD_STEPS=0: no steps from optimizer hooks, no step moments
+                          (--steps: 1, the default)
+  --no-explain-oom        MEMGUARD_EXPLAIN_OOM=0: no OOM observer, no OOM moments
+                          (--explain-oom: 1, the default)
   --nvtx, --no-nvtx       MEMGUARD_NVTX=1 or 0: NVTX ranges as phases (default on)
   --log-level LEVEL       MEMGUARD_LOG_LEVEL: trace, debug, info, warn (default), error,
                           critical or off
