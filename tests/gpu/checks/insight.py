@@ -3,10 +3,10 @@
 # are not parameters; in interposition mode and in allocator mode. The workloads are
 # workloads/insight.py. Exec'd by acceptance.py (check, workload, reports, Skip, ctx are its names).
 
-_MODES = (("interposition", {}), ("allocator", {"MEMGUARD_ALLOCATOR": "memguard"}))
+_IX_MODES = (("interposition", {}), ("allocator", {"MEMGUARD_ALLOCATOR": "memguard"}))
 
 
-def _insight(ctx, scenario, mode, env, steps=6, check_exit=True):
+def _ix_run(ctx, scenario, mode, env, steps=6, check_exit=True):
     """Runs one scenario preloaded; returns (result JSON, report path, stderr)."""
     def go():
         tag = f"insight_{scenario}_{mode}"
@@ -20,42 +20,42 @@ def _insight(ctx, scenario, mode, env, steps=6, check_exit=True):
     return ctx.once(("insight", scenario, mode), go)
 
 
-def _cli_json(ctx, *args):
+def _ix_json(ctx, *args):
     p = ctx.run([str(ctx.cli), *args, "--json"])
     return json.loads(p.stdout)
 
 
-def _cli_text(ctx, *args):
+def _ix_text(ctx, *args):
     p = ctx.run([str(ctx.cli), *args], check=False)
     print(f"  $ memguard {' '.join(args[:1])} ... (exit {p.returncode})")
     print("    " + "\n    ".join((p.stdout or p.stderr).rstrip().splitlines()[:40]))
     return p
 
 
-def _file_of(label):
+def _ix_file_of(label):
     # "fn at /path/file.py:41 via ..." -> "/path/file.py"
     at = label.split(" at ", 1)[1] if " at " in label else ""
     return at.split(":", 1)[0]
 
 
-def _line_of(label):
+def _ix_line_of(label):
     at = label.split(" at ", 1)[1] if " at " in label else ""
     rest = at.split(":", 1)[1] if ":" in at else ""
     digits = "".join(ch for ch in rest if ch.isdigit() or ch == " ").split()
     return int(digits[0]) if digits else -1
 
 
-for _mode, _env in _MODES:
+for _mode, _env in _IX_MODES:
     @check("insight", f"{_mode}: the summed-losses bug runs out of memory; memguard oom names activations held by autograd graphs and the user's line")
     def oom_explained(ctx, _mode=_mode, _env=_env):
-        result, path, stderr = _insight(ctx, "oom", _mode, _env)
+        result, path, stderr = _ix_run(ctx, "oom", _mode, _env)
         print(f"  workload: OOM after {result['iterations']} iterations: {result['message']}")
         assert result["oom"], "the workload did not run out of memory"
         pointer = [l for l in stderr.splitlines() if "memguard oom" in l]
         print(f"  stderr pointer: {pointer[:2]}")
         assert pointer and str(path) in pointer[0], stderr[-2000:]
-        _cli_text(ctx, "oom", str(path))
-        data = _cli_json(ctx, "oom", str(path))
+        _ix_text(ctx, "oom", str(path))
+        data = _ix_json(ctx, "oom", str(path))
         ooms = data["ooms"]
         assert ooms, data
         oom = ooms[-1]
@@ -70,7 +70,7 @@ for _mode, _env in _MODES:
         assert act["bytes"] >= 0.5 * total, "activations are not the largest part"
         assert oom["categories"][0]["category"] == "activation", oom["categories"][0]
         sites = act.get("sites", [])
-        assert sites and _file_of(sites[0]["label"]) == result["file"], sites
+        assert sites and _ix_file_of(sites[0]["label"]) == result["file"], sites
         assert "activation" in " ".join(oom["verdict"]), oom["verdict"]
         kept = [s["label"] for s in oom.get("saved_for_backward", [])]
         print(f"  saved for backward: {kept[:3]}")
@@ -78,14 +78,14 @@ for _mode, _env in _MODES:
 
     @check("insight", f"{_mode}: a transformer with AdamW: parameters, gradients and optimizer state at the step peak equal the real tensors' bytes")
     def exact_categories(ctx, _mode=_mode, _env=_env):
-        result, path, _ = _insight(ctx, "train", _mode, _env)
-        steps = _cli_json(ctx, "steps", str(path))["steps"]
+        result, path, _ = _ix_run(ctx, "train", _mode, _env)
+        steps = _ix_json(ctx, "steps", str(path))["steps"]
         print(f"  steps in the report: {len(steps)} (the workload ran 6)")
         assert len(steps) == 6 and all(s["source"] == "optimizer" and s["name"] == "AdamW" for s in steps), steps
         last = steps[-1]
-        top = _cli_json(ctx, "top", str(path), "--by", "category", "--at", repr(last["peak_t"]))
+        top = _ix_json(ctx, "top", str(path), "--by", "category", "--at", repr(last["peak_t"]))
         got = {c["category"]: c["bytes"] for c in top["categories"]}
-        _cli_text(ctx, "top", str(path), "--by", "category", "--at", repr(last["peak_t"]))
+        _ix_text(ctx, "top", str(path), "--by", "category", "--at", repr(last["peak_t"]))
         for cat in ("parameters", "gradients", "optimizer_state"):
             want, count = result[cat]
             have = got.get(cat.rstrip("s") if cat != "optimizer_state" else cat, 0)
@@ -96,22 +96,22 @@ for _mode, _env in _MODES:
 
     @check("insight", f"{_mode}: a cycle leaked per step: memguard steps finds the growth and the user's line")
     def growth(ctx, _mode=_mode, _env=_env):
-        result, path, _ = _insight(ctx, "leak", _mode, _env, steps=12)
-        _cli_text(ctx, "steps", str(path))
-        g = _cli_json(ctx, "steps", str(path))["growth"]
+        result, path, _ = _ix_run(ctx, "leak", _mode, _env, steps=12)
+        _ix_text(ctx, "steps", str(path))
+        g = _ix_json(ctx, "steps", str(path))["growth"]
         assert g, "no growth found"
         per = g["per_step_bytes"]
         print(f"  growth: {per / 2**20:.1f} MiB a step over steps {g['first_step']}-{g['last_step']}; sites {[s['label'] for s in g['sites'][:2]]}")
         assert 0.9 * result["bytes_per_step"] <= per <= 1.35 * result["bytes_per_step"], per
         site = g["sites"][0]["label"]
-        assert _file_of(site) == result["file"] and _line_of(site) == result["lines"]["leak"], (site, result["lines"])
+        assert _ix_file_of(site) == result["file"] and _ix_line_of(site) == result["lines"]["leak"], (site, result["lines"])
 
     @check("insight", f"{_mode}: a leaf that is not a parameter keeps its .grad: gradients of non-parameters")
     def stale_grad(ctx, _mode=_mode, _env=_env):
-        result, path, _ = _insight(ctx, "stale_grad", _mode, _env)
-        steps = _cli_json(ctx, "steps", str(path))["steps"]
+        result, path, _ = _ix_run(ctx, "stale_grad", _mode, _env)
+        steps = _ix_json(ctx, "steps", str(path))["steps"]
         assert steps, "no steps"
-        top = _cli_json(ctx, "top", str(path), "--by", "category", "--at", repr(steps[-1]["peak_t"]))
+        top = _ix_json(ctx, "top", str(path), "--by", "category", "--at", repr(steps[-1]["peak_t"]))
         got = {c["category"]: c["bytes"] for c in top["categories"]}
         want, _ = result["stale_grad"]
         print(f"  nonparam_gradient: report {got.get('nonparam_gradient', 0)} B, the leaf's .grad {want} B")
