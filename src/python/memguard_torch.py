@@ -258,7 +258,9 @@ def _collect_graphs(c, roots):
     no .data (older torch) nothing is read. A node reached from several roots is the first's:
     labels read "saved by MmBackward0 (kept by total_loss at train.py:57)"."""
     is_tensor = _torch().is_tensor
-    seen = set()
+    # Node wrappers are made on access and die with their last reference: an id alone could come
+    # back for another node and hide it, so the walk keeps every node it saw alive until it ends.
+    seen = {}
     for root, holder in roots:
         suffix = f" (kept by {holder})" if holder else ""
         stack = [root]
@@ -268,7 +270,7 @@ def _collect_graphs(c, roots):
             node = stack.pop()
             if node is None or id(node) in seen:
                 continue
-            seen.add(id(node))
+            seen[id(node)] = node
             label = f"saved by {type(node).__name__}{suffix}"
             try:
                 for name in _saved_names(type(node)):
