@@ -50,7 +50,34 @@ struct Piece {
     bool estimate = false;
     uint32_t stack_id = 0, python_stack_id = 0;  // allocator mode: the T block's own site
     bool own_site = false;                       // else the segment's site is used
+    const char* detail = "";                     // kUnnamed for a tensor block no tag names
 };
+
+/// The bytes of a tensor block that its tensor holds: the request rounded as PyTorch rounds it (a
+/// block the allocator did not split holds up to 1 MiB more). No request known: the whole block.
+uint64_t tensor_bytes(uint64_t size, uint64_t requested) {
+    if (requested == 0) return size;
+    const uint64_t rounded = saturating_add(requested, kTensorRounding - 1) / kTensorRounding * kTensorRounding;
+    return std::min(size, rounded);
+}
+
+/// Adds a tensor block's piece, cut to its tensor's bytes, and the rest of the block as what the
+/// allocator holds there without a tensor: its cache (a private pool's: the graph's pool).
+/// `estimate`: whether the block itself may no longer be there (a d block away from its moment).
+void add_block(std::vector<Piece>& out, const Piece& piece, uint64_t requested, bool pooled, bool estimate) {
+    const uint64_t used = tensor_bytes(piece.size, requested);
+    Piece tensor = piece;
+    tensor.size = used;
+    out.push_back(tensor);
+    if (used == piece.size) return;
+    Piece rest = piece;
+    rest.addr = piece.addr + used;
+    rest.size = piece.size - used;
+    rest.category = pooled ? Category::GraphPool : Category::AllocatorCache;
+    rest.detail = "";
+    rest.estimate = estimate;
+    out.push_back(rest);
+}
 
 /// A segment of PyTorch's (or memguard's) allocator live at the point: a block, or a physical
 /// handle (no address: nothing can be placed in it).
@@ -273,7 +300,8 @@ private:
                 if (!device_ok(x.device) || x.size == 0) continue;
                 Piece piece{x.addr, x.size, Category::OtherTensor, false, x.stack_id, x.python_stack_id, true};
                 piece.category = tensor_category(x, i, began, piece.estimate);
-                out[x.device].push_back(piece);
+                if (piece.category == Category::OtherTensor && tensor_tag_[i] == kUntagged) piece.detail = kUnnamed;
+                add_block(out[x.device], piece, x.requested, x.pool != "-" || x.capture_id != 0, false);
             }
         } else if (m != nullptr) {
             // Interposition mode: what the moment saw, exact only when nothing happened in between.
@@ -289,7 +317,12 @@ private:
             if (!m->blocks.empty()) {
                 for (const AllocatorBlock& d : m->blocks) {
                     if (!device_ok(d.device) || d.size == 0) continue;
-                    out[d.device].push_back(d_piece(d, tags[d.device], estimate));
+                    const Piece piece = d_piece(d, tags[d.device], estimate);
+                    if (d.state == BlockState::Inactive) {
+                        out[d.device].push_back(piece);
+                    } else {
+                        add_block(out[d.device], piece, d.requested, d.pool != "-", estimate);
+                    }
                 }
             } else {
                 for (auto& [dev, list] : tags) {
@@ -320,7 +353,10 @@ private:
             tagged = true;
         }
         if (!tagged && pooled) piece.category = Category::GraphPool;
-        if (!tagged && !pooled) piece.estimate = true;  // a tensor the hook did not name
+        if (!tagged && !pooled) {  // a tensor the hook did not name
+            piece.estimate = true;
+            piece.detail = kUnnamed;
+        }
         return piece;
     }
 
@@ -342,7 +378,7 @@ private:
                 if (s.capture_id != 0 && !it->own_site && cat == Category::AllocatorCache) cat = Category::GraphPool;
                 uint32_t stack = it->own_site ? it->stack_id : s.stack_id;
                 uint32_t py = it->own_site ? it->python_stack_id : s.python_stack_id;
-                parts.add(cat, "", it->estimate, end - start, 1, s.physical && !it->own_site, stack, py);
+                parts.add(cat, it->detail, it->estimate, end - start, 1, s.physical && !it->own_site, stack, py);
                 covered += end - start;
                 cursor = end;
             }

@@ -25,11 +25,23 @@ namespace memguard::report {
 /// Its category is OtherTensor, and it is always an estimate.
 inline constexpr const char* kNotToldApart = "tensors and cache, not told apart";
 
+/// The detail of the part that holds tensor blocks no tag names and no other rule places (allocator
+/// mode's T blocks from before the step, interposition mode's allocated d blocks): tensors, but which
+/// ones the program did not say. Its category is OtherTensor, and it is always an estimate; kept apart
+/// from the tagged other tensors, which are exact at their moment.
+inline constexpr const char* kUnnamed = "unnamed";
+
+/// PyTorch rounds every request up to this (kMinBlockSize): the bytes of a tensor's block that belong
+/// to it. A block holds more when the allocator did not split it (what was left was too small to
+/// keep: up to 1 MiB in the large pool); those bytes hold no tensor and count as the allocator's cache.
+inline constexpr uint64_t kTensorRounding = 512;
+
 /// One category's bytes at a point, with the sites that hold most of them.
 struct CategoryPart {
     Category category = Category::Other;
     /// Library: the library's file name (libtransformer_engine.so); OtherTensor: kNotToldApart for
-    /// the segment bytes nothing explains (interposition mode); else empty.
+    /// the segment bytes nothing explains (interposition mode), kUnnamed for tensor blocks no tag
+    /// names; else empty.
     std::string detail;
     uint64_t bytes = 0;
     uint64_t blocks = 0;           // tensor storages or blocks counted

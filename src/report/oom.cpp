@@ -334,6 +334,7 @@ std::string category_phrase(Category c, const std::string& detail) {
     case Category::Buffer: return "module buffers";
     case Category::Activation: return "activations and tensors saved for backward";
     case Category::OtherTensor:
+        if (detail == kUnnamed) return "tensors the program did not name";
         return detail.empty() ? "other tensors" : "PyTorch's tensors and cache, not told apart (no allocator snapshot)";
     case Category::GraphPool: return "CUDA graphs' private pools";
     case Category::CompileWorkspace: return "compile and autotune workspaces";

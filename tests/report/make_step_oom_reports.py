@@ -285,6 +285,27 @@ def oom_alloc():
     return "".join(out)
 
 
+def oom_gc():
+    """oom_frag with a busy interpreter's collections before the OOM: 40 automatic gen-0 ones, 4 gen-1,
+    two that freed CUDA memory (what `oom` names) and one whose counter went down by other threads."""
+    ys = []
+    for i in range(48):
+        t = 3 * S + i * S // 100
+        gen, trigger, freed = 0, "automatic", 0
+        if i % 10 == 9:
+            gen = 1
+        if i == 20:
+            gen, freed = 2, 512 * MiB
+        if i == 30:
+            trigger, gen, freed = "explicit", 2, GiB
+        if i == 40:
+            freed = -4 * MiB
+        ys.append("Y %d 4242 %s %d 4000000 12 0 %d - -\n" % (t, trigger, gen, freed))
+    text = oom_frag()
+    at = text.index("Y ")
+    return text[:at] + "".join(ys) + text[at:]
+
+
 def oom_recovered():
     out = [HEADER]
     out.append("A %d 4242 7f0000000000 %d device cudaMalloc 0 - 1 0 1\n" % (S // 10, 30 * GiB))
@@ -301,7 +322,8 @@ def main():
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
     for name, text in [("steps_growth", steps_growth()), ("steps_flat", steps_flat()), ("oom_torch", oom_torch()),
                        ("oom_frag", oom_frag()), ("oom_others", oom_others()), ("oom_cuda", oom_cuda()),
-                       ("oom_alloc", oom_alloc()), ("oom_recovered", oom_recovered())]:
+                       ("oom_alloc", oom_alloc()), ("oom_recovered", oom_recovered()),
+                       ("oom_gc", oom_gc())]:
         with open(os.path.join(here, name + ".mgr"), "w") as f:
             f.write(text)
 

@@ -2,7 +2,9 @@
 // request, the device, PyTorch's allocator and its fragmentation, the categories with their top
 // sites, the phase and step, recent collections, and a verdict. Failed CUDA allocations that
 // PyTorch recovered from are listed apart.
+#include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "cli.h"
 #include "output.h"
@@ -20,6 +22,7 @@ using report::human_bytes;
 
 constexpr size_t kCategorySites = 3;
 constexpr size_t kSavedLabels = 5;
+constexpr size_t kListedCollections = 5;
 
 /// One OOM (or recovered failure) with what is shown of it.
 struct OomView {
@@ -42,6 +45,44 @@ std::string source_text(const report::Report& r, const report::OomEvent& e) {
 }
 
 std::string opt_bytes(const std::optional<uint64_t>& v) { return v ? human_bytes(*v) : "-"; }
+
+std::string collection_text(const report::Collection& c) {
+    std::string s = std::string(report::trigger_name(c.trigger)) + " gen " + std::to_string(c.generation) + " at " +
+                    report::seconds_fixed3(c.t) + " s";
+    if (c.cuda_bytes_freed) s += " freed " + report::human_bytes_signed(*c.cuda_bytes_freed);
+    return s;
+}
+
+/// The rest of the collections line. A few are listed one by one; a busy Python program runs
+/// hundreds of automatic gen-0 collections in 10 s, so beyond kListedCollections they are counted
+/// by kind and only those that freed CUDA memory are named (the largest first), then the last one.
+void print_collections(const report::Report& r, const std::vector<size_t>& recent) {
+    if (recent.size() <= kListedCollections) {
+        for (size_t i : recent) print("; %s", collection_text(r.collections[i]).c_str());
+        return;
+    }
+    std::map<std::pair<std::string, int>, size_t> kinds;
+    std::vector<size_t> freed;
+    for (size_t i : recent) {
+        const report::Collection& c = r.collections[i];
+        ++kinds[{report::trigger_name(c.trigger), c.generation}];
+        if (c.cuda_bytes_freed && *c.cuda_bytes_freed > 0) freed.push_back(i);
+    }
+    const char* sep = ": ";
+    for (const auto& [kind, n] : kinds) {
+        print("%s%zu %s gen %d", sep, n, kind.first.c_str(), kind.second);
+        sep = ", ";
+    }
+    std::stable_sort(freed.begin(), freed.end(), [&](size_t a, size_t b) {
+        return *r.collections[a].cuda_bytes_freed > *r.collections[b].cuda_bytes_freed;
+    });
+    if (freed.empty()) print("; none freed CUDA memory");
+    for (size_t k = 0; k < freed.size() && k < kListedCollections; ++k) {
+        print("; %s", collection_text(r.collections[freed[k]]).c_str());
+    }
+    if (freed.size() > kListedCollections) print("; %zu more freed CUDA memory", freed.size() - kListedCollections);
+    print("; the last: %s", collection_text(r.collections[recent.back()]).c_str());
+}
 
 std::string phases_text(const report::Report& r, const report::OomFigures& f) {
     std::string s;
@@ -95,12 +136,7 @@ void print_oom(const report::Report& r, const OomView& v, size_t number, const S
     }
     print("  collections  %zu in the %lld s before", f.collections.size(),
           static_cast<long long>(report::kRecentCollectionsNs / 1000000000));
-    for (size_t i : f.collections) {
-        const report::Collection& c = r.collections[i];
-        print("; %s gen %d at %s s", report::trigger_name(c.trigger), c.generation,
-              report::seconds_fixed3(c.t).c_str());
-        if (c.cuda_bytes_freed) print(" freed %s", report::human_bytes_signed(*c.cuda_bytes_freed).c_str());
-    }
+    print_collections(r, f.collections);
     print("\n  pending      compile-garbage collection %s; stream capture in progress %s\n",
           f.compile_pending ? "yes" : "no", f.capturing ? "yes" : "no");
     for (size_t i = 0; i < v.verdict.size(); ++i)
