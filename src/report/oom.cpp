@@ -201,7 +201,9 @@ uint64_t fragmentation_of(uint64_t request, uint64_t cached_free, std::optional<
 namespace {
 
 /// The free gaps of allocator mode's segments on `device` after `events` events: each live
-/// segment (A block) less the live tensor blocks (T) inside it.
+/// segment (A block) less the live tensor blocks (T) inside it. Only blocks that hold a live tensor
+/// count as the allocator's segments: at an out-of-memory the allocator has already freed its
+/// wholly free segments, so a block without tensors is another library's (cuBLAS's own workspace).
 std::vector<uint64_t> segment_gaps(const Report& r, const LevelWalk& walk, int device) {
     std::vector<std::pair<uint64_t, uint64_t>> segments, tensors;  // [addr, end)
     for (size_t i = 0; i < r.blocks.size(); ++i) {
@@ -222,6 +224,7 @@ std::vector<uint64_t> segment_gaps(const Report& r, const LevelWalk& walk, int d
     size_t k = 0;
     for (const auto& [lo, hi] : segments) {
         while (k < tensors.size() && tensors[k].second <= lo) ++k;
+        if (k == tensors.size() || tensors[k].first >= hi) continue;  // no tensor inside
         uint64_t at = lo;
         for (size_t j = k; j < tensors.size() && tensors[j].first < hi; ++j) {
             if (tensors[j].first > at) gaps.push_back(tensors[j].first - at);
@@ -297,9 +300,11 @@ OomFigures oom_figures(const Report& r, const OomEvent& e) {
         const Phase& p = r.phases[i];
         if (p.t_begin <= e.t && (!p.t_end || *p.t_end > e.t)) f.open_phases.push_back(i);
     }
-    if (m) {
+    if (r.steps.empty()) {
+        // No s records: the run has no steps to be in (no optimizer, no memguard.step()).
+    } else if (m) {
         f.step = m->step + 1;
-    } else if (!r.steps.empty()) {
+    } else {
         uint32_t done = 0;
         for (const Step& s : r.steps) done += s.t <= e.t ? 1 : 0;
         f.step = done + 1;

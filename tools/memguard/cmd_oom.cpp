@@ -103,9 +103,9 @@ void print_oom(const report::Report& r, const OomView& v, size_t number, const S
           site_ids_text(e.stack_id, e.python_stack_id).c_str());
     print("  phase        %s\n", phases_text(r, f).c_str());
     print("  step         %s\n", f.step ? (std::to_string(*f.step) + " (in progress)").c_str() : "-");
-    print("  device       total %s, free %s, this process %s, others %s, limit %s\n", opt_bytes(f.device_total).c_str(),
-          opt_bytes(f.device_free).c_str(), human_bytes(f.this_process).c_str(), opt_bytes(f.others).c_str(),
-          opt_bytes(f.limit).c_str());
+    print("  device       total %s, free %s, this process %s, others (incl. CUDA contexts) %s, limit %s\n",
+          opt_bytes(f.device_total).c_str(), opt_bytes(f.device_free).c_str(), human_bytes(f.this_process).c_str(),
+          opt_bytes(f.others).c_str(), opt_bytes(f.limit).c_str());
     std::string largest = opt_bytes(f.largest_free);
     if (f.largest_free) largest += " (" + f.largest_free_from + ")";
     print("  allocator    allocated %s, reserved %s, cached free %s, largest free block %s, fragmentation %s\n",
