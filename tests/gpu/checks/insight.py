@@ -89,7 +89,6 @@ for _mode, _env in _IX_MODES:
         for cat in ("parameters", "gradients", "optimizer_state"):
             want, count = result[cat]
             have = got.get(cat.rstrip("s") if cat != "optimizer_state" else cat, 0)
-            # Interposition mode tags storage bytes exactly; allocator mode's blocks are rounded up to 512 B.
             slack = 512 * count  # a tensor counts its request rounded up to 512 B, as PyTorch rounds it
             print(f"  {cat}: report {have} B, tensors {want} B in {count} storages (slack {slack} B)")
             assert want <= have <= want + slack, (cat, have, want)
