@@ -464,6 +464,12 @@ std::string part_name(const CategoryPart& p) {
     return p.detail.empty() ? name : name + " (" + p.detail + ")";
 }
 
+std::string part_label(const CategoryPart& p) {
+    std::string name(format::name_of(p.category));
+    if (p.detail.empty()) return p.estimate ? name + " (estimate)" : name;
+    return name + " (" + p.detail + (p.estimate ? ", estimate)" : ")");
+}
+
 Breakdown breakdown_at(const Report& r, size_t events_applied, const BreakdownOptions& options) {
     return breakdowns_at(r, {events_applied}, options).front();
 }

@@ -85,5 +85,8 @@ std::vector<Breakdown> breakdowns_at(const Report& r, const std::vector<size_t>&
 /// The name a part is shown by: the category's name, with its detail in parentheses when it has one
 /// ("library (libfoo.so)", "other_tensor (tensors and cache, not told apart)").
 std::string part_name(const CategoryPart& p);
+/// part_name with the estimate mark inside its parentheses: "activation (estimate)",
+/// "other_tensor (unnamed, estimate)".
+std::string part_label(const CategoryPart& p);
 
 }  // namespace memguard::report

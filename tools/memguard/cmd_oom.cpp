@@ -122,8 +122,8 @@ void print_oom(const report::Report& r, const OomView& v, size_t number, const S
                    : ", no moment: tensors not told apart");
     for (size_t p = 0; p < b.parts.size(); ++p) {
         const report::CategoryPart& part = b.parts[p];
-        print("    %11s %6s  %s%s\n", human_bytes(part.bytes).c_str(), report::percent(part.bytes, b.total).c_str(),
-              report::part_name(part).c_str(), part.estimate ? " (estimate)" : "");
+        print("    %11s %6s  %s\n", human_bytes(part.bytes).c_str(), report::percent(part.bytes, b.total).c_str(),
+              report::part_label(part).c_str());
         for (size_t s = 0; s < part.sites.size(); ++s) {
             print("      %11s  %s\n", human_bytes(part.sites[s].bytes).c_str(),
                   site_label(sym.get(v.part_sites[p][s]), r).c_str());

@@ -102,7 +102,7 @@ std::string categories_text(const report::Breakdown& b) {
     for (size_t i = 0; i < b.parts.size() && i < kStepCategories; ++i) {
         const report::CategoryPart& p = b.parts[i];
         if (!s.empty()) s += ", ";
-        s += report::part_name(p) + " " + human_bytes(p.bytes) + (p.estimate ? " (estimate)" : "");
+        s += report::part_label(p) + " " + human_bytes(p.bytes);
     }
     return s.empty() ? "-" : s;
 }
