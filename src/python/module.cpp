@@ -136,12 +136,23 @@ PyMethodDef g_make_def{"_make", make_module, METH_NOARGS, nullptr};
 bool run_source(PyObject* ns, const char* source) {
     const CApi* a = capi();
     Ref builtins(a->PyImport_ImportModule("builtins"));
+    Ref compile(builtins ? a->PyObject_GetAttrString(builtins.get(), "compile") : nullptr);
     Ref exec(builtins ? a->PyObject_GetAttrString(builtins.get(), "exec") : nullptr);
     Ref dict(a->PyObject_GetAttrString(ns, "__dict__"));
+    // compile(source, "<memguard>", "exec"): memguard's own frames carry that file name, which the
+    // CLI tells from the user's code (report/user_frame.h).
+    Ref cargs(a->PyTuple_New(3));
     Ref src(a->PyUnicode_FromString(source));
+    Ref name(a->PyUnicode_FromString("<memguard>"));
+    Ref mode(a->PyUnicode_FromString("exec"));
+    if (!compile || !exec || !dict || !cargs || !src || !name || !mode) return false;
+    a->PyTuple_SetItem(cargs.get(), 0, src.release());
+    a->PyTuple_SetItem(cargs.get(), 1, name.release());
+    a->PyTuple_SetItem(cargs.get(), 2, mode.release());
+    Ref code(a->PyObject_CallObject(compile.get(), cargs.get()));
     Ref args(a->PyTuple_New(2));
-    if (!exec || !dict || !src || !args) return false;
-    a->PyTuple_SetItem(args.get(), 0, src.release());
+    if (!code || !args) return false;
+    a->PyTuple_SetItem(args.get(), 0, code.release());
     a->PyTuple_SetItem(args.get(), 1, dict.release());
     Ref r(a->PyObject_CallObject(exec.get(), args.get()));
     return static_cast<bool>(r);

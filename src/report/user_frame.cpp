@@ -110,6 +110,7 @@ FrameOrigin FrameRule::classify(std::string_view file) const {
         // What the user typed or ran in a notebook is theirs; <string>, <frozen ...> and the like
         // are not files, and <eval_with_key>.N is FX's graph code.
         if (file == "<stdin>" || starts_with(file, "<ipython-input-")) return FrameOrigin::User;
+        if (file == "<memguard>") return FrameOrigin::Memguard;  // the library's embedded Python
         return starts_with(file, "<eval_with_key>") ? FrameOrigin::Generated : FrameOrigin::Synthetic;
     }
     // dynamo's pseudo-filenames (`.../subclass_codegen.py:codegen(...)`), FX's content-addressed

@@ -18,6 +18,7 @@ TEST(UserFrame, ShapesWithoutPaths) {
     EXPECT_EQ(rule.classify("/home/me/train.py"), O::User);
     EXPECT_EQ(rule.classify("train.py"), O::User);
     EXPECT_EQ(rule.classify("<stdin>"), O::User);
+    EXPECT_EQ(rule.classify("<memguard>"), O::Memguard);  // the library's embedded Python (run_source)
     EXPECT_EQ(rule.classify("/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py"), O::Torch);
     EXPECT_EQ(rule.classify("/src/pytorch/torch/nn/functional.py"), O::Torch);  // a source checkout
     EXPECT_EQ(rule.classify("/opt/venv/lib/python3.11/dist-packages/numpy/core.py"), O::ThirdParty);

@@ -231,10 +231,18 @@ std::string site_label(const SiteFrames& s, const report::Report& r) {
     const SiteUser u = site_user(s, r);
     if (u.frame.found && u.attributed) return site_user_text(u) + " (attributed)";
     if (u.frame.found) {
-        // Sites under one user line differ by what the line called: name the innermost function.
+        // Sites under one user line differ by what the line called: name the innermost function
+        // that is not memguard's own (an out-of-memory's stack is taken inside memguard's observer).
         std::string label = site_user_text(u);
-        const report::PythonFrame* inner = u.frame.index > 0 ? find_python_frame(r, s.python_stack->frames.front())
-                                                             : nullptr;
+        const report::FrameRule rule(r);
+        const report::PythonFrame* inner = nullptr;
+        for (size_t i = 0; i < u.frame.index && i < s.python_stack->frames.size(); ++i) {
+            const report::PythonFrame* f = find_python_frame(r, s.python_stack->frames[i]);
+            if (f != nullptr && rule.classify(f->filename) != report::FrameOrigin::Memguard) {
+                inner = f;
+                break;
+            }
+        }
         if (inner != nullptr && !inner->function.empty()) label += " via " + inner->function;
         return label;
     }
