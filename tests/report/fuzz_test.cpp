@@ -66,7 +66,9 @@ bool exercise(const std::string& content, std::mt19937& rng) {
         uint64_t sum = 0;
         for (const CategoryPart& p : b.parts) sum = sum + p.bytes < sum ? UINT64_MAX : sum + p.bytes;
         EXPECT_EQ(sum, b.total);
-        if (b.events_applied == s.peak_events) EXPECT_EQ(b.total, s.peak_bytes);
+        if (b.events_applied == s.peak_events) {
+            EXPECT_EQ(b.total, s.peak_bytes);
+        }
     }
     int64_t t = static_cast<int64_t>(rng() % 2000000000u);
     SiteTable at_t = group_by_site(r, live_at(r, {TimePoint::Time, t}), KindFilter::All);
