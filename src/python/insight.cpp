@@ -43,13 +43,18 @@ bool item_ll(PyObject* t, ptrdiff_t i, long long& out, long long fallback = -1) 
     return !(out == -1 && a->PyErr_Occurred());
 }
 
+/// True when tuple t has n items; else false with IndexError set (the C API memguard resolves
+/// has no PyErr_SetString: reading past the end sets the error).
+bool has_size(PyObject* t, ptrdiff_t n) {
+    const CApi* a = capi();
+    if (a->PyTuple_Size(t) == n) return true;
+    if (!a->PyErr_Occurred()) a->PyTuple_GetItem(t, n + 1000);
+    return false;
+}
+
 /// The arguments as n long longs (None: -1); false with an error set otherwise.
 bool ll_args(PyObject* args, long long* out, ptrdiff_t n) {
-    const CApi* a = capi();
-    if (a->PyTuple_Size(args) != n) {
-        a->PyTuple_GetItem(args, n + 1000);  // sets IndexError: a wrong argument count
-        return false;
-    }
+    if (!has_size(args, n)) return false;
     for (ptrdiff_t i = 0; i < n; ++i) {
         if (!item_ll(args, i, out[i])) return false;
     }
@@ -63,7 +68,7 @@ std::optional<uint64_t> known(long long v) {
 /// _step(source, name) -> the step's number (1, 2, ...): writes s. source: 0 optimizer, 1 api.
 PyObject* native_step(PyObject*, PyObject* args) {
     const CApi* a = capi();
-    if (a->PyTuple_Size(args) != 2) return a->PyTuple_GetItem(args, 5);
+    if (!has_size(args, 2)) return nullptr;
     long long source = 0;
     if (!item_ll(args, 0, source)) return nullptr;
     const char* name = a->PyUnicode_AsUTF8(a->PyTuple_GetItem(args, 1));
@@ -89,7 +94,7 @@ PyObject* native_moment_begin(PyObject*, PyObject* args) {
 /// or None). One call per moment, not one per tensor.
 PyObject* native_tag(PyObject*, PyObject* args) {
     const CApi* a = capi();
-    if (a->PyTuple_Size(args) != 2) return a->PyTuple_GetItem(args, 5);
+    if (!has_size(args, 2)) return nullptr;
     long long moment = 0;
     if (!item_ll(args, 0, moment)) return nullptr;
     PyObject* tags = a->PyTuple_GetItem(args, 1);
@@ -99,7 +104,7 @@ PyObject* native_tag(PyObject*, PyObject* args) {
     for (ptrdiff_t i = 0; i < n && moment > 0; ++i) {
         PyObject* t = a->PyTuple_GetItem(tags, i);
         long long v[4];
-        if (!t || a->PyTuple_Size(t) != 5) return a->PyTuple_GetItem(tags, n + 1000);
+        if (!t || !has_size(t, 5)) return nullptr;
         for (int k = 0; k < 4; ++k) {
             if (!item_ll(t, k, v[k], 0)) return nullptr;
         }
@@ -129,7 +134,7 @@ PyObject* native_tag(PyObject*, PyObject* args) {
 /// requested, state, segment, pool), state 0 allocated, 1 pending free, 2 inactive; pool a str.
 PyObject* native_blocks(PyObject*, PyObject* args) {
     const CApi* a = capi();
-    if (a->PyTuple_Size(args) != 2) return a->PyTuple_GetItem(args, 5);
+    if (!has_size(args, 2)) return nullptr;
     long long moment = 0;
     if (!item_ll(args, 0, moment)) return nullptr;
     PyObject* blocks = a->PyTuple_GetItem(args, 1);
@@ -139,7 +144,7 @@ PyObject* native_blocks(PyObject*, PyObject* args) {
     for (ptrdiff_t i = 0; i < n && moment > 0; ++i) {
         PyObject* b = a->PyTuple_GetItem(blocks, i);
         long long v[6];
-        if (!b || a->PyTuple_Size(b) != 7) return a->PyTuple_GetItem(blocks, n + 1000);
+        if (!b || !has_size(b, 7)) return nullptr;
         for (int k = 0; k < 6; ++k) {
             if (!item_ll(b, k, v[k], 0)) return nullptr;
         }
@@ -309,12 +314,7 @@ bool allocator_oom_moment(const AllocatorOomFigures& f) {
 }
 
 bool add_insight_natives(PyObject* mod) {
-    const CApi* a = capi();
-    for (PyMethodDef& def : g_insight_natives) {
-        Ref fn(a->PyCFunction_NewEx(&def, nullptr, nullptr));
-        if (!fn || a->PyObject_SetAttrString(mod, def.ml_name, fn.get()) != 0) return false;
-    }
-    return true;
+    return add_methods(mod, g_insight_natives, sizeof g_insight_natives / sizeof g_insight_natives[0]);
 }
 
 bool torch_side_wants_imports() { return !g_torch_tried || g_wants_imports; }

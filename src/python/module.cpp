@@ -169,13 +169,17 @@ PyObject* new_module(const char* name) {
     return a->PyObject_CallObject(type.get(), args.get());
 }
 
-bool add_natives(PyObject* mod) {
+bool add_methods(PyObject* mod, PyMethodDef* defs, size_t count) {
     const CApi* a = capi();
-    for (PyMethodDef& def : g_natives) {
-        Ref fn(a->PyCFunction_NewEx(&def, nullptr, nullptr));
-        if (!fn || a->PyObject_SetAttrString(mod, def.ml_name, fn.get()) != 0) return false;
+    for (size_t i = 0; i < count; ++i) {
+        Ref fn(a->PyCFunction_NewEx(&defs[i], nullptr, nullptr));
+        if (!fn || a->PyObject_SetAttrString(mod, defs[i].ml_name, fn.get()) != 0) return false;
     }
-    return add_insight_natives(mod);
+    return true;
+}
+
+bool add_natives(PyObject* mod) {
+    return add_methods(mod, g_natives, sizeof g_natives / sizeof g_natives[0]) && add_insight_natives(mod);
 }
 
 void install_module() {

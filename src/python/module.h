@@ -15,9 +15,10 @@ namespace memguard::python {
 /// From the hook's start-up (GIL held, interpreter running).
 void install_module();
 
-struct PyObject;
 /// Adds the module's native functions (_begin, _step, ...) to module object `mod`.
 bool add_natives(PyObject* mod);
+/// Adds `count` native functions of `defs` to module object `mod` (their definitions outlive it).
+bool add_methods(PyObject* mod, PyMethodDef* defs, size_t count);
 /// exec(source, ns.__dict__). False with the error set on failure.
 bool run_source(PyObject* ns, const char* source);
 /// A new module object: type(sys)(name) (a new reference), not put in sys.modules.
