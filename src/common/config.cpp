@@ -1,6 +1,7 @@
 #include "common/config.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <strings.h>
@@ -43,6 +44,118 @@ void parse_depth(const char* v, Config& c, std::vector<std::string>& problems) {
         return;
     }
     c.stack_depth = static_cast<int>(n);
+}
+
+/// An integer from lo to hi, or a problem that keeps `value`.
+void parse_int(const char* name, const char* v, long lo, long hi, int& value, std::vector<std::string>& problems) {
+    errno = 0;
+    char* end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n < lo || n > hi) {
+        problems.push_back(std::string(name) + "=" + quoted(v) + " is not valid: expected an integer from " +
+                           std::to_string(lo) + " to " + std::to_string(hi) + "; keeping " + std::to_string(value));
+        return;
+    }
+    value = static_cast<int>(n);
+}
+
+void parse_budget(const char* v, CyclesConfig& c, std::vector<std::string>& problems) {
+    errno = 0;
+    char* end = nullptr;
+    double f = std::strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0' || !(f > 0 && f <= 1)) {
+        char kept[32];
+        std::snprintf(kept, sizeof kept, "%g", c.gc_budget);
+        problems.push_back("MEMGUARD_GC_BUDGET=" + quoted(v) +
+                           " is not valid: expected a fraction of wall time above 0 and at most 1 (0.01 is 1%); keeping " +
+                           kept);
+        return;
+    }
+    c.gc_budget = f;
+}
+
+void parse_explain(const char* v, CyclesConfig& c, std::vector<std::string>& problems) {
+    bool on = true;
+    if (!strcasecmp(v, "all")) {
+        c.explain = ExplainCycles::All;
+    } else if (!strcasecmp(v, "memguard")) {
+        c.explain = ExplainCycles::Memguard;
+    } else {
+        std::vector<std::string> ignored;
+        parse_switch("MEMGUARD_EXPLAIN_CYCLES", v, on, ignored);
+        if (!ignored.empty()) {
+            problems.push_back("MEMGUARD_EXPLAIN_CYCLES=" + quoted(v) +
+                               " is not valid: expected 1 (memguard's collections), all (and the program's "
+                               "gc.collect() calls) or 0; keeping " +
+                               (c.explain == ExplainCycles::Off ? "0" : c.explain == ExplainCycles::All ? "all" : "1"));
+            return;
+        }
+        c.explain = on ? ExplainCycles::Memguard : ExplainCycles::Off;
+    }
+}
+
+/// Bytes: an integer with an optional unit (K, M, G with or without iB; powers of 1024).
+void parse_min_bytes(const char* v, CyclesConfig& c, std::vector<std::string>& problems) {
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long n = std::strtoull(v, &end, 10);
+    uint64_t scale = 1;
+    std::string unit = end ? end : "";
+    if (unit == "K" || unit == "KiB" || unit == "k") scale = 1ull << 10;
+    else if (unit == "M" || unit == "MiB") scale = 1ull << 20;
+    else if (unit == "G" || unit == "GiB") scale = 1ull << 30;
+    else if (!unit.empty() && unit != "B") scale = 0;
+    if (errno != 0 || end == v || *v == '-' || scale == 0 || n > (1ull << 50) / scale) {
+        problems.push_back("MEMGUARD_EXPLAIN_MIN_BYTES=" + quoted(v) +
+                           " is not valid: expected bytes, optionally with K, M or G (1M = 1 MiB); keeping " +
+                           std::to_string(c.explain_min_bytes));
+        return;
+    }
+    c.explain_min_bytes = n * scale;
+}
+
+/// A comma-separated list of class names or dotted qualified names.
+void parse_recompute_functions(const char* v, CyclesConfig& c, std::vector<std::string>& problems) {
+    std::string_view s(v);
+    bool ok = s.size() <= CyclesConfig::kMaxRecomputeFunctions;
+    bool start = true;  // at the start of a name part: a letter or '_' must come
+    for (char ch : s) {
+        if (!ok) break;
+        const bool letter = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
+        const bool digit = ch >= '0' && ch <= '9';
+        if (ch == ',' || ch == '.') {
+            ok = !start;
+            start = true;
+        } else if (letter || (digit && !start)) {
+            start = false;
+        } else {
+            ok = false;
+        }
+    }
+    if (!ok || (start && !s.empty())) {
+        problems.push_back("MEMGUARD_RECOMPUTE_FUNCTIONS=" + quoted(v) +
+                           " is not valid: expected class names or dotted qualified names, comma-separated "
+                           "(CheckpointFunction,megatron.core.tensor_parallel.random.CheckpointFunction); keeping " +
+                           (c.recompute_functions.empty() ? std::string("none") : c.recompute_functions));
+        return;
+    }
+    c.recompute_functions = std::string(s);
+}
+
+void parse_cycles(const EnvLookup& getenv_fn, CyclesConfig& c, std::vector<std::string>& problems) {
+    if (const char* v = getenv_fn("MEMGUARD_COLLECT_RECOMPUTE_GARBAGE")) {
+        parse_switch("MEMGUARD_COLLECT_RECOMPUTE_GARBAGE", v, c.collect_recompute_garbage, problems);
+    }
+    if (const char* v = getenv_fn("MEMGUARD_RECOMPUTE_FUNCTIONS")) parse_recompute_functions(v, c, problems);
+    if (const char* v = getenv_fn("MEMGUARD_GC_EVERY_STEPS")) {
+        parse_int("MEMGUARD_GC_EVERY_STEPS", v, 0, CyclesConfig::kMaxEverySteps, c.gc_every_steps, problems);
+    }
+    if (const char* v = getenv_fn("MEMGUARD_GC_GENERATION")) {
+        parse_int("MEMGUARD_GC_GENERATION", v, 0, 2, c.gc_generation, problems);
+    }
+    if (const char* v = getenv_fn("MEMGUARD_GC_BUDGET")) parse_budget(v, c, problems);
+    if (const char* v = getenv_fn("MEMGUARD_EXPLAIN_CYCLES")) parse_explain(v, c, problems);
+    if (const char* v = getenv_fn("MEMGUARD_EXPLAIN_MIN_BYTES")) parse_min_bytes(v, c, problems);
 }
 
 void parse_level(const char* v, Config& c, std::vector<std::string>& problems) {
@@ -203,6 +316,7 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
     if (const char* v = getenv_fn("MEMGUARD_OUTPUT")) parse_output(v, r.config, r.problems);
     parse_run_id(getenv_fn, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_RUN_MANIFEST")) parse_manifest(v, r.config, r.problems);
+    parse_cycles(getenv_fn, r.config.cycles, r.problems);
     return r;
 }
 

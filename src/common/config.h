@@ -2,6 +2,7 @@
 // can be tested without touching the process environment.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -10,6 +11,25 @@
 namespace memguard {
 
 enum class LogLevel { Trace, Debug, Info, Warn, Error, Critical, Off };
+
+/// Which collections memguard explains (MEMGUARD_EXPLAIN_CYCLES): none, its own (after a
+/// compile, after recompute, at steps), or its own and the program's gc.collect() calls.
+/// Automatic collections are never explained: saving their garbage would free it later.
+enum class ExplainCycles { Off, Memguard, All };
+
+/// memguard's garbage collections: its triggers, their budget and their explanations.
+struct CyclesConfig {
+    bool collect_recompute_garbage = true;           // MEMGUARD_COLLECT_RECOMPUTE_GARBAGE
+    std::string recompute_functions;                 // MEMGUARD_RECOMPUTE_FUNCTIONS: "Name,pkg.mod.Qual"
+    int gc_every_steps = 0;                          // MEMGUARD_GC_EVERY_STEPS: 0 off, N: every N-th step
+    int gc_generation = 2;                           // MEMGUARD_GC_GENERATION: 0, 1 or 2
+    double gc_budget = 0.01;                         // MEMGUARD_GC_BUDGET: fraction of wall time, (0, 1]
+    ExplainCycles explain = ExplainCycles::Memguard;  // MEMGUARD_EXPLAIN_CYCLES
+    uint64_t explain_min_bytes = 1 << 20;            // MEMGUARD_EXPLAIN_MIN_BYTES: records below it are not written
+
+    static constexpr int kMaxEverySteps = 1000000;
+    static constexpr size_t kMaxRecomputeFunctions = 1024;  // characters
+};
 
 /// Who allocates PyTorch's CUDA memory (MEMGUARD_ALLOCATOR).
 enum class AllocatorMode { Native, Memguard };
@@ -29,6 +49,7 @@ struct Config {
     AllocatorMode allocator = AllocatorMode::Native;  // MEMGUARD_ALLOCATOR: native or memguard
     std::string run_id;        // MEMGUARD_RUN_ID, else TORCHELASTIC_RUN_ID: the header's I run_id ("": none)
     std::string run_manifest;  // MEMGUARD_RUN_MANIFEST: a file each report's path is appended to ("": none)
+    CyclesConfig cycles;
 
     static constexpr int kMaxStackDepth = 256;
     static constexpr size_t kMaxRunId = 128;

@@ -67,6 +67,8 @@ public:
     void operator()(const Field& f, BlockState& v) { name(f, kBlockStateNames, v); }
     void operator()(const Field& f, OomSource& v) { name(f, kOomSourceNames, v); }
     void operator()(const Field& f, PathKind& v) { name(f, kPathKindNames, v); }
+    void operator()(const Field& f, GarbageKind& v) { name(f, kGarbageKindNames, v); }
+    void operator()(const Field& f, HeldHow& v) { name(f, kHeldHowNames, v); }
     template <class T>
     void operator()(const Field& f, std::optional<T>& v) {
         if (skip(f)) return;

@@ -50,7 +50,7 @@ struct Tail {
     size_t size = 0;
 };
 
-enum class Family : uint8_t { Meta, Blocks, Graphs, Vmm, Events, Tensors, Insight };
+enum class Family : uint8_t { Meta, Blocks, Graphs, Vmm, Events, Tensors, Insight, Cycles };
 
 namespace field {
 constexpr Field t{"t", "time", Enc::Time};

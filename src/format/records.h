@@ -22,6 +22,7 @@
 
 #include "format/field.h"
 #include "format/records_blocks.h"
+#include "format/records_cycles.h"
 #include "format/records_events.h"
 #include "format/records_graphs.h"
 #include "format/records_insight.h"
@@ -71,6 +72,7 @@ constexpr void for_each_record(F&& f) {
     f(Type<rec::Step>{}), f(Type<rec::MomentBegin>{}), f(Type<rec::TensorTag>{}), f(Type<rec::AllocatorBlock>{});
     f(Type<rec::OomContext>{}), f(Type<rec::MomentEnd>{});
     f(Type<rec::PythonPath>{});
+    f(Type<rec::Explanation>{}), f(Type<rec::GarbageGroup>{}), f(Type<rec::GarbageTensor>{}), f(Type<rec::ChainStep>{});
 }
 
 namespace detail {

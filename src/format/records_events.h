@@ -40,6 +40,9 @@ struct Collection {
     std::optional<int64_t> cuda_bytes_freed;      // absent: CUDA not in use
     std::optional<std::string_view> compile_ids;  // comma-separated; absent: not memguard's collection
     std::optional<int64_t> mark_age_ns;
+    // minor 9: memguard's collections (is_memguards(trigger)); absent for the others
+    std::optional<uint64_t> skipped;  // chances of this trigger the budget skipped since its previous collection
+    std::optional<uint32_t> explain;  // the explanation (j) of this collection's garbage, written before it
     template <class V, class R>
     [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
         v(field::t, r.t);
@@ -52,6 +55,8 @@ struct Collection {
         v(Field{"cuda_bytes_freed", "CUDA bytes freed", Enc::SDec}, r.cuda_bytes_freed);
         v(Field{"compile_ids", "compile ids", Enc::Str}, r.compile_ids);
         v(Field{"mark_age_ns", "mark age", Enc::Span}, r.mark_age_ns);
+        v(Field{"skipped", "skipped chances", Enc::Dec}.since(9), r.skipped);
+        v(Field{"explain", "explanation id", Enc::Id}.since(9), r.explain);
     }
 };
 

@@ -23,7 +23,8 @@ inline constexpr InfoKey kInfoKeys[] = {
     {"format_minor", 0},     {"pid", 0},         {"ppid", 0},     {"exe", 0},
     {"cmdline", 0},          {"host", 0},        {"rank", 0},     {"t0_unix_ns", 0},
     {"memguard_version", 0}, {"stack_depth", 0}, {"unwinder", 0}, {"allocator", 5},  // allocator mode
-    {"run_id", 7},  // the run's id, shared by its processes' reports
+    {"run_id", 7},     // the run's id, shared by its processes' reports
+    {"gc_budget", 9},  // MEMGUARD_GC_BUDGET: the fraction of wall time memguard's collections may take
 };
 
 // --- header and interned definitions (minor 0, 2, 6) ---------------------------------------------

@@ -87,11 +87,44 @@ constexpr std::string_view name_of(PhaseSource s) noexcept { return kPhaseSource
 inline const char* phase_source_name(PhaseSource s) noexcept { return name_of(s).data(); }
 
 /// What started a garbage collection (Y).
-enum class GcTrigger : uint8_t { Automatic, Explicit, Memguard };
-inline constexpr Names<GcTrigger, 3> kGcTriggerNames{{"automatic", "explicit", "memguard"}};
+/// Who ran a garbage collection (Y): CPython on its own, the program (gc.collect()), or memguard:
+/// `memguard` after a compile (the name of minor 2, kept), `recompute` after a checkpointed
+/// region's backward, `step` at a step end (minor 9).
+enum class GcTrigger : uint8_t { Automatic, Explicit, Memguard, Recompute, Step };
+inline constexpr Names<GcTrigger, 5> kGcTriggerNames{{"automatic", "explicit", "memguard", "recompute", "step"}};
 constexpr size_t kTriggerCount = kGcTriggerNames.size();
 constexpr std::string_view name_of(GcTrigger t) noexcept { return kGcTriggerNames[t]; }
 inline const char* trigger_name(GcTrigger t) noexcept { return name_of(t).data(); }
+
+/// memguard's own collections: the triggers the budget and the explanations are for.
+constexpr bool is_memguards(GcTrigger t) noexcept {
+    return t == GcTrigger::Memguard || t == GcTrigger::Recompute || t == GcTrigger::Step;
+}
+
+/// What a group of a collection's garbage is (u, minor 9): frames (by function and file:line),
+/// autograd.Function contexts, autograd nodes' Python objects, dynamo/fx/inductor objects,
+/// closures (functions with cells, and cells), exceptions, tracebacks, tensors, and the plain
+/// type counts (`type`: the most frequent types, whatever their group).
+enum class GarbageKind : uint8_t {
+    Frame,
+    AutogradFunction,
+    AutogradNode,
+    Dynamo,
+    Closure,
+    Exception,
+    Traceback,
+    Tensor,
+    Type,
+};
+inline constexpr Names<GarbageKind, 9> kGarbageKindNames{{"frame", "autograd_function", "autograd_node", "dynamo",
+                                                          "closure", "exception", "traceback", "tensor", "type"}};
+constexpr std::string_view name_of(GarbageKind k) noexcept { return kGarbageKindNames[k]; }
+
+/// How the garbage held a CUDA storage (y, minor 9): a tensor object of the garbage, or a tensor
+/// saved for backward by an autograd.Function context of the garbage (not a Python object).
+enum class HeldHow : uint8_t { Tensor, Saved };
+inline constexpr Names<HeldHow, 2> kHeldHowNames{{"tensor", "saved"}};
+constexpr std::string_view name_of(HeldHow h) noexcept { return kHeldHowNames[h]; }
 
 /// Which boundary of a capture a W warmup_retention was written at.
 enum class CapturePhase : uint8_t { Begin, End };

@@ -18,6 +18,8 @@
 // (gc_accounting.h).
 #pragma once
 
+#include "common/config.h"
+
 namespace memguard::track {
 class Recorder;
 }
@@ -31,6 +33,7 @@ struct HookSettings {
     bool native_below_python = false;     // MEMGUARD_NATIVE_BELOW_PYTHON: no native stack cut
     bool steps = true;                    // MEMGUARD_STEPS: optimizer step hooks and step moments
     bool explain_oom = true;              // MEMGUARD_EXPLAIN_OOM: PyTorch's OOM observer and OOM moments
+    CyclesConfig cycles{};                // recompute and step triggers, the budget, explanations
 };
 
 /// Called once from the library constructor. `recorder` is what every part of python/ reports to,

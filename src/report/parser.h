@@ -85,6 +85,11 @@ public:
     void apply(const rec::AllocatorBlock& r);
     void apply(const rec::OomContext& r);
     void apply(const rec::MomentEnd& r);
+    // cycles (minor 9): report/read_cycles.cpp
+    void apply(const rec::Explanation& r);
+    void apply(const rec::GarbageGroup& r);
+    void apply(const rec::GarbageTensor& r);
+    void apply(const rec::ChainStep& r);
 
 private:
     [[noreturn]] void fail(const std::string& what) const;
@@ -136,6 +141,7 @@ private:
     std::map<uint64_t, size_t> mapped_;                           // va -> mapping, until q
     std::unordered_map<uint64_t, size_t> live_tensors_;           // addr -> tensor, until t
     std::unordered_map<uint64_t, std::vector<size_t>> gc_frees_;  // tid -> tensors freed in a collection, until Y
+    std::unordered_map<uint32_t, size_t> explanations_;           // explanation id -> index, until its Y
 };
 
 /// An address in a message: lowercase hex.

@@ -35,6 +35,17 @@ void Parser::apply(const rec::Collection& r) {
         }
     }
     y.mark_age_ns = r.mark_age_ns;
+    y.skipped = r.skipped;
+    if (r.explain) {
+        auto it = explanations_.find(*r.explain);
+        if (it == explanations_.end() || report_.explanations[it->second].collection) {
+            warn("unknown-explain", "Y record names explanation " + std::to_string(*r.explain) +
+                                        ", which is not open; ignored");
+        } else {
+            y.explanation = it->second;
+            report_.explanations[it->second].collection = report_.collections.size();
+        }
+    }
     // The blocks this thread freed while the collection ran (t records with gc 1) belong to it.
     auto pending = gc_frees_.find(y.tid);
     if (pending != gc_frees_.end()) {

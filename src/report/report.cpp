@@ -11,6 +11,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -192,6 +193,14 @@ void Parser::apply(const rec::Info& r) {
         if (!minor || *minor > 1000000) malformed("bad format_minor " + format::quoted(f_[2]));
         minor_ = static_cast<int>(*minor);
         report_.format_minor = minor_;
+    }
+    if (key == "gc_budget") {
+        char* end = nullptr;
+        const double f = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0' || !(f > 0 && f <= 1)) {
+            malformed("bad gc_budget " + format::quoted(f_[2]) + " (a fraction above 0 and at most 1)");
+        }
+        report_.gc_budget = f;
     }
     report_.info[key] = std::move(value);
 }

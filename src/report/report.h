@@ -29,7 +29,9 @@ using format::capture_phase_name;
 using format::CaptureMode;
 using format::CapturePhase;
 using format::Category;
+using format::GarbageKind;
 using format::GcTrigger;
+using format::HeldHow;
 using format::is_gpu;
 using format::Kind;
 using format::kind_name;
@@ -199,6 +201,9 @@ struct Collection {
     std::optional<int64_t> cuda_bytes_freed;  // empty when CUDA was not in use; may be negative
     std::vector<std::string> compile_ids;     // memguard collections: the compiles that marked the thread
     std::optional<int64_t> mark_age_ns;       // memguard collections: first mark to the collection's start
+    // minor 9: memguard's collections (format::is_memguards(trigger))
+    std::optional<uint64_t> skipped;     // chances of its trigger the budget skipped since the previous one
+    std::optional<size_t> explanation;  // index into Report::explanations
 };
 
 // --- minor 3: driver virtual memory management -------------------------------------------------
@@ -368,6 +373,49 @@ struct OomContext {
     size_t events_before = 0;
 };
 
+// --- minor 9: what a collection's garbage held --------------------------------------------------
+
+/// u: a group of the garbage's objects.
+struct GarbageGroup {
+    GarbageKind kind = GarbageKind::Type;
+    uint64_t count = 0;
+    std::string name;
+};
+
+/// y: a CUDA tensor storage of the garbage, and where it was allocated: the live block or tensor
+/// that held `addr` when the j record was read (the tensor's own allocation in allocator mode; the
+/// segment's in interposition mode, where PyTorch's cache hides the tensor's). 0: not found.
+struct GarbageTensor {
+    int device = 0;
+    uint64_t addr = 0, size = 0;
+    HeldHow how = HeldHow::Tensor;
+    Category category = Category::OtherTensor;
+    std::string holder;  // saved: the context's class; empty: none
+    uint32_t stack_id = 0, python_stack_id = 0;
+    bool site_is_segment = false;  // the site is the segment's (interposition mode), not the tensor's
+};
+
+/// r: one step of a referrer chain.
+struct ChainLink {
+    std::string object;
+    std::string edge;  // empty on the last step
+};
+
+/// j ... Y: what one of memguard's collections found in its garbage.
+struct Explanation {
+    uint32_t id = 0;
+    int64_t t = 0;
+    uint64_t tid = 0;
+    uint64_t objects = 0, tensors = 0, cuda_bytes = 0;
+    int64_t analysis_ns = 0;
+    bool complete = false;
+    std::vector<GarbageGroup> groups;     // u records, in file order
+    std::vector<GarbageTensor> storages;  // y records, in file order (largest first)
+    /// r records by the storage address they lead to, steps in order (holder first).
+    std::map<uint64_t, std::vector<ChainLink>> chains;
+    std::optional<size_t> collection;  // index into Report::collections of the Y that named it
+};
+
 /// One change of the memory state, in file order. `block` indexes the vector of its record type:
 /// Report::blocks (Alloc, Free, Restore), Report::reservations (Reserve, AddressFree),
 /// Report::handles (Create, Release), Report::mappings (Map, Unmap), Report::tensors (TensorAlloc,
@@ -435,6 +483,10 @@ struct Report {
     /// backward() call that ran them (report/user_frame.h: attribute_backward), filled by the
     /// parser: native stack id -> the Python stack of that call (the one that covers the most bytes).
     std::unordered_map<uint32_t, uint32_t> backward_sites;
+    // minor 9
+    std::vector<Explanation> explanations;  // in order of j records
+    /// `I gc_budget`: the fraction of wall time memguard's collections were allowed; empty: not said.
+    std::optional<double> gc_budget;
 
     /// The capture with id `id`, or null.
     const Capture* find_capture(uint32_t id) const;

@@ -37,7 +37,7 @@ void initialize_once() noexcept {
             if (parsed.config.allocator == AllocatorMode::Memguard) allocmode::arm_torch_switch(recorder());
             python::install({parsed.config.collect_compile_garbage, parsed.config.python_stacks,
                              parsed.config.compile_window, parsed.config.native_below_python, parsed.config.steps,
-                             parsed.config.explain_oom},
+                             parsed.config.explain_oom, parsed.config.cycles},
                             recorder());
         }
         register_nvtx_injection(parsed.config.enabled && parsed.config.nvtx);

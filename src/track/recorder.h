@@ -121,10 +121,23 @@ public:
         int64_t cuda_bytes_freed;  // < 0: unknown
         std::string compile_ids;   // memguard's collections: comma-separated; else empty
         int64_t mark_age_ns;       // memguard's collections: time since the first mark; else < 0
+        std::optional<uint64_t> skipped;  // memguard's collections: chances the budget skipped before it
+        uint32_t explain = 0;             // the explanation written before it (record_explanation); 0: none
     };
     /// A garbage collection ended. memguard's own collections create the report file; other
     /// records of a process that has not allocated CUDA memory wait in memory until it does.
     void record_collection(const Collection& c);
+
+    // --- cycles (docs/report-format.md, minor 9) -----------------------------------------------
+    // What one of memguard's collections found in its garbage, written inside the collection
+    // (GIL held), before its Y. The explanation creates the report, as memguard's collections do.
+    /// Begins an explanation (j) and returns its id; 0 (nothing written) when memguard does not record.
+    uint32_t record_explanation(uint64_t objects, uint64_t tensors, uint64_t cuda_bytes, int64_t analysis_ns,
+                                bool complete);
+    /// Its groups (u), storages (y) and chain steps (r): nothing is written for explanation 0.
+    void record_garbage_group(const format::rec::GarbageGroup& u);
+    void record_garbage_tensor(const format::rec::GarbageTensor& y);
+    void record_chain_step(const format::rec::ChainStep& r);
 
     // --- phases and marks (docs/report-format.md, minor 4) -------------------------------------
     // Like collections, these records wait in memory until the report exists and never create it:
@@ -312,6 +325,8 @@ private:
     std::atomic<uint64_t> gc_collections_{0}, gc_freeing_collections_{0}, gc_cuda_bytes_freed_{0};
     std::atomic<uint32_t> epoch_{0};
     std::atomic<uint32_t> next_moment_{1};
+    std::atomic<uint32_t> next_explanation_{1};
+    std::atomic<bool> gc_budget_said_{false};  // `I gc_budget` written (before memguard's first collection)
     /// Records made before the report exists (a collection before the first CUDA allocation),
     /// written after the header when it is created. Bounded; guarded by start_mu_.
     std::string deferred_;

@@ -2,6 +2,7 @@
 // phases (B, b) and marks (J) (minor 4), the interpreter's paths (e, minor 8: a meta record, written
 // here with the hook's other deferred records). They wait in memory until the report exists
 // (append_or_defer); the reader's side is report/read_events.cpp.
+#include <cstdio>
 #include <optional>
 
 #include "format/encode.h"
@@ -27,8 +28,13 @@ void Recorder::record_collection(const Collection& c) {
         gc_freeing_collections_.fetch_add(1, std::memory_order_relaxed);
         gc_cuda_bytes_freed_.fetch_add(static_cast<uint64_t>(c.cuda_bytes_freed), std::memory_order_relaxed);
     }
-    bool own = c.trigger == format::GcTrigger::Memguard;
+    bool own = format::is_memguards(c.trigger);
     if (own && !ensure_started()) return;
+    if (own && !gc_budget_said_.exchange(true, std::memory_order_relaxed)) {
+        char budget[32];
+        std::snprintf(budget, sizeof budget, "%g", config_.cycles.gc_budget);
+        emit(format::rec::Info{"gc_budget", budget});  // minor 9: what `memguard cycles` measures against
+    }
     format::rec::Collection y;
     y.t = now();
     y.tid = current_tid();
@@ -40,6 +46,8 @@ void Recorder::record_collection(const Collection& c) {
     if (c.cuda_bytes_freed >= 0) y.cuda_bytes_freed = c.cuda_bytes_freed;
     if (!c.compile_ids.empty()) y.compile_ids = c.compile_ids;
     if (c.mark_age_ns >= 0) y.mark_age_ns = c.mark_age_ns;
+    if (own) y.skipped = c.skipped;
+    if (c.explain != 0) y.explain = c.explain;
     emit_or_defer(y);
 }
 
