@@ -12,6 +12,7 @@
 #include "format/vocabulary.h"
 #include "python/capi.h"
 #include "python/compile_marks.h"
+#include "python/embedded_memguard_cycles_py.h"
 #include "python/embedded_memguard_torch_py.h"
 #include "python/module.h"
 #include "python/state.h"
@@ -343,7 +344,8 @@ void on_import_for_torch_side() {
         return v && a->PyObject_SetAttrString(ns.get(), name, v.get()) == 0;
     };
     if (!ns || !add_natives(ns.get()) || !set_switch("STEPS", settings().steps) ||
-        !set_switch("EXPLAIN_OOM", settings().explain_oom) || !run_source(ns.get(), embedded::kMemguardTorchPy)) {
+        !set_switch("EXPLAIN_OOM", settings().explain_oom) || !run_source(ns.get(), embedded::kMemguardTorchPy) ||
+        !run_source(ns.get(), embedded::kMemguardCyclesPy)) {
         a->PyErr_Clear();
         MG_LOG_WARN("cannot set up memguard's torch side; steps and out-of-memory context are not recorded");
         return;

@@ -432,7 +432,8 @@ def step_moment(reason=MOMENT_STEP):
 
 
 def _on_step(source, name, opt=None):
-    _step(source, name)
+    index = _step(source, name)
+    _after_step(index)
     if not budget.allow():
         return
     t0 = clock()
@@ -610,6 +611,8 @@ def install():
             _disabled = True  # no hooks to swap
         if not EXPLAIN_OOM:
             _observer_queued = True  # none to queue
+        if RECOMPUTE:
+            _install_recompute()
         _want_imports(1)
     except BaseException as e:
         _warn_once("memguard cannot register optimizer step hooks", e)

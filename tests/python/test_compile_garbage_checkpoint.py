@@ -115,8 +115,11 @@ def child(arm):
 class CompileGarbageCheckpoint(harness.ChildTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.on = harness.run_child(__file__, {}, env={"MEMGUARD_COLLECT_COMPILE_GARBAGE": None})
-        cls.off = harness.run_child(__file__, {}, env={"MEMGUARD_COLLECT_COMPILE_GARBAGE": "0"})
+        # The recompute trigger (issue 21) would also free this garbage after each checkpointed
+        # backward: off in both arms, which measure the compile trigger alone.
+        off = {"MEMGUARD_COLLECT_RECOMPUTE_GARBAGE": "0"}
+        cls.on = harness.run_child(__file__, {}, env={"MEMGUARD_COLLECT_COMPILE_GARBAGE": None, **off})
+        cls.off = harness.run_child(__file__, {}, env={"MEMGUARD_COLLECT_COMPILE_GARBAGE": "0", **off})
 
     def test_hook_frees_before_each_backward_and_after_the_call(self):
         run = self.on
