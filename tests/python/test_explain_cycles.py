@@ -17,6 +17,7 @@ restored. A program that set DEBUG_SAVEALL itself keeps its gc.garbage and gets 
 """
 import collections
 import gc
+import json
 import os
 import sys
 
@@ -77,7 +78,8 @@ def child(arm):
         return frame_cycle() + closure_cycle() + context_cycle()
 
     def types_alive():
-        return collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+        # As a str (not a gc object), so one round's snapshot is not alive in the next one's.
+        return json.dumps(collections.Counter(type(o).__qualname__ for o in gc.get_objects()))
 
     def round_(explain):
         events.clear()
@@ -85,16 +87,20 @@ def child(arm):
         e = None
         if explain:
             _, e = ns.explained_collect(gc.collect, 2, retrack)
+            e = json.dumps(e)  # the explanation is plain data; as a str it is no gc object
         else:
             gc.collect()
-        alive = types_alive()
-        return {"events": list(events), "dead": [r() is None for r in refs], "garbage": len(gc.garbage),
-                "debug": gc.get_debug()}, alive, e
+        seen = json.dumps({"events": list(events), "dead": [r() is None for r in refs],
+                           "garbage": len(gc.garbage), "debug": gc.get_debug()})
+        del refs
+        return seen, types_alive(), e
 
     round_(True)  # warm-up: whatever the first use creates once (caches, interned names)
     round_(False)
     plain, plain_alive, _ = round_(False)
     explained, explained_alive, e = round_(True)
+    plain, explained, e = json.loads(plain), json.loads(explained), json.loads(e)
+    plain_alive, explained_alive = (collections.Counter(json.loads(a)) for a in (plain_alive, explained_alive))
     diff = {k: explained_alive[k] - plain_alive[k] for k in set(plain_alive) | set(explained_alive)
             if explained_alive[k] != plain_alive[k]}
     result = {"plain": plain, "explained": explained, "alive_diff": diff, "explanation": e,
