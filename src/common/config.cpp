@@ -136,10 +136,11 @@ void parse_recompute_functions(const char* v, CyclesConfig& c, std::vector<std::
         problems.push_back("MEMGUARD_RECOMPUTE_FUNCTIONS=" + quoted(v) +
                            " is not valid: expected class names or dotted qualified names, comma-separated "
                            "(CheckpointFunction,megatron.core.tensor_parallel.random.CheckpointFunction); keeping " +
-                           (c.recompute_functions.empty() ? std::string("none") : c.recompute_functions));
+                           (c.recompute_functions[0] == '\0' ? std::string("none") : std::string(c.recompute_functions)));
         return;
     }
-    c.recompute_functions = std::string(s);
+    std::memcpy(c.recompute_functions, s.data(), s.size());  // s.size() <= kMaxRecomputeFunctions: checked
+    c.recompute_functions[s.size()] = '\0';
 }
 
 void parse_cycles(const EnvLookup& getenv_fn, CyclesConfig& c, std::vector<std::string>& problems) {

@@ -17,10 +17,14 @@ enum class LogLevel { Trace, Debug, Info, Warn, Error, Critical, Off };
 /// Automatic collections are never explained: saving their garbage would free it later.
 enum class ExplainCycles { Off, Memguard, All };
 
-/// memguard's garbage collections: its triggers, their budget and their explanations.
+/// memguard's garbage collections: its triggers, their budget and their explanations. Trivially
+/// copyable (no std::string): the Python hook keeps a copy in a static that the library's
+/// constructor may fill before C++ static initialization reached it.
 struct CyclesConfig {
+    static constexpr size_t kMaxRecomputeFunctions = 1024;  // characters
+
     bool collect_recompute_garbage = true;           // MEMGUARD_COLLECT_RECOMPUTE_GARBAGE
-    std::string recompute_functions;                 // MEMGUARD_RECOMPUTE_FUNCTIONS: "Name,pkg.mod.Qual"
+    char recompute_functions[kMaxRecomputeFunctions + 1] = {};  // MEMGUARD_RECOMPUTE_FUNCTIONS: "Name,pkg.mod.Qual"
     int gc_every_steps = 0;                          // MEMGUARD_GC_EVERY_STEPS: 0 off, N: every N-th step
     int gc_generation = 2;                           // MEMGUARD_GC_GENERATION: 0, 1 or 2
     double gc_budget = 0.01;                         // MEMGUARD_GC_BUDGET: fraction of wall time, (0, 1]
@@ -28,7 +32,6 @@ struct CyclesConfig {
     uint64_t explain_min_bytes = 1 << 20;            // MEMGUARD_EXPLAIN_MIN_BYTES: records below it are not written
 
     static constexpr int kMaxEverySteps = 1000000;
-    static constexpr size_t kMaxRecomputeFunctions = 1024;  // characters
 };
 
 /// Who allocates PyTorch's CUDA memory (MEMGUARD_ALLOCATOR).

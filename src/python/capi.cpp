@@ -53,6 +53,11 @@ CApi* load() {
     resolve(api->PyGILState_GetThisThreadState, "PyGILState_GetThisThreadState");
     resolve(api->PyGILState_Ensure, "PyGILState_Ensure");
     resolve(api->PyGILState_Release, "PyGILState_Release");
+    resolve(api->PyList_Size, "PyList_Size");
+    resolve(api->PyList_GetItem, "PyList_GetItem");
+    resolve(api->PyObject_GC_Track, "PyObject_GC_Track");
+    resolve(api->PyObject_GC_UnTrack, "PyObject_GC_UnTrack");
+    resolve(api->PyObject_GC_IsTracked, "PyObject_GC_IsTracked");
     resolve(api->PyDict_GetItemString, "PyDict_GetItemString");
     resolve(api->PyTuple_Size, "PyTuple_Size");
     resolve(api->PyTuple_GetItem, "PyTuple_GetItem");

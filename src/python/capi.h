@@ -68,6 +68,12 @@ struct CApi {
     void* (*PyGILState_GetThisThreadState)() = nullptr;
     int (*PyGILState_Ensure)() = nullptr;  // PyGILState_STATE is an enum (int-sized)
     void (*PyGILState_Release)(int) = nullptr;
+    // Optional (explained collections, python/cycles.cpp): re-tracking saved garbage young.
+    ptrdiff_t (*PyList_Size)(PyObject*) = nullptr;
+    PyObject* (*PyList_GetItem)(PyObject*, ptrdiff_t) = nullptr;
+    void (*PyObject_GC_Track)(void*) = nullptr;
+    void (*PyObject_GC_UnTrack)(void*) = nullptr;
+    int (*PyObject_GC_IsTracked)(PyObject*) = nullptr;
     PyObject* (*PyDict_GetItemString)(PyObject*, const char*) = nullptr;
     ptrdiff_t (*PyTuple_Size)(PyObject*) = nullptr;
     PyObject* (*PyTuple_GetItem)(PyObject*, ptrdiff_t) = nullptr;

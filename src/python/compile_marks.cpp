@@ -91,6 +91,11 @@ void compile_started() {
     if (settings().collect_compile_garbage && settings().compile_window) open_compile_window(g_pending.threads);
 }
 
+bool dynamo_busy() {
+    ErrorGuard keep_error;
+    return returns_set(g_compile_context_try_get) || returns_set(g_get_eval_frame_callback);
+}
+
 bool compile_mark_pending() { return g_pending.threads > 0; }
 
 void compile_ended(const std::string& compile_id) {

@@ -25,6 +25,10 @@ void compile_started();
 /// only marks the thread and installs the profile function that waits for the safe point).
 void compile_ended(const std::string& compile_id);
 
+/// True when dynamo compiles on this thread or the thread is inside a torch.compile region (the
+/// queries learn_dynamo_queries() found; false before). GIL held; errors are cleared.
+bool dynamo_busy();
+
 /// True while some thread has a compile mark pending (its collection has not run yet). GIL held.
 bool compile_mark_pending();
 

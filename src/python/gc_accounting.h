@@ -7,6 +7,10 @@
 // the trigger is the calling thread's.
 #pragma once
 
+#include <cstdint>
+
+#include "format/vocabulary.h"
+
 namespace memguard::python {
 
 struct PyObject;
@@ -16,8 +20,25 @@ class CompileMark;
 /// its wrapper. False, with nothing changed, when `gc` lacks what it needs.
 bool start_gc_accounting(PyObject* gc);
 
-/// memguard's collection of compile garbage at a safe point: one full gc.collect() (the original),
-/// recorded with trigger "memguard", `mark`'s compile ids and the age of its first mark.
+/// What collect_for() did.
+enum class CollectResult { Collected, Budget, Unsafe, Off };
+
+/// One of memguard's collections (trigger memguard, recompute or step) of `generation`, when the
+/// time budget (gc_budget.h) allows it: the original gc.collect(), explained when
+/// MEMGUARD_EXPLAIN_CYCLES is on and the torch side gave its explainer, recorded as one Y (with
+/// `mark`'s compile ids and the age of its first mark for the compile trigger). Never raises. The
+/// caller decided that the moment is safe (CompileMark::decide, or the natives' unsafe_moment()).
+CollectResult collect_for(format::GcTrigger trigger, int generation, const CompileMark* mark);
+
+/// memguard's collection of compile garbage at a safe point: collect_for(memguard, 2, &mark).
 void collect_compile_garbage(const CompileMark& mark);
+
+/// The torch side's memguard_explain.explained_collect (a strong reference the caller keeps), which
+/// memguard's collections call instead of gc.collect when they are explained.
+void set_explainer(PyObject* explained_collect);
+/// The explanation `id` was written inside the owned window of this thread: its Y names it.
+void note_explanation(uint32_t id);
+/// True inside one of memguard's (or an explained) collections on this thread.
+bool explaining_on_this_thread();
 
 }  // namespace memguard::python

@@ -5,10 +5,7 @@
 namespace memguard::python {
 
 bool GcBudget::allow(Kind k, int64_t now_ns) noexcept {
-    if (!started_) {
-        started_ = true;
-        start_ns_ = now_ns;
-    }
+    start(now_ns);
     PerTrigger& t = per_[static_cast<int>(k)];
     if (t.skip_left > 0) {
         --t.skip_left;

@@ -28,6 +28,13 @@ public:
     /// `fraction` of wall time (MEMGUARD_GC_BUDGET, 0 < fraction <= 1; 1 never backs off).
     explicit GcBudget(double fraction = 0.01) noexcept : fraction_(fraction) {}
 
+    /// Starts the budget's clock (the wall time the fraction is of) at `now_ns`, if not started.
+    void start(int64_t now_ns) noexcept {
+        if (!started_) {
+            started_ = true;
+            start_ns_ = now_ns;
+        }
+    }
     /// A trigger's opportunity to collect at `now_ns`: true to collect (then charge()), false to
     /// skip it (counted). The first call starts the budget's clock.
     bool allow(Kind k, int64_t now_ns) noexcept;

@@ -18,6 +18,8 @@
 // (gc_accounting.h).
 #pragma once
 
+#include <type_traits>
+
 #include "common/config.h"
 
 namespace memguard::track {
@@ -38,6 +40,10 @@ struct HookSettings {
 
 /// Called once from the library constructor. `recorder` is what every part of python/ reports to,
 /// for the life of the process.
+/// HookSettings lives in a static the library constructor fills, maybe before static initialization
+/// reached it: nothing in it may need a constructor.
+static_assert(std::is_trivially_copyable_v<HookSettings>, "HookSettings must need no constructor");
+
 void install(const HookSettings& settings, track::Recorder& recorder);
 
 /// fork(2): python/'s locks, for the process's one fork function to take and release in lock

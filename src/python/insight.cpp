@@ -10,9 +10,10 @@
 
 #include "common/log.h"
 #include "format/vocabulary.h"
+#include "python/args.h"
 #include "python/capi.h"
 #include "python/compile_marks.h"
-#include "python/embedded_memguard_cycles_py.h"
+#include "python/cycles.h"
 #include "python/embedded_memguard_torch_py.h"
 #include "python/module.h"
 #include "python/state.h"
@@ -28,39 +29,6 @@ PyObject* g_torch_ns = nullptr;  // the torch side's namespace, once installed (
 bool g_torch_tried = false;      // its installation ran (successfully or not): never again
 bool g_wants_imports = false;    // the torch side asked for import events (_want_imports)
 std::atomic<bool> g_oom_line_printed{false};
-
-PyObject* new_long(long long v) { return capi()->PyLong_FromLongLong(v); }
-
-/// Item i of tuple t as a long long; `fallback` for None; false with an error set when not an int.
-bool item_ll(PyObject* t, ptrdiff_t i, long long& out, long long fallback = -1) {
-    const CApi* a = capi();
-    PyObject* o = a->PyTuple_GetItem(t, i);
-    if (!o) return false;
-    if (o == a->none) {
-        out = fallback;
-        return true;
-    }
-    out = a->PyLong_AsLongLong(o);
-    return !(out == -1 && a->PyErr_Occurred());
-}
-
-/// True when tuple t has n items; else false with IndexError set (the C API memguard resolves
-/// has no PyErr_SetString: reading past the end sets the error).
-bool has_size(PyObject* t, ptrdiff_t n) {
-    const CApi* a = capi();
-    if (a->PyTuple_Size(t) == n) return true;
-    if (!a->PyErr_Occurred()) a->PyTuple_GetItem(t, n + 1000);
-    return false;
-}
-
-/// The arguments as n long longs (None: -1); false with an error set otherwise.
-bool ll_args(PyObject* args, long long* out, ptrdiff_t n) {
-    if (!has_size(args, n)) return false;
-    for (ptrdiff_t i = 0; i < n; ++i) {
-        if (!item_ll(args, i, out[i])) return false;
-    }
-    return true;
-}
 
 std::optional<uint64_t> known(long long v) {
     return v < 0 ? std::nullopt : std::optional<uint64_t>(static_cast<uint64_t>(v));
@@ -345,7 +313,7 @@ void on_import_for_torch_side() {
     };
     if (!ns || !add_natives(ns.get()) || !set_switch("STEPS", settings().steps) ||
         !set_switch("EXPLAIN_OOM", settings().explain_oom) || !run_source(ns.get(), embedded::kMemguardTorchPy) ||
-        !run_source(ns.get(), embedded::kMemguardCyclesPy)) {
+        !install_cycles(ns.get())) {
         a->PyErr_Clear();
         MG_LOG_WARN("cannot set up memguard's torch side; steps and out-of-memory context are not recorded");
         return;

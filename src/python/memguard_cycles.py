@@ -1,27 +1,14 @@
-# memguard's cycle collections after recompute and at steps (issue 21, prototype), embedded into
-# libmemguard.so and run by it (src/python/insight.cpp) in the torch side's namespace, after
-# memguard_torch.py: it uses that file's _gc, _sys, _torch, _warn_once and _is_compiling, and
-# memguard_torch.py calls its _after_step and _install_recompute.
+# memguard's cycle collections after recompute and at steps (issue 21), embedded into libmemguard.so
+# and run by it (src/python/cycles.cpp) in the torch side's namespace, after memguard_torch.py: it
+# uses that file's _sys, _warn_once and _is_compiling, the switches the library sets (RECOMPUTE,
+# RECOMPUTE_FUNCTIONS, GC_EVERY_STEPS, GC_GENERATION, from MEMGUARD_* variables parsed by the
+# library) and the native _collect, which checks the safety rules (no stream capture anywhere, no
+# dynamo compile, not inside a compiled region) and the time budget, and records the collection.
+# memguard_torch.py calls _after_step and _install_recompute.
 """Collections of garbage cycles after a recomputed backward and every N steps (issue 21)."""
-#
-# The switches are read from the environment here for the prototype; the library should parse and
-# hand them in (config.cpp, like STEPS) so that a bad value gets memguard's one clear message.
 
-def _env_int(name, default):
-    import os
-    try:
-        return int(os.environ.get(name, default))
-    except ValueError:
-        _warn_once(f"memguard: {name} is not an integer; using {default}")
-        return default
-
-
-RECOMPUTE = _env_int("MEMGUARD_COLLECT_RECOMPUTE_GARBAGE", 1)
-RECOMPUTE_FUNCTIONS = frozenset(n for n in __import__("os").environ.get("MEMGUARD_RECOMPUTE_FUNCTIONS", "").split(",")
-                                if n.strip())
-GC_EVERY_STEPS = max(0, _env_int("MEMGUARD_GC_EVERY_STEPS", 0))
-GC_GENERATION = min(2, max(0, _env_int("MEMGUARD_GC_GENERATION", 2)))
-recompute_collections = 0  # memguard's collections after a recomputed backward (a test reads them)
+_RECOMPUTE_NAMES = frozenset(n.strip() for n in RECOMPUTE_FUNCTIONS.split(",") if n.strip())
+recompute_collections = 0  # memguard's collections after a recomputed backward that ran (tests read them)
 step_collections = 0
 
 
@@ -30,40 +17,15 @@ def _is_recompute_class(cls):
     checkpoint, Megatron-LM's tensor_parallel.random), or listed in MEMGUARD_RECOMPUTE_FUNCTIONS by
     class name or module.qualname."""
     name = cls.__name__
-    return (name == "CheckpointFunction" or name in RECOMPUTE_FUNCTIONS
-            or f"{cls.__module__}.{cls.__qualname__}" in RECOMPUTE_FUNCTIONS)
-
-
-def _collect_allowed():
-    """Today's safe-point rules, from Python: not while dynamo traces or compiles on this thread,
-    not inside a torch.compile region. (Stream captures: the library knows them; the native
-    collection call the next step adds checks them, see the notes.)"""
-    torch = _torch()
-    if _is_compiling is not None and _is_compiling():
-        return False
-    try:
-        if torch._guards.CompileContext.try_get() is not None:
-            return False
-        if torch._C._dynamo.eval_frame.get_eval_frame_callback() not in (None, False):
-            return False
-    except Exception:
-        pass
-    try:
-        cuda = torch.cuda
-        if cuda.is_initialized() and cuda.is_current_stream_capturing():
-            return False
-    except Exception:
-        pass
-    return True
+    return (name == "CheckpointFunction" or name in _RECOMPUTE_NAMES
+            or f"{cls.__module__}.{cls.__qualname__}" in _RECOMPUTE_NAMES)
 
 
 def _after_recompute(cls):
     global recompute_collections
     try:
-        if not _collect_allowed():
-            return
-        recompute_collections += 1
-        _gc.collect()
+        if _collect("recompute", 2) == 0:
+            recompute_collections += 1
     except BaseException as e:
         _warn_once("memguard's collection after a recomputed backward failed", e)
 
@@ -132,9 +94,7 @@ def _after_step(index):
     if not GC_EVERY_STEPS or index % GC_EVERY_STEPS:
         return
     try:
-        if _collect_allowed():
+        if _collect("step", GC_GENERATION) == 0:
             step_collections += 1
-            _gc.collect(GC_GENERATION)
     except BaseException as e:
         _warn_once("memguard's collection at a step end failed", e)
-

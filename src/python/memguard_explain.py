@@ -1,25 +1,39 @@
-# memguard's "what held it" (issue 21), a prototype: to be embedded into libmemguard.so (embed_text.cmake)
-# and run in the torch side's namespace, which provides `device_of` (the seam the CPU tests replace).
-# Until the library runs it, tests exec() it into a namespace of their own.
+# memguard's "what held it" (issue 21), embedded into libmemguard.so and run by it
+# (src/python/cycles.cpp) in the torch side's namespace, after memguard_torch.py and
+# memguard_cycles.py: it uses that namespace's device_of (the seam CPU tests replace), _warn_once and
+# the natives _retrack and _explain_*. The library calls explained_collect() instead of gc.collect()
+# for its own collections (MEMGUARD_EXPLAIN_CYCLES=1) and for the program's gc.collect() calls (=all).
 """Explains the garbage of one collection without keeping it alive.
 
-`explained_collect(collect, generation)` runs `collect(generation)` with gc.DEBUG_SAVEALL, so the
-unreachable objects go to gc.garbage instead of being cleared; finalizers (``__del__``) and weakref
-callbacks have already run at that point, as in a plain collection (CPython runs them before it
-clears or saves anything), and objects a finalizer resurrected are not in the garbage. It takes its
-own part of gc.garbage out, analyses it within the garbage set only, drops every reference and
-collects again, which frees the garbage. What the program can see differently: its gc.callbacks see
-two collections (and the objects counted twice), gc.get_stats() counts both, and the memory is freed
-after the analysis instead of during the first collection.
+explained_collect(collect, generation, min_bytes) runs collect(generation) with gc.DEBUG_SAVEALL, so
+the unreachable objects go to gc.garbage instead of being cleared. Finalizers (__del__) and weakref
+callbacks have already run at that point, as in a plain collection (CPython runs them before it clears
+or saves anything), and objects a finalizer resurrected are not in the garbage. It takes its own part
+of gc.garbage out, looks at it within the garbage set only (which CUDA storages it held, what kinds of
+objects it was, one chain of references from a holder to each of the largest storages), writes that
+as records (j u y r), re-tracks the objects young and runs a generation-0 collection, which frees
+them. What the program can see differently: its gc.callbacks see two collections, gc.get_stats()
+counts both, and the memory is freed after the look (bounded by LOOK_SECONDS) instead of during the
+first pass. A program that sets DEBUG_SAVEALL itself gets a plain collection: its gc.garbage is its own.
 """
 import gc as _gc
 import sys as _sys
+import time as _time
 
 KIND_ORDER = ("frame", "autograd_function", "autograd_node", "dynamo", "closure", "exception", "traceback",
               "tensor")
+LOOK_SECONDS = 0.2   # the look stops here (the j record says it is partial); the garbage is freed after
+GROUPS_PER_KIND = 8  # u records per kind (the most frequent), and the most frequent plain types
+TOP_CHAINS = 4       # storages with a referrer chain (the largest)
+MAX_CHAIN = 16       # steps of one chain
+MAX_TENSORS = 64     # y records per explanation (the largest); j counts them all
+_DYNAMO_MODULES = ("torch._dynamo", "torch.fx", "torch._functorch", "torch._inductor", "torch._guards",
+                   "torch._subclasses", "torch._higher_order_ops")
+
+_get_attribute = object.__getattribute__  # reads that bypass a class's own __getattribute__/__getattr__
 
 
-def _device_of(t):
+def _device(t):
     d = globals().get("device_of")
     if d is not None:
         return d(t)
@@ -27,16 +41,23 @@ def _device_of(t):
     return (dev.index or 0) if dev.type == "cuda" else None
 
 
+def _builtin(tp, name):
+    return tp.__name__ == name and tp.__module__ == "builtins"
+
+
 def _kind(o, tp, torch):
     """The group an object of the garbage belongs to, or None."""
     mod = getattr(tp, "__module__", "") or ""
-    name = tp.__name__
-    if name == "frame" and tp.__module__ == "builtins":
-        return "frame"
-    if name in ("cell", "function") and tp.__module__ == "builtins":
-        return "closure" if name == "cell" or getattr(o, "__closure__", None) else None
-    if name == "traceback" and mod == "builtins":
-        return "traceback"
+    if mod == "builtins":
+        name = tp.__name__
+        if name == "frame":
+            return "frame"
+        if name == "cell":
+            return "closure"
+        if name == "function":
+            return "closure" if o.__closure__ else None
+        if name == "traceback":
+            return "traceback"
     if issubclass(tp, BaseException):
         return "exception"
     if torch is not None:
@@ -46,135 +67,189 @@ def _kind(o, tp, torch):
             return "tensor"
         if mod.startswith("torch.autograd") or mod == "torch._C._functions":
             return "autograd_node"
-    if mod.startswith(("torch._dynamo", "torch.fx", "torch._functorch", "torch._inductor", "torch._guards",
-                       "torch._subclasses")):
+    if mod.startswith(_DYNAMO_MODULES):
         return "dynamo"
     return None
 
 
-def _edge(parent, child):
-    """How `parent` refers to `child` (a local's name, a key, an attribute), or ''."""
+def _where(code, line):
+    return f"{code.co_filename}:{line}"
+
+
+def _group_name(o, tp, kind):
+    if kind == "frame":
+        c = o.f_code
+        return f"{c.co_name} {_where(c, o.f_lineno)}"
+    if kind == "closure" and tp.__name__ == "function":
+        c = o.__code__
+        return f"{o.__qualname__} {_where(c, c.co_firstlineno)}"
+    return f"{tp.__module__}.{tp.__qualname__}"
+
+
+def _human(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+
+
+def _describe(o, torch):
+    """One step of a chain: a frame, a function, a tensor, or the object's type."""
+    tp = type(o)
+    if _builtin(tp, "frame"):
+        c = o.f_code
+        return f"frame {c.co_name} {_where(c, o.f_lineno)}"
+    if _builtin(tp, "function"):
+        c = o.__code__
+        return f"function {o.__qualname__} {_where(c, c.co_firstlineno)}"
+    if torch is not None and isinstance(o, torch.Tensor):
+        try:
+            shape = ", ".join(str(d) for d in o.shape)
+            nbytes = o.untyped_storage().nbytes()
+            return f"Tensor {str(o.dtype).replace('torch.', '')}[{shape}] ({_human(nbytes)})"
+        except Exception:
+            pass
+    return f"{tp.__module__}.{tp.__qualname__}"
+
+
+def _edge(parent, child, torch):
+    """How `parent` refers to `child`: `local x`, `key 'a'`, `[3]`, `.attr`, `cell_contents`,
+    `.grad_fn`, or '' when not found."""
     try:
         tp = type(parent)
-        if tp.__name__ == "frame" and tp.__module__ == "builtins":
+        if _builtin(tp, "frame"):
             for k, v in parent.f_locals.items():
                 if v is child:
-                    return k
+                    return f"local {k}"
             return ""
         if tp is dict:
             for k, v in parent.items():
                 if v is child:
-                    return repr(k)[:60]
+                    return f"key {repr(k)[:60]}"
             return ""
         if tp is list or tp is tuple:
-            for i, v in enumerate(parent[:10000]):
+            for i, v in enumerate(parent[:100000]):
                 if v is child:
                     return f"[{i}]"
             return ""
-        if tp.__name__ == "cell":
+        if _builtin(tp, "cell"):
             return "cell_contents"
-        if tp.__name__ == "function":
+        if _builtin(tp, "function"):
             return "__closure__" if child is parent.__closure__ else ""
-        d = getattr(parent, "__dict__", None)
+        if torch is not None and isinstance(parent, torch.Tensor):
+            if torch.Tensor.grad_fn.__get__(parent) is child:
+                return ".grad_fn"
+        try:
+            d = _get_attribute(parent, "__dict__")
+        except Exception:
+            d = None
         if type(d) is dict:
             if d is child:
                 return "__dict__"
             for k, v in d.items():
                 if v is child:
-                    return "." + str(k)
-        if getattr(parent, "grad_fn", None) is child:
-            return ".grad_fn"
+                    return f".{k}"
     except Exception:
         pass
     return ""
 
 
-def _describe(o):
-    tp = type(o)
-    if tp.__name__ == "frame" and tp.__module__ == "builtins":
-        c = o.f_code
-        return f"frame {c.co_name} {c.co_filename}:{o.f_lineno}"
-    if tp.__name__ == "function":
-        c = o.__code__
-        return f"function {o.__qualname__} {c.co_filename}:{c.co_firstlineno}"
-    return f"{tp.__module__}.{tp.__qualname__}"
+def _category(t, torch):
+    return "parameter" if isinstance(t, torch.nn.Parameter) else "other_tensor"
 
 
-def analyse(garbage, top_tensors=4, max_chain=16):
-    """The explanation of `garbage` (a list of the objects of one collection). Returns plain data
-    (str, int, tuples, dicts of those): nothing in it refers to the garbage."""
+class _Look:
+    """The look at one collection's garbage: plain data only (nothing refers to the garbage)."""
+
+    def __init__(self, garbage, deadline):
+        self.objects = len(garbage)
+        self.complete = True
+        self.deadline = deadline
+        self.types = {}
+        self.groups = {k: {} for k in KIND_ORDER}
+        self.storages = {}  # data_ptr -> [device, nbytes, holder id, how, category, holder class]
+        self.chains = {}    # data_ptr -> ((object, edge), ...)
+
+    def late(self):
+        if _time.perf_counter() > self.deadline:
+            self.complete = False
+        return not self.complete
+
+    def add_storage(self, t, holder, how, category, holder_class, torch):
+        try:
+            dev = _device(t)
+            if dev is None:
+                return
+            st = t.untyped_storage()
+            ptr = st.data_ptr()
+            if ptr and ptr not in self.storages:
+                self.storages[ptr] = [dev, st.nbytes(), holder, how, category, holder_class]
+        except Exception:
+            pass  # meta, fake or freed tensors
+
+    @property
+    def cuda_bytes(self):
+        return sum(s[1] for s in self.storages.values())
+
+
+def _look(garbage, deadline):
     torch = _sys.modules.get("torch")
+    look = _Look(garbage, deadline)
     ids = {id(o): o for o in garbage}
-    types = {}
-    groups = {k: {} for k in KIND_ORDER}
-    storages = {}  # data_ptr -> [device, nbytes, id of the first holder tensor or None, how]
-    ctx_saved = {}  # id(tensor data) -> id(ctx): tensors saved by an autograd.Function context
-    for o in garbage:
+    for i, o in enumerate(garbage):
+        if i % 1024 == 1023 and look.late():
+            break
         tp = type(o)
-        types[tp.__qualname__] = types.get(tp.__qualname__, 0) + 1
+        look.types[tp.__qualname__] = look.types.get(tp.__qualname__, 0) + 1
         kind = _kind(o, tp, torch)
         if kind is None:
             continue
-        key = _describe(o) if kind in ("frame", "closure") else f"{tp.__module__}.{tp.__qualname__}"
-        if kind == "closure" and tp.__name__ == "cell":
-            key = "cell"
-        groups[kind][key] = groups[kind].get(key, 0) + 1
+        name = _group_name(o, tp, kind)
+        g = look.groups[kind]
+        g[name] = g.get(name, 0) + 1
         if kind == "tensor":
-            _add_storage(storages, o, id(o), "tensor")
+            look.add_storage(o, id(o), "tensor", _category(o, torch), None, torch)
         elif kind == "autograd_function":
-            # Tensors saved by save_for_backward live in C++ (SavedVariable), not in the garbage as
-            # Python objects: read through _raw_saved_tensors (.data runs no unpack hook).
+            # Tensors saved by save_for_backward live in C++ (SavedVariable), not as Python objects
+            # of the garbage: read through _raw_saved_tensors (.data runs no unpack hook).
             try:
                 for s in o._raw_saved_tensors or ():
                     data = getattr(s, "data", None)
                     if data is not None:
-                        _add_storage(storages, data, id(o), "saved by " + tp.__qualname__)
+                        look.add_storage(data, id(o), "saved", "activation", tp.__qualname__, torch)
             except Exception:
                 pass
-    # In-garbage referrers, for the chains.
-    referrers = {}
-    for o in garbage:
+    if not look.storages or look.late():
+        return look
+    largest = sorted(look.storages.items(), key=lambda kv: (-kv[1][1], kv[0]))[:TOP_CHAINS]
+    referrers = {}  # id -> ids of the garbage objects that refer to it
+    for i, o in enumerate(garbage):
+        if i % 1024 == 1023 and look.late():
+            return look
         for r in _gc.get_referents(o):
             if id(r) in ids:
                 referrers.setdefault(id(r), []).append(id(o))
-    tensors = sorted(storages.items(), key=lambda kv: (-kv[1][1], kv[0]))
-    out_tensors = []
-    for i, (ptr, (dev, nbytes, holder, how)) in enumerate(tensors):
-        chain = _chain(ids, referrers, holder, max_chain) if i < top_tensors and holder is not None else ()
-        out_tensors.append({"device": dev, "ptr": ptr, "bytes": nbytes, "how": how, "chain": chain})
-    return {
-        "objects": len(garbage),
-        "types": sorted(types.items(), key=lambda kv: (-kv[1], kv[0])),
-        "groups": {k: sorted(v.items(), key=lambda kv: (-kv[1], kv[0])) for k, v in groups.items() if v},
-        "tensors": out_tensors,
-        "cuda_bytes": sum(t["bytes"] for t in out_tensors),
-    }
+    for ptr, (_, _, holder, how, _, _) in largest:
+        if look.late():
+            break
+        chain = _chain(ids, referrers, holder, torch)
+        if how == "saved":
+            chain = chain[:-1] + ((chain[-1][0], ".saved_tensors"), ("saved tensor", ""))
+        look.chains[ptr] = chain
+    return look
 
 
-def _add_storage(storages, t, holder, how):
-    try:
-        dev = _device_of(t)
-        if dev is None:
-            return
-        st = t.untyped_storage()
-        ptr = st.data_ptr()
-        if ptr and ptr not in storages:
-            storages[ptr] = [dev, st.nbytes(), holder, how]
-    except Exception:
-        pass  # meta, fake or freed tensors
-
-
-def _chain(ids, referrers, start, max_chain):
+def _chain(ids, referrers, start, torch):
     """One referrer chain, holder first, ending at the object `start`: a breadth-first walk back over
-    the in-garbage referrers that stops at the nearest frame, autograd.Function context, closure or
-    exception (what a user can act on), else at the farthest object reached."""
-    torch = _sys.modules.get("torch")
+    the in-garbage referrers that stops at the nearest frame, autograd.Function context, function
+    with a closure, exception or dynamo object (what a user can act on), else at the farthest object
+    reached."""
     back = {start: None}
     frontier = [start]
     found = None
     last = start
     depth = 0
-    while frontier and found is None and depth < max_chain:
+    while frontier and found is None and depth < MAX_CHAIN:
         nxt = []
         for oid in frontier:
             for rid in referrers.get(oid, ()):
@@ -182,8 +257,9 @@ def _chain(ids, referrers, start, max_chain):
                     continue
                 back[rid] = oid
                 o = ids[rid]
-                if _kind(o, type(o), torch) in ("frame", "autograd_function", "closure", "exception", "dynamo") and \
-                        type(o).__name__ != "cell":  # a cell's function says more
+                tp = type(o)
+                if _kind(o, tp, torch) in ("frame", "autograd_function", "closure", "exception", "dynamo") \
+                        and not _builtin(tp, "cell"):  # a cell's function says more
                     found = rid
                     break
                 nxt.append(rid)
@@ -192,27 +268,57 @@ def _chain(ids, referrers, start, max_chain):
                 break
         frontier = nxt
         depth += 1
+    if found is None:  # no holder refers to it: the start is its own holder when it is one (a context)
+        o = ids[start]
+        if _kind(o, type(o), torch) in ("frame", "autograd_function", "closure", "exception", "dynamo"):
+            last = start
     steps = []
     oid = found if found is not None else last
     while oid is not None:
         nxt = back[oid]
-        steps.append((_describe(ids[oid]), _edge(ids[oid], ids[nxt]) if nxt is not None else ""))
+        steps.append((_describe(ids[oid], torch), _edge(ids[oid], ids[nxt], torch) if nxt is not None else ""))
         oid = nxt
     return tuple(steps)
 
 
-def explained_collect(collect, generation=2, retrack=None):
-    """Runs collect(generation) with its garbage saved, analysed, then freed by a second collection.
-    Returns (what the first collection returned, the explanation or None). No explanation when the
-    program itself saves garbage (gc.DEBUG_SAVEALL already set): its gc.garbage is left as it is.
+def _write(look, analysis_ns):
+    """The look as records: j, then u (per kind the most frequent, then the plain types), y
+    (largest first) and r (the chains)."""
+    storages = sorted(look.storages.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    complete = look.complete and len(storages) <= MAX_TENSORS
+    eid = _explain_begin(look.objects, len(storages), look.cuda_bytes, analysis_ns, 1 if complete else 0)
+    if not eid:
+        return 0
+    for kind in KIND_ORDER:
+        items = sorted(look.groups[kind].items(), key=lambda kv: (-kv[1], kv[0]))
+        for name, n in items[:GROUPS_PER_KIND]:
+            _explain_group(eid, kind, n, name)
+    for name, n in sorted(look.types.items(), key=lambda kv: (-kv[1], kv[0]))[:GROUPS_PER_KIND]:
+        _explain_group(eid, "type", n, name)
+    for ptr, (dev, nbytes, _, how, category, holder_class) in storages[:MAX_TENSORS]:
+        _explain_tensor(eid, dev, ptr, nbytes, how, category, holder_class)
+    for ptr, chain in look.chains.items():
+        for step, (what, edge) in enumerate(chain):
+            _explain_chain(eid, ptr, step, what, edge or None)
+    return eid
 
-    retrack(objects), when given, untracks and tracks each object again (PyObject_GC_UnTrack, then
-    PyObject_GC_Track): they join generation 0, and a generation-0 collection frees them (about
-    0.2 ms) instead of a second collection of the generation they were saved to (a full one for a
-    full collection: as long as the first)."""
+
+def _no_torch_function():
+    torch = _sys.modules.get("torch")
+    try:
+        return torch._C.DisableTorchFunctionSubclass()  # tensor subclasses' overrides stay out of the look
+    except Exception:
+        import contextlib
+        return contextlib.nullcontext()
+
+
+def explained_collect(collect, generation=2, min_bytes=0):
+    """collect(generation) with its garbage saved, looked at, written as records when it held at least
+    min_bytes of CUDA tensors, then freed by a generation-0 collection. Returns what the first
+    collection returned, as gc.collect() does."""
     old = _gc.get_debug()
     if old & _gc.DEBUG_SAVEALL:
-        return collect(generation), None
+        return collect(generation)
     n0 = len(_gc.garbage)
     _gc.set_debug(old | _gc.DEBUG_SAVEALL)
     try:
@@ -221,47 +327,27 @@ def explained_collect(collect, generation=2, retrack=None):
         _gc.set_debug(old)
     garbage = _gc.garbage[n0:]
     del _gc.garbage[n0:]
-    explanation = None
+    if not garbage:
+        return n
+    was_enabled = _gc.isenabled()
     young = False
     try:
-        explanation = analyse(garbage)
-        if retrack is not None:
-            retrack(garbage)
-            young = True
-    except Exception:
-        explanation = None
+        _gc.disable()  # no automatic collection runs inside the look (it would find the garbage alive)
+        t0 = _time.perf_counter_ns()
+        try:
+            with _no_torch_function():
+                look = _look(garbage, _time.perf_counter() + LOOK_SECONDS)
+                if look.storages and look.cuda_bytes >= min_bytes:
+                    _write(look, _time.perf_counter_ns() - t0)
+            look = None
+        except BaseException as e:
+            _warn_once("memguard could not explain a collection's garbage", e)
+        young = _retrack(garbage) > 0
     finally:
         del garbage
-    # The saved objects went to the next generation (the oldest stays the oldest), or to generation 0
-    # when re-tracked: collect that one.
-    collect(0 if young else min(generation + 1, 2))
-    return n, explanation
-
-
-def ctypes_retrack():
-    """retrack() through ctypes (an interpreter that exports its C API); the library would do it natively."""
-    import ctypes
-    untrack, track = ctypes.pythonapi.PyObject_GC_UnTrack, ctypes.pythonapi.PyObject_GC_Track
-    untrack.argtypes = track.argtypes = [ctypes.py_object]
-    untrack.restype = track.restype = None
-
-    def retrack(objects):
-        for o in objects:
-            if _gc.is_tracked(o):
-                untrack(o)
-                track(o)
-    return retrack
-
-
-def format_explanation(e, width=100):
-    """The explanation as text lines, as `memguard cycles --explain` might print one collection."""
-    lines = [f"garbage: {e['objects']} objects, {e['cuda_bytes']} bytes of CUDA tensors in {len(e['tensors'])} storages"]
-    for kind in KIND_ORDER:
-        items = e["groups"].get(kind)
-        if items:
-            lines.append(f"  {kind}: " + ", ".join(f"{n} x {k}" for k, n in items[:6])[:width * 2])
-    for t in e["tensors"][:4]:
-        lines.append(f"  tensor {t['bytes']} bytes on cuda:{t['device']} at {t['ptr']:#x} ({t['how']})")
-        for what, edge in t["chain"]:
-            lines.append(f"      {what}" + (f" -> {edge}" if edge else ""))
-    return lines
+        if was_enabled:
+            _gc.enable()
+        # Re-tracked objects are in generation 0; saved ones otherwise went to the next generation
+        # (the oldest stays the oldest): collect that one.
+        collect(0 if young else min(generation + 1, 2))
+    return n

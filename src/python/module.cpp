@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "python/args.h"
 #include "python/capi.h"
 #include "python/embedded_memguard_finder_py.h"
 #include "python/embedded_memguard_py.h"
@@ -16,8 +17,6 @@ namespace {
 using track::PhaseSource;
 
 // --- the native functions (GIL held; they take only the recorder's short leaf locks) -------------
-
-PyObject* new_long(long long v) { return capi()->PyLong_FromLongLong(v); }
 
 /// The first argument as UTF-8, or nullptr with a Python exception set.
 const char* str_arg(PyObject* args) {

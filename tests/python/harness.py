@@ -74,6 +74,7 @@ class Report:
     def __init__(self, path):
         self.path = path
         self.info, self.X, self.Y, self.A, self.C, self.c = {}, [], [], [], [], []
+        self.j, self.u, self.y, self.r = [], [], [], []  # explanations (minor 9)
         self.pframes, self.pstacks = {}, {}
         self.ended = False
         with open(path) as f:
@@ -91,7 +92,22 @@ class Report:
                                    "uncollectable": int(w[7]),
                                    "cuda_bytes_freed": None if w[8] == "-" else int(w[8]),
                                    "compile_ids": [] if w[9] == "-" else _dec(w[9]).split(","),
-                                   "mark_age_ns": None if w[10] == "-" else int(w[10])})
+                                   "mark_age_ns": None if w[10] == "-" else int(w[10]),
+                                   "skipped": None if len(w) <= 11 or w[11] == "-" else int(w[11]),
+                                   "explain": None if len(w) <= 12 or w[12] == "-" else int(w[12])})
+                elif t == "j":
+                    self.j.append({"t": int(w[1]), "tid": int(w[2]), "explain": int(w[3]), "objects": int(w[4]),
+                                   "tensors": int(w[5]), "cuda_bytes": int(w[6]), "analysis_ns": int(w[7]),
+                                   "complete": w[8] == "1"})
+                elif t == "u":
+                    self.u.append({"explain": int(w[1]), "kind": w[2], "count": int(w[3]), "name": _dec(w[4])})
+                elif t == "y":
+                    self.y.append({"explain": int(w[1]), "device": int(w[2]), "addr": int(w[3], 16),
+                                   "size": int(w[4]), "how": w[5], "category": w[6],
+                                   "holder": None if w[7] == "-" else _dec(w[7])})
+                elif t == "r":
+                    self.r.append({"explain": int(w[1]), "addr": int(w[2], 16), "step": int(w[3]),
+                                   "object": _dec(w[4]), "edge": None if w[5] == "-" else _dec(w[5])})
                 elif t == "A":
                     self.A.append({"t": int(w[1]), "tid": int(w[2]), "addr": w[3], "size": int(w[4]),
                                    "kind": w[5], "api": w[6], "stack_id": int(w[9]),
