@@ -9,6 +9,8 @@
 using memguard::AllocatorMode;
 using memguard::Config;
 using memguard::ConfigResult;
+using memguard::CyclesConfig;
+using memguard::ExplainCycles;
 using memguard::LogLevel;
 
 namespace {
@@ -242,4 +244,66 @@ TEST(Config, ProblemsShowTheValueOnOneLine) {
     ConfigResult huge = parse({{"MEMGUARD_LOG_LEVEL", std::string(1 << 20, 'z')}});
     ASSERT_EQ(huge.problems.size(), 1u);
     EXPECT_LT(huge.problems[0].size(), 400u);
+}
+
+TEST(Config, CyclesDefaults) {
+    const CyclesConfig c = parse({}).config.cycles;
+    EXPECT_TRUE(c.collect_recompute_garbage);
+    EXPECT_STREQ(c.recompute_functions, "");
+    EXPECT_EQ(c.gc_every_steps, 0);
+    EXPECT_EQ(c.gc_generation, 2);
+    EXPECT_DOUBLE_EQ(c.gc_budget, 0.01);
+    EXPECT_EQ(c.explain, ExplainCycles::Memguard);
+    EXPECT_EQ(c.explain_min_bytes, 1u << 20);
+}
+
+TEST(Config, CyclesValues) {
+    ConfigResult r = parse({{"MEMGUARD_COLLECT_RECOMPUTE_GARBAGE", "0"},
+                            {"MEMGUARD_RECOMPUTE_FUNCTIONS", "MyRecompute,megatron.core.random.CheckpointFunction"},
+                            {"MEMGUARD_GC_EVERY_STEPS", "10"},
+                            {"MEMGUARD_GC_GENERATION", "1"},
+                            {"MEMGUARD_GC_BUDGET", "0.05"},
+                            {"MEMGUARD_EXPLAIN_CYCLES", "all"},
+                            {"MEMGUARD_EXPLAIN_MIN_BYTES", "64M"}});
+    EXPECT_TRUE(r.problems.empty()) << r.problems.front();
+    const CyclesConfig& c = r.config.cycles;
+    EXPECT_FALSE(c.collect_recompute_garbage);
+    EXPECT_STREQ(c.recompute_functions, "MyRecompute,megatron.core.random.CheckpointFunction");
+    EXPECT_EQ(c.gc_every_steps, 10);
+    EXPECT_EQ(c.gc_generation, 1);
+    EXPECT_DOUBLE_EQ(c.gc_budget, 0.05);
+    EXPECT_EQ(c.explain, ExplainCycles::All);
+    EXPECT_EQ(c.explain_min_bytes, 64u << 20);
+    EXPECT_EQ(parse({{"MEMGUARD_EXPLAIN_CYCLES", "0"}}).config.cycles.explain, ExplainCycles::Off);
+    EXPECT_EQ(parse({{"MEMGUARD_EXPLAIN_CYCLES", "1"}}).config.cycles.explain, ExplainCycles::Memguard);
+    EXPECT_EQ(parse({{"MEMGUARD_EXPLAIN_MIN_BYTES", "4096"}}).config.cycles.explain_min_bytes, 4096u);
+}
+
+TEST(Config, CyclesBadValuesKeepTheDefaults) {
+    const std::pair<const char*, const char*> bad[] = {
+        {"MEMGUARD_GC_EVERY_STEPS", "-1"},       {"MEMGUARD_GC_EVERY_STEPS", "x"},
+        {"MEMGUARD_GC_GENERATION", "3"},         {"MEMGUARD_GC_BUDGET", "0"},
+        {"MEMGUARD_GC_BUDGET", "1.5"},           {"MEMGUARD_GC_BUDGET", "nan"},
+        {"MEMGUARD_EXPLAIN_CYCLES", "some"},     {"MEMGUARD_EXPLAIN_MIN_BYTES", "-5"},
+        {"MEMGUARD_EXPLAIN_MIN_BYTES", "3T"},    {"MEMGUARD_RECOMPUTE_FUNCTIONS", "a,,b"},
+        {"MEMGUARD_RECOMPUTE_FUNCTIONS", "1abc"}, {"MEMGUARD_RECOMPUTE_FUNCTIONS", "a b"},
+        {"MEMGUARD_RECOMPUTE_FUNCTIONS", "mod."}, {"MEMGUARD_COLLECT_RECOMPUTE_GARBAGE", "perhaps"},
+    };
+    const CyclesConfig defaults = parse({}).config.cycles;
+    for (const auto& [var, value] : bad) {
+        ConfigResult r = parse({{var, value}});
+        ASSERT_EQ(r.problems.size(), 1u) << var << "=" << value;
+        EXPECT_NE(r.problems[0].find(std::string(var) + "='" + value + "'"), std::string::npos) << r.problems[0];
+        EXPECT_NE(r.problems[0].find("keeping"), std::string::npos) << r.problems[0];
+        const CyclesConfig& c = r.config.cycles;
+        EXPECT_EQ(c.gc_every_steps, defaults.gc_every_steps);
+        EXPECT_EQ(c.gc_generation, defaults.gc_generation);
+        EXPECT_DOUBLE_EQ(c.gc_budget, defaults.gc_budget);
+        EXPECT_EQ(c.explain, defaults.explain);
+        EXPECT_EQ(c.explain_min_bytes, defaults.explain_min_bytes);
+        EXPECT_STREQ(c.recompute_functions, defaults.recompute_functions);
+        EXPECT_EQ(c.collect_recompute_garbage, defaults.collect_recompute_garbage);
+    }
+    std::string long_list(CyclesConfig::kMaxRecomputeFunctions + 1, 'a');
+    EXPECT_EQ(parse({{"MEMGUARD_RECOMPUTE_FUNCTIONS", long_list.c_str()}}).problems.size(), 1u);
 }

@@ -384,6 +384,13 @@ constexpr LaunchOption kLaunchOptions[] = {
     {"--no-steps", "MEMGUARD_STEPS", "0"},
     {"--explain-oom", "MEMGUARD_EXPLAIN_OOM", "1"},
     {"--no-explain-oom", "MEMGUARD_EXPLAIN_OOM", "0"},
+    {"--recompute-gc", "MEMGUARD_COLLECT_RECOMPUTE_GARBAGE", "1"},
+    {"--no-recompute-gc", "MEMGUARD_COLLECT_RECOMPUTE_GARBAGE", "0"},
+    {"--recompute-functions", "MEMGUARD_RECOMPUTE_FUNCTIONS", nullptr},
+    {"--gc-every-steps", "MEMGUARD_GC_EVERY_STEPS", nullptr},
+    {"--gc-generation", "MEMGUARD_GC_GENERATION", nullptr},
+    {"--gc-budget", "MEMGUARD_GC_BUDGET", nullptr},
+    {"--explain-cycles", "MEMGUARD_EXPLAIN_CYCLES", nullptr},
     {"--nvtx", "MEMGUARD_NVTX", "1"},
     {"--no-nvtx", "MEMGUARD_NVTX", "0"},
 };

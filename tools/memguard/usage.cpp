@@ -517,6 +517,17 @@ options (each sets the library's variable, which it overrides; the variables wor
                           (--steps: 1, the default)
   --no-explain-oom        MEMGUARD_EXPLAIN_OOM=0: no OOM observer, no OOM moments
                           (--explain-oom: 1, the default)
+  --no-recompute-gc       MEMGUARD_COLLECT_RECOMPUTE_GARBAGE=0: no collection after a recomputed
+                          backward (--recompute-gc: 1, the default)
+  --recompute-functions NAMES
+                          MEMGUARD_RECOMPUTE_FUNCTIONS: more autograd.Function classes whose
+                          backward recomputes (Name or pkg.mod.Qual, comma-separated)
+  --gc-every-steps N      MEMGUARD_GC_EVERY_STEPS: a collection after every N-th step (0: off)
+  --gc-generation G       MEMGUARD_GC_GENERATION: its generation, 0, 1 or 2 (default 2)
+  --gc-budget F           MEMGUARD_GC_BUDGET: the fraction of wall time memguard's collections
+                          may take (default 0.01)
+  --explain-cycles WHICH  MEMGUARD_EXPLAIN_CYCLES: 1 (memguard's collections, the default), all
+                          (and the program's gc.collect()) or 0
   --nvtx, --no-nvtx       MEMGUARD_NVTX=1 or 0: NVTX ranges as phases (default on)
   --log-level LEVEL       MEMGUARD_LOG_LEVEL: trace, debug, info, warn (default), error,
                           critical or off
