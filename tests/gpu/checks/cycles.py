@@ -18,19 +18,27 @@ _CY_SIZES = {
     "recompute": ("--layers 6 --tokens 4096 --hidden 4096 --iterations 2", "--layers 6 --tokens 64 --hidden 64 --iterations 2"),
     "periodic": ("--steps 8 --leak-mib 256 --hidden 1024", "--steps 6 --leak-mib 2 --hidden 64"),
     "budget": ("--layers 6 --tokens 4096 --hidden 2048 --seconds 20 --heap-objects 2000000",
-               "--layers 6 --tokens 32 --hidden 32 --seconds 6 --heap-objects 1000000"),
+               "--layers 6 --tokens 32 --hidden 32 --seconds 8 --heap-objects 200000"),
 }
-_CY_BUDGET = "0.01"
+# The budget check's fraction: small, yet within reach of one 20 s run. Exponential back-off costs
+# about log2(chances) collections before it reaches the budget (each a full collection of the heap,
+# ~0.1 s): at 0.01 that alone is several budgets of a 30 s run, at 0.05 about one.
+_CY_BUDGET = "0.05"
 _CY_MEMGUARDS = ("memguard", "recompute", "step")  # format::is_memguards
+# On the CPU no collection frees CUDA memory, so the budget would back off the triggers the dry run
+# exercises: a fraction of 1 never does (the budget check sets its own).
+_CY_DRY_ENV = {} if _CY_CUDA else {"MEMGUARD_GC_BUDGET": "1"}
 
 
-def _cy_run(ctx, scenario, arm, preload=True, env=None):
-    """Runs workloads/cycles.py SCENARIO once per (scenario, arm); returns (result, report or None)."""
+def _cy_run(ctx, scenario, arm, preload=True, env=None, collects=True):
+    """Runs workloads/cycles.py SCENARIO once per (scenario, arm); returns (result, report or None).
+    A preloaded run has one report; on the CPU only when memguard collects (`collects`): without
+    CUDA, a report is made by the first record there is to write."""
     sizes = _CY_SIZES[scenario][0 if _CY_CUDA else 1].split()
-    data = workload(ctx, "cycles", f"{scenario}_{arm}", preload, env,
+    data = workload(ctx, "cycles", f"{scenario}_{arm}", preload, {**_CY_DRY_ENV, **(env or {})},
                     (scenario, "--device", _CY_DEVICE, *sizes))
     files = reports(ctx, f"cycles_{scenario}_{arm}.")
-    if preload:
+    if preload and (collects or _CY_CUDA or files):
         assert len(files) == 1, (files, data["stderr"][-3000:])
     return data, (files[0] if files else None)
 
@@ -40,8 +48,11 @@ def _cy_int(f, i):
 
 
 def _cy_ys(path):
-    """The Y records (collections) of a report as dicts; minor 9's skipped and explain fields when there."""
+    """The Y records (collections) of a report as dicts; minor 9's skipped and explain fields when there
+    (none without a report)."""
     out = []
+    if path is None:
+        return out
     for f in records(path, {"Y"}):
         out.append({"t": int(f[1]), "trigger": f[3], "generation": int(f[4]), "duration_ns": int(f[5]),
                     "collected": int(f[6]), "cuda_bytes_freed": _cy_int(f, 8), "skipped": _cy_int(f, 11),
@@ -195,7 +206,8 @@ def _cy_compile_explain(ctx):
 
 @check("cycles", "Megatron-style recompute: lower backward peak with the recompute trigger, bitwise-equal losses and grads")
 def _cy_recompute(ctx):
-    off, off_path = _cy_run(ctx, "recompute", "off", env={"MEMGUARD_COLLECT_RECOMPUTE_GARBAGE": "0"})
+    off, off_path = _cy_run(ctx, "recompute", "off", env={"MEMGUARD_COLLECT_RECOMPUTE_GARBAGE": "0"},
+                            collects=False)
     on, on_path = _cy_run(ctx, "recompute", "on")
     plain, _ = _cy_run(ctx, "recompute", "plain", preload=False)
     arms = (("trigger on", on), ("trigger off", off), ("no memguard", plain))
@@ -240,7 +252,7 @@ def _cy_recompute(ctx):
 @check("cycles", "periodic mode: MEMGUARD_GC_EVERY_STEPS=1 frees a per-step cycle at each step; without it, steps shows the growth")
 def _cy_periodic(ctx):
     every, every_path = _cy_run(ctx, "periodic", "every", env={"MEMGUARD_GC_EVERY_STEPS": "1"})
-    none, none_path = _cy_run(ctx, "periodic", "none")
+    none, none_path = _cy_run(ctx, "periodic", "none", collects=False)
     per = every["bytes_per_step"]
     steps = len(every["alive_after_step"])
     print(f"  each step leaves a cycle holding {per / _CY_MIB:.0f} MiB; leaked tensors alive after each step: "
@@ -255,12 +267,12 @@ def _cy_periodic(ctx):
     assert max(every["alive_after_step"]) <= 1, every["alive_after_step"]
     assert none["alive_at_end"] >= steps - 1 and not [y for y in _cy_ys(none_path) if y["trigger"] == "step"]
     _cy_cli(ctx, "cycles", str(every_path))
-    _cy_cli(ctx, "steps", str(none_path))
     if not _CY_CUDA:
         _cy_dry("CUDA bytes freed and the growth")
         return
     freeing = [y for y in ys if (y["cuda_bytes_freed"] or 0) >= 0.9 * per]
     assert len(freeing) >= steps - 1, [y["cuda_bytes_freed"] for y in ys]
+    _cy_cli(ctx, "steps", str(none_path))
     growth = _cy_cli_json(ctx, "steps", str(none_path)).get("growth")
     assert growth, "memguard steps found no growth"
     print(f"  growth without periodic collections: {growth['per_step_bytes'] / _CY_MIB:.1f} MiB a step over steps "
@@ -296,7 +308,7 @@ def _cy_budget(ctx):
     assert len(rc) + skipped <= chances, (len(rc), skipped, chances)
     import math
     assert len(rc) <= math.log2(chances) + 4, f"{len(rc)} collections for {chances} chances: no exponential back-off"
-    assert used <= 4.0, f"recompute collections took {used:.2f} budgets"
+    assert used <= 3.0, f"recompute collections took {used:.2f} budgets"
 
 
 @check("cycles", "benchmark: memguard's collection time per cold compile sequence against the seed's (2 reps of 2 layers, alternating)")
