@@ -174,7 +174,8 @@ def run_arm(arm, a, workdir, rep, passthrough):
         others = [e for e in r["events"] if not e["seed"]]
         triggers = {"seed": len(policy)}
     else:
-        files = [os.path.join(workdir, n) for n in os.listdir(workdir) if n.startswith(f"{tag}.") and n.endswith(".mgr")]
+        files = [os.path.join(workdir, n) for n in os.listdir(workdir)
+                 if n.startswith(f"{tag}.") and n.endswith(".mgr")]
         if len(files) != 1:
             raise SystemExit(f"arm memguard (rep {rep}): {len(files)} reports, not one (is the library preloaded?)")
         ys = report_ys(files[0])
@@ -242,7 +243,8 @@ def main():
         gpu = torch.cuda.get_device_name(0) if a.device == "cuda" and torch.cuda.is_available() else "-"
     except Exception:
         tv, gpu = "?", "-"
-    print(f"\nhost: {platform.node()}, {os.cpu_count()} CPUs, GPU {gpu}; python {platform.python_version()}, torch {tv}; "
+    print(f"\nhost: {platform.node()}, {os.cpu_count()} CPUs, GPU {gpu}; "
+          f"python {platform.python_version()}, torch {tv}; "
           f"backend {a.backend}; {a.layers} checkpointed compiled layers of width {a.width}, batch sizes {SCHEDULE}; "
           f"a heap of {a.heap_objects} objects; {a.reps} cold sequences per arm, alternated")
     print(f"compiles per call: memguard {m[0]['compiles_per_call']}, seed {s[0]['compiles_per_call']}; "
