@@ -114,6 +114,7 @@ def worker(arm, out_path, a):
 
     gc.callbacks.append(gc_cb)
     calls = []
+    window = [time.time_ns()]
     t_start = time.perf_counter_ns()
     for batch in SCHEDULE:
         c0, t0 = compiles[0], time.perf_counter_ns()
@@ -128,21 +129,26 @@ def worker(arm, out_path, a):
                       "ms": (time.perf_counter_ns() - t0) / 1e6})
         del h, loss
     total_ms = (time.perf_counter_ns() - t_start) / 1e6
+    window.append(time.time_ns())
     gc.callbacks.remove(gc_cb)
     with open(out_path, "w") as f:
         json.dump({"arm": arm, "calls": calls, "events": events, "total_ms": total_ms, "compiles": compiles[0],
+                   "window_unix_ns": window,
                    "heap_objects": len(heap), "torch": torch.__version__}, f)
 
 
 def report_ys(path):
-    """The collections in a report: (trigger, duration_ns, cuda_bytes_freed or 0, skipped or 0)."""
-    out = []
+    """The collections in a report: (trigger, duration_ns, cuda_bytes_freed or 0, skipped or 0, end as
+    Unix time in ns)."""
+    out, t0 = [], 0
     with open(path) as f:
         for line in f:
-            if line.startswith("Y "):
+            if line.startswith("I t0_unix_ns "):
+                t0 = int(line.split()[2])
+            elif line.startswith("Y "):
                 y = line.split()
                 num = lambda i: int(y[i]) if len(y) > i and y[i] != "-" else 0  # noqa: E731
-                out.append((y[3], int(y[5]), num(8), num(11)))
+                out.append((y[3], int(y[5]), num(8), num(11), t0 + int(y[1])))
     return out
 
 
@@ -173,21 +179,25 @@ def run_arm(arm, a, workdir, rep, passthrough):
         policy = [(e["duration_ns"], e["freed"], 0) for e in r["events"] if e["seed"]]
         others = [e for e in r["events"] if not e["seed"]]
         triggers = {"seed": len(policy)}
+        trigger_ms = {"seed": sum(d for d, _, _ in policy) / 1e6}
     else:
         files = [os.path.join(workdir, n) for n in os.listdir(workdir)
                  if n.startswith(f"{tag}.") and n.endswith(".mgr")]
         if len(files) != 1:
             raise SystemExit(f"arm memguard (rep {rep}): {len(files)} reports, not one (is the library preloaded?)")
         ys = report_ys(files[0])
-        policy = [(d, freed, skipped) for t, d, freed, skipped in ys if t in MEMGUARDS]
-        triggers = {}
-        for t, *_ in ys:
+        policy = [(d, freed, skipped) for t, d, freed, skipped, _ in ys if t in MEMGUARDS]
+        triggers, trigger_ms = {}, {}
+        for t, d, *_ in ys:
             if t in MEMGUARDS:
                 triggers[t] = triggers.get(t, 0) + 1
-        others = [{"duration_ns": d} for t, d, _, _ in ys if t not in MEMGUARDS]
+                trigger_ms[t] = trigger_ms.get(t, 0.0) + d / 1e6
+        # the program's own collections during the sequence, as the seed arm's gc.callbacks see them
+        start, end = r["window_unix_ns"]
+        others = [{"duration_ns": d} for t, d, _, _, at in ys if t not in MEMGUARDS and start <= at <= end]
     return {"collections": len(policy), "total_ms": sum(d for d, _, _ in policy) / 1e6,
             "freed_bytes": sum(f for _, f, _ in policy), "skipped": sum(s for _, _, s in policy),
-            "triggers": triggers, "compiles": r["compiles"], "sequence_ms": r["total_ms"],
+            "triggers": triggers, "trigger_ms": trigger_ms, "compiles": r["compiles"], "sequence_ms": r["total_ms"],
             "process_s": r["process_s"], "losses": [c["loss"] for c in r["calls"]],
             "compiles_per_call": [c["compiles"] for c in r["calls"]], "call_ms": [c["ms"] for c in r["calls"]],
             "other_collections_ms": sum(e["duration_ns"] for e in others) / 1e6}
@@ -230,7 +240,8 @@ def main():
         for arm in (("memguard", "seed") if rep % 2 == 0 else ("seed", "memguard")):
             res[arm].append(run_arm(arm, a, workdir, rep, passthrough))
             r = res[arm][-1]
-            print(f"rep {rep} {arm:8s}: {r['collections']} collections {r['triggers']}, {r['total_ms']:.0f} ms, "
+            by = ", ".join(f"{t} {r['triggers'][t]} in {ms:.0f} ms" for t, ms in r["trigger_ms"].items())
+            print(f"rep {rep} {arm:8s}: {r['collections']} collections ({by}), {r['total_ms']:.0f} ms, "
                   f"freed {r['freed_bytes'] / 2**20:.0f} MiB, skipped {r['skipped']}; compiles {r['compiles']}; "
                   f"sequence {r['sequence_ms'] / 1e3:.1f} s", flush=True)
     m, s = res["memguard"], res["seed"]
