@@ -156,8 +156,9 @@ def run_arm(arm, a, workdir, rep, passthrough):
     tag = f"{arm}{rep}"
     env = {k: v for k, v in os.environ.items()
            if k != "LD_PRELOAD" and not k.startswith(("MEMGUARD_", "TORCHINDUCTOR_", "TRITON_"))}
-    env.update({"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix=f"inductor-{tag}-", dir=workdir),
-                "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix=f"triton-{tag}-", dir=workdir),
+    caches = tempfile.TemporaryDirectory(prefix=f"mg-gc-seq-{tag}-")  # cold: new caches, removed after
+    env.update({"TORCHINDUCTOR_CACHE_DIR": os.path.join(caches.name, "inductor"),
+                "TRITON_CACHE_DIR": os.path.join(caches.name, "triton"),
                 "MEMGUARD_OUTPUT": os.path.join(workdir, f"{tag}.%p.mgr"), "PYTHONHASHSEED": "0"})
     if a.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -169,7 +170,8 @@ def run_arm(arm, a, workdir, rep, passthrough):
         else:
             env["LD_PRELOAD"] = os.path.abspath(a.lib)
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with caches:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         raise SystemExit(f"arm {arm} (rep {rep}) exited {p.returncode}:\n{p.stderr[-4000:]}")
     with open(out) as f:
@@ -218,7 +220,7 @@ def main():
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--width", type=int, default=2048)
     p.add_argument("--heap-objects", type=int, default=2_000_000)
-    p.add_argument("--workdir", help="where the reports and caches go (default: a temporary directory, removed)")
+    p.add_argument("--workdir", help="where the reports and results go (default: a temporary directory, removed)")
     p.add_argument("--json")
     a = p.parse_args()
     passthrough = ["--device", a.device, "--backend", a.backend, "--layers", str(a.layers), "--width", str(a.width),
