@@ -43,6 +43,10 @@ PARTS = [
     ("launch", 90, "memguard run, pytest --memguard and the gates (the installed wheel's with --wheel)"),
     ("insight-library", 60, "steps from optimizer hooks, tag bytes against real tensors, OOM context (native, allocator mode)"),
     ("insight", 150, "steps, categories and OOMs explained, end to end through the CLI, both modes"),
+    # an estimate (not yet run on the H200): the explain run ~40 s, three recompute arms ~60 s, two
+    # periodic arms ~30 s, the budget run ~35 s, the benchmark's 4 cold compile sequences ~120 s
+    ("cycles", 330, "issue 21: what held it (--explain), the recompute and step triggers, the budget; "
+                    "benchmark against the seed's collections"),
 ]
 # Parts are packed in order into one device call while their checks take at most this many seconds:
 # a call is limited to 600 s, and the rest is left to the build and to estimates that fall short.

@@ -1,6 +1,6 @@
 """Compile garbage with per-layer torch.compile and reentrant checkpointing (seed 000's shape).
 
-usage: compile_garbage.py RESULT.json [--device cuda|cpu] [--layers N] [--hold-mib M]
+usage: compile_garbage.py RESULT.json [--device cuda|cpu] [--layers N] [--hold-mib M] [--frame-locals]
 
 Every compile leaves garbage the way dynamo did in the seed: the backend keeps the frames of the
 compile together with an M MiB real tensor it allocated (as autotuning and constant folding do) in
@@ -11,6 +11,10 @@ frees. The first (cold) call compiles each layer in forward (checkpoint runs it 
 recompiles it in backward's recompute (grad-mode guard). Writes the losses, the cold call's
 incremental peak (CUDA), and how many of the held tensors were still alive when each layer's
 backward started and after the call.
+
+--frame-locals: the backend's own frame holds the tensor in its local `scratch` (its frame is in the
+list of frames it keeps, a cycle), as the seed's frame locals held the activations; without it a
+dict of the cycle holds it.
 """
 import gc
 import json
@@ -29,6 +33,7 @@ def arg(name, default):
 DEVICE = arg("--device", "cuda")
 LAYERS = arg("--layers", 4)
 HOLD_MIB = arg("--hold-mib", 256)
+FRAME_LOCALS = "--frame-locals" in sys.argv
 
 leaked = []             # weak references to the real tensors the leaked frames hold
 alive_at_backward = []  # per layer backward: how many of them were still alive
@@ -49,7 +54,10 @@ def leaky_backend(gm, example_inputs):
     cycle = {"frames": frames, "scratch": scratch}
     cycle["self"] = cycle
     keepalive.append(cycle)
-    del frame, frames, cycle, scratch
+    if FRAME_LOCALS:
+        del cycle["scratch"], frame, cycle  # this frame's locals `frames` and `scratch` stay
+    else:
+        del frame, frames, cycle, scratch
     gc.collect(1)  # survivors of a generation-1 collection move to the oldest generation
 
     def run(*args):
