@@ -160,4 +160,153 @@ std::vector<CategoryChange> grown_categories(const Breakdown& from, const Breakd
     return out;
 }
 
+std::vector<StepCollections> step_collections(const Report& r, const std::vector<StepRow>& rows) {
+    std::vector<StepCollections> out(rows.size());
+    if (rows.empty()) return out;
+    for (const Collection& c : r.collections) {
+        // The first step that ends at or after the collection (step ends are in time order; one out
+        // of order, warned about when read, only moves where the search lands).
+        auto it = std::lower_bound(rows.begin(), rows.end(), c.t,
+                                   [](const StepRow& row, int64_t t) { return row.t_end < t; });
+        if (it == rows.end()) continue;  // after the last step's end
+        const size_t i = static_cast<size_t>(it - rows.begin());
+        if (i != 0 && c.t <= it->t_begin) continue;
+        ++out[i].count;
+        if (c.cuda_bytes_freed && *c.cuda_bytes_freed > 0) {
+            add_to(out[i].freed_bytes, static_cast<uint64_t>(*c.cuda_bytes_freed));
+        }
+    }
+    return out;
+}
+
+namespace {
+
+constexpr size_t kNever = SIZE_MAX;
+
+uint64_t positive(const std::optional<int64_t>& v) { return v && *v > 0 ? static_cast<uint64_t>(*v) : 0; }
+
+/// `size * num / den` rounded down (num <= den), in 128 bits.
+uint64_t share(uint64_t size, uint64_t num, uint64_t den) {
+    if (den == 0) return 0;
+    using U = unsigned __int128;
+    return static_cast<uint64_t>(static_cast<U>(size) * num / den);
+}
+
+void keep_largest(std::vector<GrowthSite>& sites, size_t max) {
+    sites.erase(std::remove_if(sites.begin(), sites.end(), [](const GrowthSite& s) { return s.bytes == 0; }),
+                sites.end());
+    std::stable_sort(sites.begin(), sites.end(),
+                     [](const GrowthSite& a, const GrowthSite& b) { return a.bytes > b.bytes; });
+    if (sites.size() > max) sites.resize(max);
+}
+
+void exact_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, size_t max_sites,
+                GrowthFate& fate) {
+    const size_t from = rows[g.first].events_end, to = rows[g.last].events_end;
+    const size_t last_end = rows.back().events_end;
+    // Where each tensor block's T and t records are among the events.
+    std::vector<size_t> alloc_at(r.tensors.size(), kNever), free_at(r.tensors.size(), kNever);
+    for (size_t e = 0; e < r.events.size(); ++e) {
+        const Event& ev = r.events[e];
+        if (ev.type == Event::TensorAlloc && ev.block < alloc_at.size()) alloc_at[ev.block] = e;
+        if (ev.type == Event::TensorFree && ev.block < free_at.size()) free_at[ev.block] = e;
+    }
+    // Per site: live bytes at both ends of the growth, and the blocks it added (allocated between
+    // them, live at the end), split by what became of them.
+    struct SiteSums {
+        uint64_t at_from = 0, at_to = 0, added = 0;
+        std::vector<size_t> blocks;
+    };
+    std::map<std::pair<uint32_t, uint32_t>, SiteSums> sites;
+    for (size_t i = 0; i < r.tensors.size(); ++i) {
+        const size_t a = alloc_at[i], f = free_at[i];
+        if (a == kNever) continue;
+        const bool live_from = a < from && f >= from, live_to = a < to && f >= to;
+        if (!live_from && !live_to) continue;
+        const Tensor& x = r.tensors[i];
+        SiteSums& s = sites[{x.stack_id, x.python_stack_id}];
+        if (live_from) add_to(s.at_from, x.size);
+        if (live_to) add_to(s.at_to, x.size);
+        if (live_to && a >= from) {
+            add_to(s.added, x.size);
+            s.blocks.push_back(i);
+        }
+    }
+    std::map<std::optional<size_t>, uint64_t> by_collection;
+    for (const auto& [key, s] : sites) {
+        if (s.at_to <= s.at_from || s.added == 0) continue;
+        // A site's live bytes at the end are at most those at the start plus the blocks it added.
+        const uint64_t grew = std::min(s.at_to - s.at_from, s.added);
+        add_to(fate.growth_bytes, grew);
+        uint64_t collected = 0, released = 0;
+        for (size_t i : s.blocks) {
+            const Tensor& x = r.tensors[i];
+            const uint64_t part = share(x.size, grew, s.added);
+            if (x.freed_in_gc && free_at[i] != kNever) {
+                add_to(collected, part);
+                add_to(by_collection[x.collection], part);
+            } else if (free_at[i] < last_end) {
+                add_to(released, part);
+            }
+        }
+        add_to(fate.collected_bytes, collected);
+        add_to(fate.released_bytes, released);
+        const uint64_t held = grew - std::min(grew, saturating_add(collected, released));
+        add_to(fate.held_bytes, held);
+        fate.collected_sites.push_back(GrowthSite{key.first, key.second, collected});
+        fate.held_sites.push_back(GrowthSite{key.first, key.second, held});
+    }
+    keep_largest(fate.collected_sites, max_sites);
+    keep_largest(fate.held_sites, max_sites);
+    // In file order; a collection the report does not end comes last.
+    for (const auto& [index, bytes] : by_collection) {
+        if (index) fate.collections.push_back(GrowthCollection{index, bytes});
+    }
+    auto unended = by_collection.find(std::nullopt);
+    if (unended != by_collection.end()) fate.collections.push_back(GrowthCollection{std::nullopt, unended->second});
+}
+
+void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, GrowthFate& fate) {
+    fate.growth_bytes = g.to_bytes - g.from_bytes;
+    const int64_t begin = rows[g.first].t_end, end = rows[g.last].t_end;
+    const bool next = g.last + 1 < rows.size();
+    const int64_t window_end = next ? rows[g.last + 1].t_end : INT64_MAX;
+    uint64_t during = 0;
+    for (size_t i = 0; i < r.collections.size(); ++i) {
+        const Collection& c = r.collections[i];
+        const uint64_t freed = positive(c.cuda_bytes_freed);
+        if (c.t > begin && c.t <= end) add_to(during, freed);
+        if (c.t > end && c.t <= window_end && freed > 0) {
+            add_to(fate.window_bytes, freed);
+            fate.collections.push_back(GrowthCollection{i, freed});
+        }
+    }
+    fate.baseline_bytes = during / (g.last - g.first);  // a growth spans two step ends at least
+    const uint64_t beyond = fate.window_bytes - std::min(fate.window_bytes, fate.baseline_bytes);
+    fate.collected_bytes = std::min(beyond, fate.growth_bytes);
+    fate.held_bytes = fate.growth_bytes - fate.collected_bytes;
+}
+
+}  // namespace
+
+GrowthFate growth_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, Series series,
+                       size_t max_sites) {
+    GrowthFate fate;
+    if (g.last >= rows.size() || g.first >= g.last) return fate;
+    fate.exact = series == Series::Tensors;
+    if (fate.exact) {
+        exact_fate(r, rows, g, max_sites, fate);
+    } else {
+        estimated_fate(r, rows, g, fate);
+    }
+    const int64_t end = rows[g.last].t_end;
+    for (size_t i = 0; i < r.collections.size(); ++i) {
+        if (r.collections[i].generation >= 2 && r.collections[i].t > end) {
+            fate.full_after = i;
+            break;
+        }
+    }
+    return fate;
+}
+
 }  // namespace memguard::report

@@ -87,4 +87,64 @@ struct CategoryChange {
 /// The categories of `to` that hold more than in `from`, largest growth first.
 std::vector<CategoryChange> grown_categories(const Breakdown& from, const Breakdown& to);
 
+// --- what became of a growth: collections (garbage cycles) or still held (docs/steps.md) ---------
+
+/// The collections (Y records) that ended within one step, and the CUDA bytes they freed.
+struct StepCollections {
+    uint64_t count = 0;
+    uint64_t freed_bytes = 0;  // the sum of their cuda_bytes_freed above 0
+};
+
+/// Per row: the collections whose Y falls in (t_begin, t_end] of the row ([0, t_end] for the first).
+/// A collection at a step's end (MEMGUARD_GC_EVERY_STEPS) runs after the step's s record: it counts
+/// in the next step.
+std::vector<StepCollections> step_collections(const Report& r, const std::vector<StepRow>& rows);
+
+/// The bytes of a growth that one collection freed.
+struct GrowthCollection {
+    std::optional<size_t> collection;  // index into Report::collections; empty: freed in a collection
+                                       // whose Y the report does not have (the process was killed)
+    uint64_t bytes = 0;
+};
+
+/// A site and its share of a growth.
+struct GrowthSite {
+    uint32_t stack_id = 0, python_stack_id = 0;
+    uint64_t bytes = 0;
+};
+
+/// What became of the bytes a growth added: freed by later collections (memory that garbage reference
+/// cycles held), released by the program, or still held.
+///
+/// Exact (the tensor view of allocator mode): the tensor blocks allocated after the end of the
+/// growth's first step and live at the end of its last, at the sites that grew between those two
+/// points; a site's share of its growth is in proportion to its blocks (a site that also replaces a
+/// block each step has more blocks than growth). Each block's fate: freed in a collection (its t
+/// record's gc flag: Tensor::collection names the Y), freed by the program before the last step
+/// end, or else still held (live at the last step end).
+///
+/// Estimated (the segments, interposition mode or --segments): PyTorch keeps a freed tensor's memory
+/// in its cache, so no free record ties memory to a collection. The collections after the growth,
+/// up to the end of the step after it (or the report's end), freed `window_bytes` (their
+/// cuda_bytes_freed above 0: PyTorch's allocated bytes); less `baseline_bytes` (what collections
+/// freed in an average step of the growth: the garbage every step makes and frees), that is the
+/// part of the growth collected, at most the growth.
+struct GrowthFate {
+    bool exact = false;
+    uint64_t growth_bytes = 0;                      // exact: the growth of the sites that grew; estimated: to - from
+    uint64_t collected_bytes = 0;                   // freed by collections
+    uint64_t released_bytes = 0;                    // exact only: freed outside collections before the last step end
+    uint64_t held_bytes = 0;                        // the rest
+    uint64_t window_bytes = 0, baseline_bytes = 0;  // estimated only
+    std::vector<GrowthCollection> collections;      // those that freed some of it, in file order
+    std::vector<GrowthSite> collected_sites, held_sites;  // exact only, largest first, at most max_sites
+    /// The first full (generation 2) collection after the growth's last step end: still-held bytes
+    /// were live through it, so they are referenced, not garbage. Empty: none ran.
+    std::optional<size_t> full_after;
+};
+
+/// What became of `g` (a growth found over the exit bytes of `rows`), in the view `series`.
+GrowthFate growth_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, Series series,
+                       size_t max_sites);
+
 }  // namespace memguard::report
