@@ -200,8 +200,19 @@ void keep_largest(std::vector<GrowthSite>& sites, size_t max) {
     if (sites.size() > max) sites.resize(max);
 }
 
+/// The full (generation 2) collections, by the time they ended.
+std::vector<std::pair<int64_t, size_t>> full_collections(const Report& r) {
+    std::vector<std::pair<int64_t, size_t>> out;
+    for (size_t i = 0; i < r.collections.size(); ++i) {
+        if (r.collections[i].generation >= 2) out.emplace_back(r.collections[i].t, i);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 void exact_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, size_t max_sites,
                 GrowthFate& fate) {
+    const std::vector<std::pair<int64_t, size_t>> full = full_collections(r);
     const size_t from = rows[g.first].events_end, to = rows[g.last].events_end;
     const size_t last_end = rows.back().events_end;
     // Where each tensor block's T and t records are among the events.
@@ -238,7 +249,7 @@ void exact_fate(const Report& r, const std::vector<StepRow>& rows, const Growth&
         // A site's live bytes at the end are at most those at the start plus the blocks it added.
         const uint64_t grew = std::min(s.at_to - s.at_from, s.added);
         add_to(fate.growth_bytes, grew);
-        uint64_t collected = 0, released = 0;
+        uint64_t collected = 0, released = 0, tested = 0;
         for (size_t i : s.blocks) {
             const Tensor& x = r.tensors[i];
             const uint64_t part = share(x.size, grew, s.added);
@@ -247,12 +258,25 @@ void exact_fate(const Report& r, const std::vector<StepRow>& rows, const Growth&
                 add_to(by_collection[x.collection], part);
             } else if (free_at[i] < last_end) {
                 add_to(released, part);
+            } else {
+                // Held: was it live through a full collection (one that ended after its T, before its t)?
+                auto it = std::upper_bound(full.begin(), full.end(), std::make_pair(x.t_alloc, SIZE_MAX));
+                int64_t until = x.t_free.value_or(INT64_MAX);
+                size_t through = kNever;
+                for (; it != full.end() && it->first < until; ++it) through = it->second;
+                if (through != kNever) {
+                    add_to(tested, part);
+                    if (!fate.full_through || r.collections[*fate.full_through].t < r.collections[through].t) {
+                        fate.full_through = through;
+                    }
+                }
             }
         }
         add_to(fate.collected_bytes, collected);
         add_to(fate.released_bytes, released);
         const uint64_t held = grew - std::min(grew, saturating_add(collected, released));
         add_to(fate.held_bytes, held);
+        add_to(fate.held_tested_bytes, std::min(tested, held));
         fate.collected_sites.push_back(GrowthSite{key.first, key.second, collected});
         fate.held_sites.push_back(GrowthSite{key.first, key.second, held});
     }
@@ -268,23 +292,80 @@ void exact_fate(const Report& r, const std::vector<StepRow>& rows, const Growth&
 
 void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, GrowthFate& fate) {
     fate.growth_bytes = g.to_bytes - g.from_bytes;
-    const int64_t begin = rows[g.first].t_end, end = rows[g.last].t_end;
-    const bool next = g.last + 1 < rows.size();
-    const int64_t window_end = next ? rows[g.last + 1].t_end : INT64_MAX;
-    uint64_t during = 0;
-    for (size_t i = 0; i < r.collections.size(); ++i) {
-        const Collection& c = r.collections[i];
-        const uint64_t freed = positive(c.cuda_bytes_freed);
-        if (c.t > begin && c.t <= end) add_to(during, freed);
-        if (c.t > end && c.t <= window_end && freed > 0) {
-            add_to(fate.window_bytes, freed);
-            fate.collections.push_back(GrowthCollection{i, freed});
+    // What collections freed in an ordinary step: the median over the steps (the lower middle one).
+    const std::vector<StepCollections> per_step = step_collections(r, rows);
+    std::vector<uint64_t> freed;
+    for (const StepCollections& c : per_step) freed.push_back(c.freed_bytes);
+    std::nth_element(freed.begin(), freed.begin() + (freed.size() - 1) / 2, freed.end());
+    fate.baseline_bytes = freed[(freed.size() - 1) / 2];
+    // The window: the steps of the growth after its first step end, and the step after it; when the
+    // growth ends with the last step, the collections after that step's end too.
+    fate.window_first = g.first + 1;
+    fate.window_last = std::min(g.last + 1, rows.size() - 1);
+    fate.window_tail = g.last + 1 == rows.size();
+    uint64_t beyond = 0;
+    std::vector<bool> credited(rows.size() + 1, false);  // the steps (and the tail) that freed more than the median
+    for (size_t i = fate.window_first; i <= fate.window_last; ++i) {
+        add_to(fate.window_bytes, per_step[i].freed_bytes);
+        if (per_step[i].freed_bytes > fate.baseline_bytes) {
+            add_to(beyond, per_step[i].freed_bytes - fate.baseline_bytes);
+            credited[i] = true;
         }
     }
-    fate.baseline_bytes = during / (g.last - g.first);  // a growth spans two step ends at least
-    const uint64_t beyond = fate.window_bytes - std::min(fate.window_bytes, fate.baseline_bytes);
+    const int64_t last_end = rows.back().t_end;
+    uint64_t tail = 0;
+    if (fate.window_tail) {
+        for (const Collection& c : r.collections) {
+            if (c.t > last_end) add_to(tail, positive(c.cuda_bytes_freed));
+        }
+        add_to(fate.window_bytes, tail);
+        if (tail > fate.baseline_bytes) {
+            add_to(beyond, tail - fate.baseline_bytes);
+            credited[rows.size()] = true;
+        }
+    }
     fate.collected_bytes = std::min(beyond, fate.growth_bytes);
     fate.held_bytes = fate.growth_bytes - fate.collected_bytes;
+    // The last full collection after the growth began, and the memory the growth added before it
+    // (segments and physical memory allocated after the first step end, live at the last) less
+    // what collections freed: that memory was held through it.
+    for (const auto& [t, index] : full_collections(r)) {
+        if (t > rows[g.first].t_end) fate.full_through = index;
+    }
+    if (fate.full_through) {
+        const int64_t full_t = r.collections[*fate.full_through].t, begin = rows[g.first].t_end;
+        const int64_t final_end = rows.back().t_end;
+        uint64_t before = 0;
+        for (const Block& b : r.blocks) {
+            if (is_gpu(b.kind) && b.t_alloc > begin && b.t_alloc < full_t && b.t_free.value_or(INT64_MAX) > final_end) {
+                add_to(before, b.size);
+            }
+        }
+        for (const PhysicalHandle& h : r.handles) {
+            if (h.device >= 0 && h.t_create > begin && h.t_create < full_t &&
+                h.t_gone.value_or(INT64_MAX) > final_end) {
+                add_to(before, h.size);
+            }
+        }
+        // Less what the collections freed: that memory held garbage, now in PyTorch's cache.
+        fate.held_tested_bytes = std::min(before - std::min(before, fate.collected_bytes), fate.held_bytes);
+        if (fate.held_tested_bytes == 0) fate.full_through.reset();
+    }
+    if (fate.collected_bytes == 0) return;
+    // The collections of the credited steps that freed CUDA memory, in file order.
+    for (size_t i = 0; i < r.collections.size(); ++i) {
+        const Collection& c = r.collections[i];
+        if (positive(c.cuda_bytes_freed) == 0) continue;
+        size_t step = rows.size();
+        if (c.t <= last_end) {
+            auto it = std::lower_bound(rows.begin(), rows.end(), c.t,
+                                       [](const StepRow& row, int64_t t) { return row.t_end < t; });
+            step = static_cast<size_t>(it - rows.begin());
+            if (step != 0 && c.t <= it->t_begin) continue;
+            if (step < fate.window_first || step > fate.window_last) continue;
+        }
+        if (credited[step]) fate.collections.push_back(GrowthCollection{i, positive(c.cuda_bytes_freed)});
+    }
 }
 
 }  // namespace
@@ -298,13 +379,6 @@ GrowthFate growth_fate(const Report& r, const std::vector<StepRow>& rows, const 
         exact_fate(r, rows, g, max_sites, fate);
     } else {
         estimated_fate(r, rows, g, fate);
-    }
-    const int64_t end = rows[g.last].t_end;
-    for (size_t i = 0; i < r.collections.size(); ++i) {
-        if (r.collections[i].generation >= 2 && r.collections[i].t > end) {
-            fate.full_after = i;
-            break;
-        }
     }
     return fate;
 }

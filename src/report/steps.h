@@ -124,23 +124,35 @@ struct GrowthSite {
 /// end, or else still held (live at the last step end).
 ///
 /// Estimated (the segments, interposition mode or --segments): PyTorch keeps a freed tensor's memory
-/// in its cache, so no free record ties memory to a collection. The collections after the growth,
-/// up to the end of the step after it (or the report's end), freed `window_bytes` (their
-/// cuda_bytes_freed above 0: PyTorch's allocated bytes); less `baseline_bytes` (what collections
-/// freed in an average step of the growth: the garbage every step makes and frees), that is the
-/// part of the growth collected, at most the growth.
+/// in its cache, so no free record ties memory to a collection, and segments do not shrink when a
+/// collection frees their tensors (later steps reuse them). The window: the steps after the growth's
+/// first step end, up to the step after its last (and the collections after the last step's end
+/// when the growth ends there). Per step of the window, what its collections freed (their
+/// cuda_bytes_freed above 0: PyTorch's allocated bytes) beyond `baseline_bytes`, the median over
+/// all steps (the garbage an ordinary step makes and frees), is the part of the growth collected,
+/// at most the growth.
 struct GrowthFate {
     bool exact = false;
     uint64_t growth_bytes = 0;                      // exact: the growth of the sites that grew; estimated: to - from
     uint64_t collected_bytes = 0;                   // freed by collections
     uint64_t released_bytes = 0;                    // exact only: freed outside collections before the last step end
     uint64_t held_bytes = 0;                        // the rest
-    uint64_t window_bytes = 0, baseline_bytes = 0;  // estimated only
-    std::vector<GrowthCollection> collections;      // those that freed some of it, in file order
+    uint64_t window_bytes = 0, baseline_bytes = 0;  // estimated only: freed in the window; the median step
+    size_t window_first = 0, window_last = 0;       // estimated only: rows of the window
+    bool window_tail = false;                       // estimated only: and after the last step's end
+    std::vector<GrowthCollection> collections;      // those that freed some of it (estimated: every collection
+                                                    // that freed CUDA memory in a window step that freed more
+                                                    // than the median, with all it freed), in file order
     std::vector<GrowthSite> collected_sites, held_sites;  // exact only, largest first, at most max_sites
-    /// The first full (generation 2) collection after the growth's last step end: still-held bytes
-    /// were live through it, so they are referenced, not garbage. Empty: none ran.
-    std::optional<size_t> full_after;
+    /// Of held_bytes, the part that was live through a full (generation 2) collection: referenced, not
+    /// garbage. Exact: per block, a full collection ended after its T and before its free (or the
+    /// report's end); estimated: the segments (and physical memory) allocated after the growth's first
+    /// step end and before the last full collection, live at the last step end, less collected_bytes,
+    /// at most held_bytes.
+    uint64_t held_tested_bytes = 0;
+    /// The last full collection that such held memory was live through (estimated: the last after the
+    /// growth began); empty: none.
+    std::optional<size_t> full_through;
 };
 
 /// What became of `g` (a growth found over the exit bytes of `rows`), in the view `series`.

@@ -200,7 +200,7 @@ void print_fate(const report::Report& r, const StepsView& v) {
     const report::GrowthFate& f = v.fate;
     if (f.growth_bytes == 0) return;
     const report::Growth& g = *v.growth;
-    const uint32_t first = step_number(r, v, g.first), last = step_number(r, v, g.last);
+    const uint32_t first = step_number(r, v, g.first);
     const uint32_t final_step = step_number(r, v, v.rows.size() - 1);
     const std::string growth = human_bytes(f.growth_bytes);
     if (f.exact) {
@@ -212,16 +212,17 @@ void print_fate(const report::Report& r, const StepsView& v) {
     }
     if (f.collected_bytes != 0) {
         print("    Cycles: %s (%s) freed %s of the %s growth%s\n",
-              plural(f.collections.size(), "later collection", "later collections").c_str(),
+              plural(f.collections.size(), "collection", "collections").c_str(),
               triggers_text(r, f.collections).c_str(), human_bytes(f.collected_bytes).c_str(), growth.c_str(),
               percent_of(f.collected_bytes, f.growth_bytes).c_str());
         if (!f.exact) {
-            const std::string upto = g.last + 1 < v.rows.size()
-                                         ? "to the end of step " + std::to_string(step_number(r, v, g.last + 1))
-                                         : std::string("to the end of the report");
-            print("      (PyTorch's allocated bytes they freed after step %u, %s: %s, less %s that collections freed\n"
-                  "      in an average step of the growth)\n",
-                  last, upto.c_str(), human_bytes(f.window_bytes).c_str(), human_bytes(f.baseline_bytes).c_str());
+            const uint32_t from = step_number(r, v, f.window_first), to = step_number(r, v, f.window_last);
+            const std::string steps = from == to ? "step " + std::to_string(from)
+                                                 : "steps " + std::to_string(from) + " to " + std::to_string(to);
+            print("      (estimated: collections in %s%s freed %s of PyTorch's\n"
+                  "      allocated bytes; what a step's collections freed beyond %s, the median step's, counts)\n",
+                  steps.c_str(), f.window_tail ? " and after the last" : "", human_bytes(f.window_bytes).c_str(),
+                  human_bytes(f.baseline_bytes).c_str());
         }
         print_fate_collections(r, f);
         if (!f.collected_sites.empty()) print("      sites whose growth they freed:\n");
@@ -232,13 +233,16 @@ void print_fate(const report::Report& r, const StepsView& v) {
               human_bytes(f.released_bytes).c_str(), final_step);
     }
     if (f.held_bytes != 0) {
-        std::string through = "no full collection ran after step " + std::to_string(last);
-        if (f.full_after) {
-            const report::Collection& c = r.collections[*f.full_after];
-            through = "it was live through a full collection (" + trigger_label(c.trigger) + " at " +
-                      report::seconds_fixed3(c.t) + " s)";
+        const uint64_t untested = f.held_bytes - f.held_tested_bytes;
+        std::string through = "no full collection ran while it was live";
+        if (f.full_through) {
+            const report::Collection& c = r.collections[*f.full_through];
+            const std::string which = "a full collection (" + trigger_label(c.trigger) + " at " +
+                                      report::seconds_fixed3(c.t) + " s)";
+            through = untested == 0 ? "it was live through " + which
+                                    : human_bytes(f.held_tested_bytes) + " of it was live through " + which;
         }
-        print("    Still held: %s%s at the end of step %u; %s\n", human_bytes(f.held_bytes).c_str(),
+        print("    Still held: %s%s at the end of step %u\n      %s\n", human_bytes(f.held_bytes).c_str(),
               percent_of(f.held_bytes, f.growth_bytes).c_str(), final_step, through.c_str());
         if (!f.held_sites.empty()) print("      sites that hold it:\n");
         print_fate_sites(f.held_sites, v.held_labels);
@@ -249,23 +253,27 @@ void print_fate(const report::Report& r, const StepsView& v) {
         for (const report::GrowthCollection& c : f.collections) {
             explained = explained || (c.collection && r.collections[*c.collection].explanation);
         }
-        print("    - %s was garbage held by reference cycles until a collection ran: collect at step ends\n"
-              "      (MEMGUARD_GC_EVERY_STEPS=1) or break the cycle. %s\n",
-              human_bytes(f.collected_bytes).c_str(),
-              explained ? ("`memguard cycles --explain " + r.path + "` shows what held it.").c_str()
-                        : "memguard explains its own collections (MEMGUARD_EXPLAIN_CYCLES=1, the default): with\n"
-                          "      MEMGUARD_GC_EVERY_STEPS=1, `memguard cycles --explain` shows what held it.");
+        print("    - %s was garbage held by reference cycles until a collection ran: collect at step\n"
+              "      ends (MEMGUARD_GC_EVERY_STEPS=1) or break the cycle.\n",
+              human_bytes(f.collected_bytes).c_str());
+        if (explained) {
+            print("      `memguard cycles --explain %s` shows what held it.\n", r.path.c_str());
+        } else {
+            print("      memguard explains the garbage of its own collections (MEMGUARD_EXPLAIN_CYCLES=1, the\n"
+                  "      default): with MEMGUARD_GC_EVERY_STEPS=1, `memguard cycles --explain` shows what held it.\n");
+        }
     }
-    if (f.held_bytes != 0 && f.full_after) {
+    if (f.held_tested_bytes != 0) {
         print("    - %s is still referenced (a full collection did not free it): a leak, which collecting\n"
-              "      cannot fix. Look at the code of the sites%s: a list, dict or cache that keeps tensors, or a\n"
-              "      loss kept with its autograd graph.\n",
-              human_bytes(f.held_bytes).c_str(), f.held_sites.empty() ? " that grew" : " that hold it");
-    } else if (f.held_bytes != 0) {
-        print("    - %s is still held, and no full collection ran after step %u: a reference cycle in the\n"
-              "      oldest generation looks the same as a leak. Run with MEMGUARD_GC_EVERY_STEPS=1: growth it\n"
-              "      frees is cycles, growth that stays is a leak.\n",
-              human_bytes(f.held_bytes).c_str(), last);
+              "      cannot fix. Look at the code of the sites%s: a list, dict or cache that keeps\n"
+              "      tensors, or a loss kept with its autograd graph.\n",
+              human_bytes(f.held_tested_bytes).c_str(), f.held_sites.empty() ? " that grew" : " that hold it");
+    }
+    if (f.held_bytes != f.held_tested_bytes) {
+        print("    - %s is still held, and no full collection ran while it was live: garbage of a reference\n"
+              "      cycle in the oldest generation looks the same as a leak. Run with MEMGUARD_GC_EVERY_STEPS=1:\n"
+              "      growth it frees is cycles, growth that stays is a leak.\n",
+              human_bytes(f.held_bytes - f.held_tested_bytes).c_str());
     }
     if (f.released_bytes != 0 && f.collected_bytes == 0 && f.held_bytes == 0) {
         print("    - nothing: the program itself freed it later (a delayed release, not a leak).\n");
@@ -390,9 +398,10 @@ void json_fate(report::JsonWriter& j, const report::Report& r, const StepsView& 
     json_fate_sites(j, f.collected_sites, v.collected_labels);
     j.key("held_sites");
     json_fate_sites(j, f.held_sites, v.held_labels);
-    j.key("full_collection_after");
-    if (f.full_after) {
-        const report::Collection& c = r.collections[*f.full_after];
+    j.key("held_through_full_collection_bytes").value(f.held_tested_bytes);
+    j.key("full_collection");
+    if (f.full_through) {
+        const report::Collection& c = r.collections[*f.full_through];
         j.begin_object();
         j.key("t").number(report::seconds_exact(c.t));
         j.key("trigger").value(report::trigger_name(c.trigger));
