@@ -185,13 +185,6 @@ constexpr size_t kNever = SIZE_MAX;
 
 uint64_t positive(const std::optional<int64_t>& v) { return v && *v > 0 ? static_cast<uint64_t>(*v) : 0; }
 
-/// `size * num / den` rounded down (num <= den), in 128 bits.
-uint64_t share(uint64_t size, uint64_t num, uint64_t den) {
-    if (den == 0) return 0;
-    using U = unsigned __int128;
-    return static_cast<uint64_t>(static_cast<U>(size) * num / den);
-}
-
 void keep_largest(std::vector<GrowthSite>& sites, size_t max) {
     sites.erase(std::remove_if(sites.begin(), sites.end(), [](const GrowthSite& s) { return s.bytes == 0; }),
                 sites.end());
@@ -250,9 +243,16 @@ void exact_fate(const Report& r, const std::vector<StepRow>& rows, const Growth&
         const uint64_t grew = std::min(s.at_to - s.at_from, s.added);
         add_to(fate.growth_bytes, grew);
         uint64_t collected = 0, released = 0, tested = 0;
-        for (size_t i : s.blocks) {
+        // The blocks that stayed longest make up the growth: a site that also replaces a block each
+        // step added more than it grew, and the replaced block goes soon. The oldest first among equals.
+        std::vector<size_t> order = s.blocks;
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return free_at[a] > free_at[b]; });
+        uint64_t left = grew;
+        for (size_t i : order) {
+            if (left == 0) break;
             const Tensor& x = r.tensors[i];
-            const uint64_t part = share(x.size, grew, s.added);
+            const uint64_t part = std::min(x.size, left);
+            left -= part;
             if (x.freed_in_gc && free_at[i] != kNever) {
                 add_to(collected, part);
                 add_to(by_collection[x.collection], part);

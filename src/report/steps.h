@@ -118,10 +118,10 @@ struct GrowthSite {
 ///
 /// Exact (the tensor view of allocator mode): the tensor blocks allocated after the end of the
 /// growth's first step and live at the end of its last, at the sites that grew between those two
-/// points; a site's share of its growth is in proportion to its blocks (a site that also replaces a
-/// block each step has more blocks than growth). Each block's fate: freed in a collection (its t
-/// record's gc flag: Tensor::collection names the Y), freed by the program before the last step
-/// end, or else still held (live at the last step end).
+/// points, up to each site's growth, those that stayed longest first (a site that also replaces a
+/// block each step added more than it grew; the replaced block is freed soon). Each block's fate:
+/// freed in a collection (its t record's gc flag: Tensor::collection names the Y), freed by the
+/// program before the last step end, or else still held (live at the last step end).
 ///
 /// Estimated (the segments, interposition mode or --segments): PyTorch keeps a freed tensor's memory
 /// in its cache, so no free record ties memory to a collection, and segments do not shrink when a

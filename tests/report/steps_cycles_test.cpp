@@ -1,0 +1,226 @@
+// What became of a growth of live bytes at step ends (report/steps.h: growth_fate, step_collections)
+// on hand-built reports: in allocator mode from the tensor blocks' t records (freed in a collection,
+// released by the program, still held; live through a full collection or not), in interposition
+// mode estimated from the collections' CUDA bytes freed.
+#include <gtest/gtest.h>
+
+#include "report/steps.h"
+#include "test_util.h"
+
+namespace memguard::report {
+namespace {
+
+using test::parse;
+
+constexpr uint64_t MiB = 1 << 20;
+
+std::string num(uint64_t v) { return std::to_string(v); }
+
+/// A tensor block (T) of `size` MiB at `addr` allocated at `stack`, on thread 1.
+std::string tensor(int64_t t, uint64_t addr, uint64_t size_mib, uint32_t stack) {
+    const std::string size = num(size_mib * MiB);
+    return "T " + num(t) + " 1 " + num(addr) + " " + size + " " + size + " 0 0 " + num(stack) + " 0 0 -\n";
+}
+/// Its t record: freed by the program (gc 0) or while a collection ran on thread `tid` (gc 1).
+std::string tensor_free(int64_t t, uint64_t addr, int gc, uint64_t tid = 1) {
+    return "t " + num(t) + " " + num(tid) + " " + num(addr) + " " + num(gc) + "\n";
+}
+std::string segment(int64_t t, uint64_t addr, uint64_t size_mib, uint32_t stack) {
+    return "A " + num(t) + " 1 " + num(addr) + " " + num(size_mib * MiB) + " device cudaMalloc 0 - " + num(stack) +
+           " 0 0\n";
+}
+/// A Y record of format minor 9 on thread `tid`, freeing `freed` bytes of CUDA memory.
+std::string collection(int64_t t, const char* trigger, int generation, int64_t freed, uint64_t tid = 1) {
+    const std::string memguards = std::string(trigger) == "step" || std::string(trigger) == "recompute" ? "0" : "-";
+    return "Y " + num(t) + " " + num(tid) + " " + trigger + " " + std::to_string(generation) + " 1000 10 0 " +
+           std::to_string(freed) + " - - " + memguards + " -\n";
+}
+std::string step(int64_t t, uint32_t n) { return "s " + num(t) + " 1 " + num(n) + " api -\n"; }
+
+struct Found {
+    std::vector<StepRow> rows;
+    std::optional<Growth> growth;
+};
+
+Found find(const Report& r, Series series) {
+    Found f;
+    Timeline tl = build_timeline(r);
+    f.rows = step_rows(r, tl, series);
+    std::vector<uint64_t> ends;
+    for (const StepRow& row : f.rows) ends.push_back(row.exit_bytes);
+    f.growth = find_growth(ends);
+    return f;
+}
+
+const std::string kAllocator = "I format_minor 9\nI allocator memguard\nS 1 10\nS 2 20\nS 3 30\n";
+
+// Steps end at 100, 200, ... From step 2 a cycle keeps 64 MiB a step (stack 1) and a leak 16 MiB
+// (stack 2), which also replaces a 32 MiB buffer every step; in steps 4 to 6 a cache keeps 8 MiB a
+// step (stack 3). The step collection after step 6 frees the cycles; the program clears the cache
+// and replaces the buffer in step 7.
+std::string mixed_allocator_report() {
+    std::string s = kAllocator;
+    for (int k = 1; k <= 7; ++k) {
+        const int64_t t = (k - 1) * 100;
+        if (k >= 2) s += tensor_free(t + 5, 0x9000 + k - 1, 0);  // the buffer before
+        s += tensor(t + 10, 0x9000 + k, 32, 2);
+        if (k >= 2 && k <= 6) s += tensor(t + 20, 0x1000 + k, 64, 1);
+        if (k >= 2 && k <= 6) s += tensor(t + 30, 0x2000 + k, 16, 2);
+        if (k >= 4 && k <= 6) s += tensor(t + 40, 0x3000 + k, 8, 3);
+        if (k == 4) s += collection(t + 50, "automatic", 0, 0);
+        if (k == 7) {
+            for (int i = 2; i <= 6; ++i) s += tensor_free(t + 60 + i, 0x1000 + i, 1);
+            s += collection(t + 70, "step", 2, static_cast<int64_t>(320 * MiB));
+            for (int i = 4; i <= 6; ++i) s += tensor_free(t + 80 + i, 0x3000 + i, 0);
+        }
+        s += step(k * 100, static_cast<uint32_t>(k));
+    }
+    return s;
+}
+
+TEST(StepsCycles, AllocatorModeSplitsTheGrowthByWhatBecameOfEachBlock) {
+    Report r = parse(mixed_allocator_report());
+    Found f = find(r, Series::Tensors);
+    ASSERT_TRUE(f.growth);
+    EXPECT_EQ(f.growth->first, 2u);  // steps 3 to 6
+    EXPECT_EQ(f.growth->last, 5u);
+    GrowthFate fate = growth_fate(r, f.rows, *f.growth, Series::Tensors, 5);
+    EXPECT_TRUE(fate.exact);
+    // Cycles 3 x 64, the leak 3 x 16 (not the buffer it also replaced), the cache 3 x 8.
+    EXPECT_EQ(fate.growth_bytes, 264 * MiB);
+    EXPECT_EQ(fate.collected_bytes, 192 * MiB);
+    EXPECT_EQ(fate.released_bytes, 24 * MiB);
+    EXPECT_EQ(fate.held_bytes, 48 * MiB);
+    ASSERT_EQ(fate.collections.size(), 1u);
+    EXPECT_EQ(fate.collections[0].collection,
+              std::optional<size_t>(1));  // the step collection, after the automatic one
+    EXPECT_EQ(fate.collections[0].bytes, 192 * MiB);
+    ASSERT_EQ(fate.collected_sites.size(), 1u);
+    EXPECT_EQ(fate.collected_sites[0].stack_id, 1u);
+    ASSERT_EQ(fate.held_sites.size(), 1u);
+    EXPECT_EQ(fate.held_sites[0].stack_id, 2u);
+    EXPECT_EQ(fate.held_sites[0].bytes, 48 * MiB);
+    // The leak was live through the step collection (generation 2): referenced.
+    EXPECT_EQ(fate.held_tested_bytes, 48 * MiB);
+    EXPECT_EQ(fate.full_through, std::optional<size_t>(1));
+}
+
+TEST(StepsCycles, StepCollectionsCountEachCollectionInTheStepItEndsIn) {
+    Report r = parse(mixed_allocator_report() + collection(750, "explicit", 2, 5 * MiB));
+    Found f = find(r, Series::Tensors);
+    std::vector<StepCollections> per_step = step_collections(r, f.rows);
+    ASSERT_EQ(per_step.size(), 7u);
+    EXPECT_EQ(per_step[3].count, 1u);  // the automatic one at 350 freed nothing
+    EXPECT_EQ(per_step[3].freed_bytes, 0u);
+    // The step collection after step 6's end counts in step 7; the one after the last step in none.
+    EXPECT_EQ(per_step[5].count, 0u);
+    EXPECT_EQ(per_step[6].count, 1u);
+    EXPECT_EQ(per_step[6].freed_bytes, 320 * MiB);
+    uint64_t counted = 0;
+    for (const StepCollections& c : per_step) counted += c.count;
+    EXPECT_EQ(counted, 2u);
+}
+
+TEST(StepsCycles, StepCollectionsAtAStepsEndAndFreedBytesBelowZero) {
+    Report r = parse("I format_minor 9\n" + collection(0, "automatic", 0, 7) + step(100, 1) +
+                     collection(100, "explicit", 2, -50) + collection(150, "explicit", 2, 9) + step(200, 2));
+    std::vector<StepRow> rows = step_rows(r, build_timeline(r), Series::Gpu);
+    std::vector<StepCollections> per_step = step_collections(r, rows);
+    ASSERT_EQ(per_step.size(), 2u);
+    EXPECT_EQ(per_step[0].count, 2u);        // at 0 (the first step includes its start) and at its end
+    EXPECT_EQ(per_step[0].freed_bytes, 7u);  // a negative drop counts as nothing
+    EXPECT_EQ(per_step[1].count, 1u);
+    EXPECT_EQ(per_step[1].freed_bytes, 9u);
+}
+
+TEST(StepsCycles, AFreeInACollectionWithoutItsYAndHeldMemoryNoFullCollectionSaw) {
+    // From step 2: 64 MiB a step in a cycle (stack 1), 16 MiB leaked (stack 2). In step 7 the cycles are
+    // freed in a collection on thread 1 whose Y never came (the process was killed); thread 2's
+    // generation-0 collection frees nothing of it.
+    std::string s = kAllocator;
+    for (int k = 1; k <= 7; ++k) {
+        const int64_t t = (k - 1) * 100;
+        if (k >= 2 && k <= 6) s += tensor(t + 20, 0x1000 + k, 64, 1);
+        if (k >= 2) s += tensor(t + 30, 0x2000 + k, 16, 2);
+        if (k == 7) {
+            for (int i = 2; i <= 6; ++i) s += tensor_free(t + 60 + i, 0x1000 + i, 1);
+            s += collection(t + 70, "automatic", 0, 0, 2);
+        }
+        s += step(k * 100, static_cast<uint32_t>(k));
+    }
+    Report r = parse(s);
+    Found f = find(r, Series::Tensors);
+    ASSERT_TRUE(f.growth);
+    GrowthFate fate = growth_fate(r, f.rows, *f.growth, Series::Tensors, 5);
+    EXPECT_EQ(fate.growth_bytes, 3 * 80 * MiB);
+    EXPECT_EQ(fate.collected_bytes, 192 * MiB);
+    ASSERT_EQ(fate.collections.size(), 1u);
+    EXPECT_FALSE(fate.collections[0].collection);
+    // Still held: the leak of steps 4 to 6, and no full collection ran while it was live.
+    EXPECT_EQ(fate.held_bytes, 48 * MiB);
+    EXPECT_EQ(fate.held_tested_bytes, 0u);
+    EXPECT_FALSE(fate.full_through);
+}
+
+// Interposition mode: PyTorch's segments. From step 4 to 6 a 64 MiB segment a step for tensors in
+// cycles (stack 1), from step 2 a 32 MiB one for a leak (stack 2). Every step a generation-0
+// collection frees 8 MiB of tensors; in step 7 a full collection frees the cycles' 192 MiB.
+std::string interposition_report(int64_t full_freed) {
+    std::string s = "I format_minor 9\n";
+    for (int k = 1; k <= 8; ++k) {
+        const int64_t t = (k - 1) * 100;
+        if (k >= 4 && k <= 6) s += segment(t + 20, 0x100000 + k, 64, 1);
+        if (k >= 2) s += segment(t + 30, 0x200000 + k, 32, 2);
+        s += collection(t + 60, "automatic", 0, static_cast<int64_t>(8 * MiB));
+        if (k == 7) s += collection(t + 70, "automatic", 2, full_freed);
+        s += step(k * 100, static_cast<uint32_t>(k));
+    }
+    return s;
+}
+
+TEST(StepsCycles, InterpositionModeEstimatesFromWhatCollectionsFreedBeyondTheMedianStep) {
+    Report r = parse(interposition_report(static_cast<int64_t>(192 * MiB)));
+    Found f = find(r, Series::Gpu);
+    ASSERT_TRUE(f.growth);
+    EXPECT_EQ(f.growth->first, 2u);  // steps 3 to 8: the cached memory is reused, the leak goes on
+    EXPECT_EQ(f.growth->last, 7u);
+    GrowthFate fate = growth_fate(r, f.rows, *f.growth, Series::Gpu, 5);
+    EXPECT_FALSE(fate.exact);
+    EXPECT_EQ(fate.growth_bytes, 352 * MiB);
+    EXPECT_EQ(fate.baseline_bytes, 8 * MiB);
+    EXPECT_EQ(fate.window_first, 3u);
+    EXPECT_EQ(fate.window_last, 7u);
+    EXPECT_TRUE(fate.window_tail);
+    EXPECT_EQ(fate.window_bytes, 232 * MiB);
+    EXPECT_EQ(fate.collected_bytes, 192 * MiB);
+    EXPECT_EQ(fate.held_bytes, 160 * MiB);
+    // Step 7's collections, the only step that freed more than the median.
+    ASSERT_EQ(fate.collections.size(), 2u);
+    EXPECT_EQ(fate.collections[0].bytes, 8 * MiB);
+    EXPECT_EQ(fate.collections[1].bytes, 192 * MiB);
+    // The leak's segments of steps 4 to 7 came before the full collection; those of step 8 after it.
+    EXPECT_EQ(fate.held_tested_bytes, 128 * MiB);
+    EXPECT_EQ(fate.full_through, std::optional<size_t>(7));
+    EXPECT_TRUE(fate.collected_sites.empty());
+}
+
+TEST(StepsCycles, InterpositionModeCreditsAtMostTheGrowthAndNothingForASteadyStep) {
+    Report big = parse(interposition_report(static_cast<int64_t>(4096 * MiB)));
+    Found f = find(big, Series::Gpu);
+    ASSERT_TRUE(f.growth);
+    GrowthFate fate = growth_fate(big, f.rows, *f.growth, Series::Gpu, 5);
+    EXPECT_EQ(fate.collected_bytes, fate.growth_bytes);
+    EXPECT_EQ(fate.held_bytes, 0u);
+
+    // The full collection frees no more than an ordinary step: nothing is credited.
+    Report steady = parse(interposition_report(0));
+    f = find(steady, Series::Gpu);
+    ASSERT_TRUE(f.growth);
+    fate = growth_fate(steady, f.rows, *f.growth, Series::Gpu, 5);
+    EXPECT_EQ(fate.collected_bytes, 0u);
+    EXPECT_TRUE(fate.collections.empty());
+    EXPECT_EQ(fate.held_bytes, fate.growth_bytes);
+}
+
+}  // namespace
+}  // namespace memguard::report
