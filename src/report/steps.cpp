@@ -160,17 +160,38 @@ std::vector<CategoryChange> grown_categories(const Breakdown& from, const Breakd
     return out;
 }
 
+namespace {
+
+/// The row whose span holds `t`: (t_begin, t_end], [0, t_end] for the first; rows.size() for none.
+/// Step ends are in time order but for one recorded out of order (warned about when read): then the
+/// search is a scan.
+size_t row_at(const std::vector<StepRow>& rows, bool sorted, int64_t t) {
+    size_t i = 0;
+    if (sorted) {
+        auto it = std::lower_bound(rows.begin(), rows.end(), t,
+                                   [](const StepRow& row, int64_t v) { return row.t_end < v; });
+        i = static_cast<size_t>(it - rows.begin());
+    } else {
+        while (i < rows.size() && rows[i].t_end < t) ++i;
+    }
+    if (i == rows.size() || (i != 0 && t <= rows[i].t_begin)) return rows.size();
+    return i;
+}
+
+bool sorted_by_end(const std::vector<StepRow>& rows) {
+    return std::is_sorted(rows.begin(), rows.end(),
+                          [](const StepRow& a, const StepRow& b) { return a.t_end < b.t_end; });
+}
+
+}  // namespace
+
 std::vector<StepCollections> step_collections(const Report& r, const std::vector<StepRow>& rows) {
     std::vector<StepCollections> out(rows.size());
     if (rows.empty()) return out;
+    const bool sorted = sorted_by_end(rows);
     for (const Collection& c : r.collections) {
-        // The first step that ends at or after the collection (step ends are in time order; one out
-        // of order, warned about when read, only moves where the search lands).
-        auto it = std::lower_bound(rows.begin(), rows.end(), c.t,
-                                   [](const StepRow& row, int64_t t) { return row.t_end < t; });
-        if (it == rows.end()) continue;  // after the last step's end
-        const size_t i = static_cast<size_t>(it - rows.begin());
-        if (i != 0 && c.t <= it->t_begin) continue;
+        const size_t i = row_at(rows, sorted, c.t);
+        if (i == rows.size()) continue;  // after the last step's end
         ++out[i].count;
         if (c.cuda_bytes_freed && *c.cuda_bytes_freed > 0) {
             add_to(out[i].freed_bytes, static_cast<uint64_t>(*c.cuda_bytes_freed));
@@ -294,6 +315,7 @@ void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Gro
     fate.growth_bytes = g.to_bytes - g.from_bytes;
     // What collections freed in an ordinary step: the median over the steps (the lower middle one).
     const std::vector<StepCollections> per_step = step_collections(r, rows);
+    const bool sorted = sorted_by_end(rows);
     std::vector<uint64_t> freed;
     for (const StepCollections& c : per_step) freed.push_back(c.freed_bytes);
     std::nth_element(freed.begin(), freed.begin() + (freed.size() - 1) / 2, freed.end());
@@ -356,12 +378,9 @@ void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Gro
     for (size_t i = 0; i < r.collections.size(); ++i) {
         const Collection& c = r.collections[i];
         if (positive(c.cuda_bytes_freed) == 0) continue;
-        size_t step = rows.size();
+        size_t step = rows.size();  // the tail: after the last step's end
         if (c.t <= last_end) {
-            auto it = std::lower_bound(rows.begin(), rows.end(), c.t,
-                                       [](const StepRow& row, int64_t t) { return row.t_end < t; });
-            step = static_cast<size_t>(it - rows.begin());
-            if (step != 0 && c.t <= it->t_begin) continue;
+            step = row_at(rows, sorted, c.t);
             if (step < fate.window_first || step > fate.window_last) continue;
         }
         if (credited[step]) fate.collections.push_back(GrowthCollection{i, positive(c.cuda_bytes_freed)});

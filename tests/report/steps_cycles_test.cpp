@@ -133,6 +133,19 @@ TEST(StepsCycles, StepCollectionsAtAStepsEndAndFreedBytesBelowZero) {
     EXPECT_EQ(per_step[1].freed_bytes, 9u);
 }
 
+TEST(StepsCycles, StepCollectionsWithAStepRecordedOutOfOrder) {
+    // Step 3 ends before step 2 (the reader warns): the collections are still placed by a scan.
+    Report r = parse("I format_minor 9\n" + step(100, 1) + step(300, 2) + step(200, 3) +
+                     collection(250, "explicit", 2, 4) + collection(350, "explicit", 2, 6));
+    std::vector<StepRow> rows = step_rows(r, build_timeline(r), Series::Gpu);
+    std::vector<StepCollections> per_step = step_collections(r, rows);
+    ASSERT_EQ(per_step.size(), 3u);
+    EXPECT_EQ(per_step[0].count, 0u);
+    EXPECT_EQ(per_step[1].count, 1u);  // (100, 300]
+    EXPECT_EQ(per_step[1].freed_bytes, 4u);
+    EXPECT_EQ(per_step[2].count, 0u);  // after the last step's end: in none
+}
+
 TEST(StepsCycles, AFreeInACollectionWithoutItsYAndHeldMemoryNoFullCollectionSaw) {
     // From step 2: 64 MiB a step in a cycle (stack 1), 16 MiB leaked (stack 2). In step 7 the cycles are
     // freed in a collection on thread 1 whose Y never came (the process was killed); thread 2's

@@ -220,7 +220,8 @@ void print_fate(const report::Report& r, const StepsView& v) {
             const std::string steps = from == to ? "step " + std::to_string(from)
                                                  : "steps " + std::to_string(from) + " to " + std::to_string(to);
             print("      (estimated: collections in %s%s freed %s of PyTorch's\n"
-                  "      allocated bytes; what a step's collections freed beyond %s, the median step's, counts)\n",
+                  "      allocated bytes; what a step's collections freed beyond %s, the median step's, counts;\n"
+                  "      PyTorch keeps what they freed cached, so the segments stay and later steps reuse them)\n",
                   steps.c_str(), f.window_tail ? " and after the last" : "", human_bytes(f.window_bytes).c_str(),
                   human_bytes(f.baseline_bytes).c_str());
         }
