@@ -311,9 +311,45 @@ void exact_fate(const Report& r, const std::vector<StepRow>& rows, const Growth&
     if (unended != by_collection.end()) fate.collections.push_back(GrowthCollection{std::nullopt, unended->second});
 }
 
-void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, GrowthFate& fate) {
+/// Segments of the growth (allocated after the first step end, live at the last) that were freed
+/// while a collection ran on the freeing thread: within [t - duration, t] of a Y of that thread. By
+/// collection index; and their sites.
+void known_frees(const Report& r, const std::vector<StepRow>& rows, const Growth& g,
+                 std::map<size_t, uint64_t>& by_collection, std::vector<GrowthSite>& sites) {
+    std::map<uint64_t, std::vector<std::pair<int64_t, size_t>>> by_thread;  // tid -> (end, index), by end
+    for (size_t i = 0; i < r.collections.size(); ++i) {
+        by_thread[r.collections[i].tid].emplace_back(r.collections[i].t, i);
+    }
+    for (auto& [tid, ends] : by_thread) std::sort(ends.begin(), ends.end());
+    const int64_t begin = rows[g.first].t_end, end = rows[g.last].t_end;
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> site_bytes;
+    for (const Block& b : r.blocks) {
+        if (!is_gpu(b.kind) || b.t_alloc <= begin || b.t_alloc > end || !b.t_free || *b.t_free <= end) continue;
+        auto thread = by_thread.find(b.free_tid);
+        if (thread == by_thread.end()) continue;
+        // The first collection of the thread that ended at or after the free: did it start before it?
+        auto it = std::lower_bound(thread->second.begin(), thread->second.end(), std::make_pair(*b.t_free, size_t{0}));
+        if (it == thread->second.end()) continue;
+        const Collection& c = r.collections[it->second];
+        if (c.t - std::max<int64_t>(c.duration_ns, 0) > *b.t_free) continue;
+        add_to(by_collection[it->second], b.size);
+        add_to(site_bytes[{b.stack_id, b.python_stack_id}], b.size);
+    }
+    for (const auto& [key, bytes] : site_bytes) sites.push_back(GrowthSite{key.first, key.second, bytes});
+}
+
+void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, size_t max_sites,
+                    GrowthFate& fate) {
     fate.growth_bytes = g.to_bytes - g.from_bytes;
-    // What collections freed in an ordinary step: the median over the steps (the lower middle one).
+    // First the segments of the growth whose F records came during a collection (memory freed
+    // outside PyTorch's cache): known, with their sites. Those collections are not estimated.
+    std::map<size_t, uint64_t> known;
+    known_frees(r, rows, g, known, fate.collected_sites);
+    keep_largest(fate.collected_sites, max_sites);
+    for (const auto& [index, bytes] : known) add_to(fate.known_bytes, bytes);
+
+    // Then PyTorch's counter: what collections freed in an ordinary step is the median over the
+    // steps (the lower middle one).
     const std::vector<StepCollections> per_step = step_collections(r, rows);
     const bool sorted = sorted_by_end(rows);
     std::vector<uint64_t> freed;
@@ -321,69 +357,67 @@ void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Gro
     std::nth_element(freed.begin(), freed.begin() + (freed.size() - 1) / 2, freed.end());
     fate.baseline_bytes = freed[(freed.size() - 1) / 2];
     // The window: the steps of the growth after its first step end, and the step after it; when the
-    // growth ends with the last step, the collections after that step's end too.
+    // growth ends with the last step, the collections after that step's end too (row rows.size()).
     fate.window_first = g.first + 1;
     fate.window_last = std::min(g.last + 1, rows.size() - 1);
     fate.window_tail = g.last + 1 == rows.size();
-    uint64_t beyond = 0;
-    std::vector<bool> credited(rows.size() + 1, false);  // the steps (and the tail) that freed more than the median
-    for (size_t i = fate.window_first; i <= fate.window_last; ++i) {
-        add_to(fate.window_bytes, per_step[i].freed_bytes);
-        if (per_step[i].freed_bytes > fate.baseline_bytes) {
-            add_to(beyond, per_step[i].freed_bytes - fate.baseline_bytes);
-            credited[i] = true;
-        }
-    }
     const int64_t last_end = rows.back().t_end;
-    uint64_t tail = 0;
-    if (fate.window_tail) {
-        for (const Collection& c : r.collections) {
-            if (c.t > last_end) add_to(tail, positive(c.cuda_bytes_freed));
+    std::vector<uint64_t> counted(rows.size() + 1, 0);  // per window step: the collections not known
+    std::vector<size_t> step_of(r.collections.size(), kNever);
+    for (size_t i = 0; i < r.collections.size(); ++i) {
+        const Collection& c = r.collections[i];
+        size_t step = rows.size();
+        if (c.t <= last_end) {
+            step = row_at(rows, sorted, c.t);
+            if (step < fate.window_first || step > fate.window_last) continue;
+        } else if (!fate.window_tail) {
+            continue;
         }
-        add_to(fate.window_bytes, tail);
-        if (tail > fate.baseline_bytes) {
-            add_to(beyond, tail - fate.baseline_bytes);
-            credited[rows.size()] = true;
-        }
+        step_of[i] = step;
+        add_to(fate.window_bytes, positive(c.cuda_bytes_freed));
+        if (known.count(i) == 0) add_to(counted[step], positive(c.cuda_bytes_freed));
     }
-    fate.collected_bytes = std::min(beyond, fate.growth_bytes);
+    uint64_t beyond = 0;
+    for (uint64_t bytes : counted) add_to(beyond, bytes - std::min(bytes, fate.baseline_bytes));
+    fate.collected_bytes = std::min(saturating_add(fate.known_bytes, beyond), fate.growth_bytes);
     fate.held_bytes = fate.growth_bytes - fate.collected_bytes;
+    const uint64_t estimated = fate.collected_bytes - std::min(fate.collected_bytes, fate.known_bytes);
+
     // The last full collection after the growth began, and the memory the growth added before it
-    // (segments and physical memory allocated after the first step end, live at the last) less
-    // what collections freed: that memory was held through it.
+    // (segments and physical memory allocated after the first step end, live at the last) less the
+    // estimated part (memory whose tensors a collection freed into PyTorch's cache): that memory was
+    // held through it.
+    const int64_t begin = rows[g.first].t_end;
     for (const auto& [t, index] : full_collections(r)) {
-        if (t > rows[g.first].t_end) fate.full_through = index;
+        if (t > begin) fate.full_through = index;
     }
     if (fate.full_through) {
-        const int64_t full_t = r.collections[*fate.full_through].t, begin = rows[g.first].t_end;
-        const int64_t final_end = rows.back().t_end;
+        const int64_t full_t = r.collections[*fate.full_through].t;
         uint64_t before = 0;
         for (const Block& b : r.blocks) {
-            if (is_gpu(b.kind) && b.t_alloc > begin && b.t_alloc < full_t && b.t_free.value_or(INT64_MAX) > final_end) {
+            if (is_gpu(b.kind) && b.t_alloc > begin && b.t_alloc < full_t && b.t_free.value_or(INT64_MAX) > last_end) {
                 add_to(before, b.size);
             }
         }
         for (const PhysicalHandle& h : r.handles) {
-            if (h.device >= 0 && h.t_create > begin && h.t_create < full_t &&
-                h.t_gone.value_or(INT64_MAX) > final_end) {
+            if (h.device >= 0 && h.t_create > begin && h.t_create < full_t && h.t_gone.value_or(INT64_MAX) > last_end) {
                 add_to(before, h.size);
             }
         }
-        // Less what the collections freed: that memory held garbage, now in PyTorch's cache.
-        fate.held_tested_bytes = std::min(before - std::min(before, fate.collected_bytes), fate.held_bytes);
+        fate.held_tested_bytes = std::min(before - std::min(before, estimated), fate.held_bytes);
         if (fate.held_tested_bytes == 0) fate.full_through.reset();
     }
     if (fate.collected_bytes == 0) return;
-    // The collections of the credited steps that freed CUDA memory, in file order.
+    // The known collections with what they freed of the growth; those of the window steps whose
+    // other collections freed more than the median, with all they freed; in file order.
     for (size_t i = 0; i < r.collections.size(); ++i) {
-        const Collection& c = r.collections[i];
-        if (positive(c.cuda_bytes_freed) == 0) continue;
-        size_t step = rows.size();  // the tail: after the last step's end
-        if (c.t <= last_end) {
-            step = row_at(rows, sorted, c.t);
-            if (step < fate.window_first || step > fate.window_last) continue;
+        auto k = known.find(i);
+        if (k != known.end()) {
+            fate.collections.push_back(GrowthCollection{i, k->second});
+        } else if (estimated != 0 && step_of[i] != kNever && counted[step_of[i]] > fate.baseline_bytes &&
+                   positive(r.collections[i].cuda_bytes_freed) != 0) {
+            fate.collections.push_back(GrowthCollection{i, positive(r.collections[i].cuda_bytes_freed)});
         }
-        if (credited[step]) fate.collections.push_back(GrowthCollection{i, positive(c.cuda_bytes_freed)});
     }
 }
 
@@ -397,7 +431,7 @@ GrowthFate growth_fate(const Report& r, const std::vector<StepRow>& rows, const 
     if (fate.exact) {
         exact_fate(r, rows, g, max_sites, fate);
     } else {
-        estimated_fate(r, rows, g, fate);
+        estimated_fate(r, rows, g, max_sites, fate);
     }
     return fate;
 }

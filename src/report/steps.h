@@ -123,27 +123,31 @@ struct GrowthSite {
 /// freed in a collection (its t record's gc flag: Tensor::collection names the Y), freed by the
 /// program before the last step end, or else still held (live at the last step end).
 ///
-/// Estimated (the segments, interposition mode or --segments): PyTorch keeps a freed tensor's memory
-/// in its cache, so no free record ties memory to a collection, and segments do not shrink when a
-/// collection frees their tensors (later steps reuse them). The window: the steps after the growth's
-/// first step end, up to the step after its last (and the collections after the last step's end
-/// when the growth ends there). Per step of the window, what its collections freed (their
-/// cuda_bytes_freed above 0: PyTorch's allocated bytes) beyond `baseline_bytes`, the median over
-/// all steps (the garbage an ordinary step makes and frees), is the part of the growth collected,
-/// at most the growth.
+/// Estimated (the segments, interposition mode or --segments). The growth is to - from. Known part
+/// (`known_bytes`): the segments of the growth (allocated after the first step end, live at the
+/// last) whose F record came on a collection's thread while it ran ([t - duration_ns, t] of its Y):
+/// memory freed outside PyTorch's cache, with its sites. The rest is estimated: PyTorch keeps a
+/// freed tensor's memory in its cache, so segments do not shrink when a collection frees their
+/// tensors (later steps reuse them) and no record ties them to it. The window: the steps after the
+/// growth's first step end, up to the step after its last (and the collections after the last
+/// step's end when the growth ends there). Per step of the window, what its other collections freed
+/// (cuda_bytes_freed above 0: PyTorch's allocated bytes) beyond `baseline_bytes`, the median over
+/// all steps (the garbage an ordinary step makes and frees), is collected too; at most the growth.
 struct GrowthFate {
     bool exact = false;
     uint64_t growth_bytes = 0;                      // exact: the growth of the sites that grew; estimated: to - from
     uint64_t collected_bytes = 0;                   // freed by collections
     uint64_t released_bytes = 0;                    // exact only: freed outside collections before the last step end
     uint64_t held_bytes = 0;                        // the rest
+    uint64_t known_bytes = 0;                       // estimated only: the known part of collected_bytes
     uint64_t window_bytes = 0, baseline_bytes = 0;  // estimated only: freed in the window; the median step
     size_t window_first = 0, window_last = 0;       // estimated only: rows of the window
     bool window_tail = false;                       // estimated only: and after the last step's end
     std::vector<GrowthCollection> collections;      // those that freed some of it (estimated: every collection
                                                     // that freed CUDA memory in a window step that freed more
                                                     // than the median, with all it freed), in file order
-    std::vector<GrowthSite> collected_sites, held_sites;  // exact only, largest first, at most max_sites
+    std::vector<GrowthSite> collected_sites;        // largest first, at most max_sites (estimated: the known part's)
+    std::vector<GrowthSite> held_sites;             // exact only, largest first, at most max_sites
     /// Of held_bytes, the part that was live through a full (generation 2) collection: referenced, not
     /// garbage. Exact: per block, a full collection ended after its T and before its free (or the
     /// report's end); estimated: the segments (and physical memory) allocated after the growth's first

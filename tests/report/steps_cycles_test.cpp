@@ -35,6 +35,9 @@ std::string collection(int64_t t, const char* trigger, int generation, int64_t f
     return "Y " + num(t) + " " + num(tid) + " " + trigger + " " + std::to_string(generation) + " 1000 10 0 " +
            std::to_string(freed) + " - - " + memguards + " -\n";
 }
+std::string segment_free(int64_t t, uint64_t addr, uint64_t size_mib, uint64_t tid = 1) {
+    return "F " + num(t) + " " + num(tid) + " " + num(addr) + " " + num(size_mib * MiB) + " cudaFree -\n";
+}
 std::string step(int64_t t, uint32_t n) { return "s " + num(t) + " 1 " + num(n) + " api -\n"; }
 
 struct Found {
@@ -233,6 +236,42 @@ TEST(StepsCycles, InterpositionModeCreditsAtMostTheGrowthAndNothingForASteadySte
     EXPECT_EQ(fate.collected_bytes, 0u);
     EXPECT_TRUE(fate.collections.empty());
     EXPECT_EQ(fate.held_bytes, fate.growth_bytes);
+}
+
+TEST(StepsCycles, InterpositionModeKnowsTheSegmentsFreedWhileACollectionRan) {
+    // Memory outside PyTorch's cache (cudaMalloc'd by objects whose finalizer frees it): from step 2 a
+    // 64 MiB block a step in a cycle (stack 1) and a 16 MiB leak (stack 2). The collection after step 6
+    // (1000 ns long, thread 1) frees the cycles' blocks; thread 2 frees the leak's of step 4 during it.
+    std::string s = "I format_minor 9\n";
+    for (int k = 1; k <= 8; ++k) {
+        const int64_t t = (k - 1) * 100;
+        if (k >= 2 && k <= 6) s += segment(t + 20, 0x100000 + k, 64, 1);
+        if (k >= 2) s += segment(t + 30, 0x200000 + k, 16, 2);
+        if (k == 7) {
+            for (int i = 2; i <= 6; ++i) s += segment_free(t + 10, 0x100000 + i, 64);
+            s += segment_free(t + 10, 0x200000 + 4, 16, 2);
+            s += collection(t + 10, "step", 2, static_cast<int64_t>(320 * MiB));
+        }
+        s += step(k * 100, static_cast<uint32_t>(k));
+    }
+    Report r = parse(s);
+    Found f = find(r, Series::Gpu);
+    ASSERT_TRUE(f.growth);
+    EXPECT_EQ(f.growth->first, 2u);  // steps 3 to 6
+    EXPECT_EQ(f.growth->last, 5u);
+    GrowthFate fate = growth_fate(r, f.rows, *f.growth, Series::Gpu, 5);
+    EXPECT_EQ(fate.growth_bytes, 240 * MiB);
+    // The cycles of steps 4 to 6, not those of steps 2 and 3 that the same collection freed (its
+    // 320 MiB are not estimated), nor the leak's block thread 2 freed meanwhile.
+    EXPECT_EQ(fate.known_bytes, 192 * MiB);
+    EXPECT_EQ(fate.collected_bytes, 192 * MiB);
+    EXPECT_EQ(fate.held_bytes, 48 * MiB);
+    ASSERT_EQ(fate.collections.size(), 1u);
+    EXPECT_EQ(fate.collections[0].bytes, 192 * MiB);
+    ASSERT_EQ(fate.collected_sites.size(), 1u);
+    EXPECT_EQ(fate.collected_sites[0].stack_id, 1u);
+    // The leak's blocks of steps 5 and 6 were live through the step collection (and to the end).
+    EXPECT_EQ(fate.held_tested_bytes, 32 * MiB);
 }
 
 }  // namespace

@@ -207,22 +207,27 @@ void print_fate(const report::Report& r, const StepsView& v) {
         print("  What became of it (+%s, the blocks the grown sites added after the end of step %u):\n", growth.c_str(),
               first);
     } else {
-        print("  What became of it (+%s; estimated: PyTorch's cache hides which segment a freed tensor was in):\n",
-              growth.c_str());
+        print("  What became of it (+%s, the growth of the segments):\n", growth.c_str());
     }
     if (f.collected_bytes != 0) {
         print("    Cycles: %s (%s) freed %s of the %s growth%s\n",
               plural(f.collections.size(), "collection", "collections").c_str(),
               triggers_text(r, f.collections).c_str(), human_bytes(f.collected_bytes).c_str(), growth.c_str(),
               percent_of(f.collected_bytes, f.growth_bytes).c_str());
-        if (!f.exact) {
+        const uint64_t known = std::min(f.known_bytes, f.collected_bytes);
+        if (!f.exact && known != 0) {
+            print("      (%s known: segments of the growth freed while a collection ran on the freeing thread)\n",
+                  human_bytes(known).c_str());
+        }
+        if (!f.exact && f.collected_bytes != known) {
             const uint32_t from = step_number(r, v, f.window_first), to = step_number(r, v, f.window_last);
             const std::string steps = from == to ? "step " + std::to_string(from)
                                                  : "steps " + std::to_string(from) + " to " + std::to_string(to);
-            print("      (estimated: collections in %s%s freed %s of PyTorch's\n"
-                  "      allocated bytes; what a step's collections freed beyond %s, the median step's, counts;\n"
-                  "      PyTorch keeps what they freed cached, so the segments stay and later steps reuse them)\n",
-                  steps.c_str(), f.window_tail ? " and after the last" : "", human_bytes(f.window_bytes).c_str(),
+            print("      (%s estimated: collections in %s%s freed %s of PyTorch's\n"
+                  "      allocated bytes; what a step's collections freed beyond %s, the median step's,\n"
+                  "      counts. PyTorch keeps what they freed cached: the segments stay, later steps reuse them)\n",
+                  human_bytes(f.collected_bytes - known).c_str(), steps.c_str(),
+                  f.window_tail ? " and after the last" : "", human_bytes(f.window_bytes).c_str(),
                   human_bytes(f.baseline_bytes).c_str());
         }
         print_fate_collections(r, f);
@@ -371,6 +376,7 @@ void json_fate(report::JsonWriter& j, const report::Report& r, const StepsView& 
     j.key("collected_bytes").value(f.collected_bytes);
     j.key("released_bytes").value(f.released_bytes);
     j.key("held_bytes").value(f.held_bytes);
+    j.key("known_bytes").value(f.known_bytes);
     j.key("window_bytes").value(f.window_bytes);
     j.key("baseline_bytes").value(f.baseline_bytes);
     j.key("collections").begin_array();
