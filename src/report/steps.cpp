@@ -338,6 +338,46 @@ void known_frees(const Report& r, const std::vector<StepRow>& rows, const Growth
     for (const auto& [key, bytes] : site_bytes) sites.push_back(GrowthSite{key.first, key.second, bytes});
 }
 
+/// memguard's explained collections (after the growth began, not already known): the CUDA storages
+/// their garbage held (y records) inside segments of the growth, at most each segment's size in all.
+/// The segments of the growth were all live at its last step end, so they do not overlap.
+void explained_frees(const Report& r, const std::vector<StepRow>& rows, const Growth& g,
+                     std::map<size_t, uint64_t>& by_collection, std::vector<GrowthSite>& sites) {
+    const int64_t begin = rows[g.first].t_end, end = rows[g.last].t_end;
+    std::vector<size_t> segments;  // growth blocks, by address
+    for (size_t i = 0; i < r.blocks.size(); ++i) {
+        const Block& b = r.blocks[i];
+        if (is_gpu(b.kind) && b.t_alloc > begin && b.t_alloc <= end && b.t_free.value_or(INT64_MAX) > end) {
+            segments.push_back(i);
+        }
+    }
+    std::sort(segments.begin(), segments.end(),
+              [&](size_t a, size_t b) { return r.blocks[a].addr < r.blocks[b].addr; });
+    std::vector<uint64_t> left(segments.size());
+    for (size_t k = 0; k < segments.size(); ++k) left[k] = r.blocks[segments[k]].size;
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> site_bytes;
+    for (const Explanation& e : r.explanations) {
+        if (!e.collection || by_collection.count(*e.collection) != 0 || r.collections[*e.collection].t <= begin)
+            continue;
+        uint64_t credited = 0;
+        for (const GarbageTensor& x : e.storages) {
+            // The last segment that starts at or below the storage; it must hold it, and exist then.
+            auto it = std::upper_bound(segments.begin(), segments.end(), x.addr,
+                                       [&](uint64_t a, size_t b) { return a < r.blocks[b].addr; });
+            if (it == segments.begin()) continue;
+            const size_t k = static_cast<size_t>(it - segments.begin()) - 1;
+            const Block& b = r.blocks[segments[k]];
+            if (x.addr - b.addr >= b.size || b.t_alloc > e.t) continue;
+            const uint64_t part = std::min({x.size, b.size - (x.addr - b.addr), left[k]});
+            left[k] -= part;
+            add_to(credited, part);
+            add_to(site_bytes[{b.stack_id, b.python_stack_id}], part);
+        }
+        if (credited != 0) by_collection[*e.collection] = credited;
+    }
+    for (const auto& [key, bytes] : site_bytes) sites.push_back(GrowthSite{key.first, key.second, bytes});
+}
+
 void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, size_t max_sites,
                     GrowthFate& fate) {
     fate.growth_bytes = g.to_bytes - g.from_bytes;
@@ -345,6 +385,23 @@ void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Gro
     // outside PyTorch's cache): known, with their sites. Those collections are not estimated.
     std::map<size_t, uint64_t> known;
     known_frees(r, rows, g, known, fate.collected_sites);
+    uint64_t freed_segments = 0;  // no longer live: not in the held memory below
+    for (const auto& [index, bytes] : known) add_to(freed_segments, bytes);
+    // And the storages that explained collections found in segments of the growth: tensors of the
+    // garbage, whose memory went to PyTorch's cache when the collection freed them.
+    std::vector<GrowthSite> explained;
+    explained_frees(r, rows, g, known, explained);
+    // One site's known and explained bytes together.
+    for (const GrowthSite& e : explained) {
+        auto it = std::find_if(fate.collected_sites.begin(), fate.collected_sites.end(), [&](const GrowthSite& s) {
+            return s.stack_id == e.stack_id && s.python_stack_id == e.python_stack_id;
+        });
+        if (it == fate.collected_sites.end()) {
+            fate.collected_sites.push_back(e);
+        } else {
+            add_to(it->bytes, e.bytes);
+        }
+    }
     keep_largest(fate.collected_sites, max_sites);
     for (const auto& [index, bytes] : known) add_to(fate.known_bytes, bytes);
 
@@ -381,12 +438,13 @@ void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Gro
     for (uint64_t bytes : counted) add_to(beyond, bytes - std::min(bytes, fate.baseline_bytes));
     fate.collected_bytes = std::min(saturating_add(fate.known_bytes, beyond), fate.growth_bytes);
     fate.held_bytes = fate.growth_bytes - fate.collected_bytes;
+    // What collections freed into PyTorch's cache: its segments are still live.
     const uint64_t estimated = fate.collected_bytes - std::min(fate.collected_bytes, fate.known_bytes);
+    const uint64_t cached = fate.collected_bytes - std::min(fate.collected_bytes, freed_segments);
 
     // The last full collection after the growth began, and the memory the growth added before it
     // (segments and physical memory allocated after the first step end, live at the last) less the
-    // estimated part (memory whose tensors a collection freed into PyTorch's cache): that memory was
-    // held through it.
+    // memory whose tensors a collection freed into PyTorch's cache: that memory was held through it.
     const int64_t begin = rows[g.first].t_end;
     for (const auto& [t, index] : full_collections(r)) {
         if (t > begin) fate.full_through = index;
@@ -404,7 +462,7 @@ void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Gro
                 add_to(before, h.size);
             }
         }
-        fate.held_tested_bytes = std::min(before - std::min(before, estimated), fate.held_bytes);
+        fate.held_tested_bytes = std::min(before - std::min(before, cached), fate.held_bytes);
         if (fate.held_tested_bytes == 0) fate.full_through.reset();
     }
     if (fate.collected_bytes == 0) return;

@@ -126,9 +126,11 @@ struct GrowthSite {
 /// Estimated (the segments, interposition mode or --segments). The growth is to - from. Known part
 /// (`known_bytes`): the segments of the growth (allocated after the first step end, live at the
 /// last) whose F record came on a collection's thread while it ran ([t - duration_ns, t] of its Y):
-/// memory freed outside PyTorch's cache, with its sites. The rest is estimated: PyTorch keeps a
-/// freed tensor's memory in its cache, so segments do not shrink when a collection frees their
-/// tensors (later steps reuse them) and no record ties them to it. The window: the steps after the
+/// memory freed outside PyTorch's cache, with its sites; and the CUDA storages that an explained
+/// collection (memguard's: y records) found inside segments of the growth, with the segments' sites.
+/// Those collections are credited with that only. The rest is estimated: PyTorch keeps a freed
+/// tensor's memory in its cache, so segments do not shrink when a collection frees their tensors
+/// (later steps reuse them), and no record ties them to it. The window: the steps after the
 /// growth's first step end, up to the step after its last (and the collections after the last
 /// step's end when the growth ends there). Per step of the window, what its other collections freed
 /// (cuda_bytes_freed above 0: PyTorch's allocated bytes) beyond `baseline_bytes`, the median over
@@ -143,16 +145,17 @@ struct GrowthFate {
     uint64_t window_bytes = 0, baseline_bytes = 0;  // estimated only: freed in the window; the median step
     size_t window_first = 0, window_last = 0;       // estimated only: rows of the window
     bool window_tail = false;                       // estimated only: and after the last step's end
-    std::vector<GrowthCollection> collections;      // those that freed some of it (estimated: every collection
-                                                    // that freed CUDA memory in a window step that freed more
-                                                    // than the median, with all it freed), in file order
-    std::vector<GrowthSite> collected_sites;        // largest first, at most max_sites (estimated: the known part's)
-    std::vector<GrowthSite> held_sites;             // exact only, largest first, at most max_sites
+    /// Those that freed some of it, in file order. Estimated: the known ones with their known bytes, and
+    /// every other collection that freed CUDA memory in a window step whose other collections freed
+    /// more than the median, with all it freed.
+    std::vector<GrowthCollection> collections;
+    std::vector<GrowthSite> collected_sites;  // largest first, at most max_sites (estimated: the known part's)
+    std::vector<GrowthSite> held_sites;       // exact only, largest first, at most max_sites
     /// Of held_bytes, the part that was live through a full (generation 2) collection: referenced, not
     /// garbage. Exact: per block, a full collection ended after its T and before its free (or the
     /// report's end); estimated: the segments (and physical memory) allocated after the growth's first
-    /// step end and before the last full collection, live at the last step end, less collected_bytes,
-    /// at most held_bytes.
+    /// step end and before the last full collection, live at the last step end, less the part of
+    /// collected_bytes that went to PyTorch's cache (all but the segments freed), at most held_bytes.
     uint64_t held_tested_bytes = 0;
     /// The last full collection that such held memory was live through (estimated: the last after the
     /// growth began); empty: none.

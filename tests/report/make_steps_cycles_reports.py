@@ -15,6 +15,9 @@ steps_cycles_interpose.mgr: interposition mode. PyTorch's segments: from step 4 
     segment a step for tensors in cycles (train.py:30), from step 2 a 32 MiB one for a leak
     (train.py:88). Every step an automatic generation-0 collection frees 8 MiB of tensors; in step 7
     an automatic full collection frees the 192 MiB of cycles, which PyTorch keeps cached.
+steps_explained_interpose.mgr: interposition mode. From step 2 a 64 MiB segment a step for a tensor in a
+    cycle (train.py:30) and a 16 MiB one for a leak (train.py:88); the step collection after step 6
+    (explained: its y records name the five storages) frees the cycles into PyTorch's cache.
 steps_held_interpose.mgr: interposition mode. The leak alone; a full explicit collection in every
     step frees 8 MiB (the median: nothing is credited to the growth).
 """
@@ -147,6 +150,25 @@ def steps_cycles_interpose():
     return interpose_report(8, per_step)
 
 
+def steps_explained_interpose():
+    def per_step(k, t, out):
+        if 2 <= k <= 6:
+            out.append("A %d 4242 %x %d device cudaMalloc 0 - 1 0 5\n" % (t + 3 * S // 10, CYCLE_SEG + (k - 2) * 64 * MiB,
+                                                                        64 * MiB))
+        if k >= 2:
+            out.append("A %d 4242 %x %d device cudaMalloc 0 - 1 0 7\n" % (t + 3 * S // 10 + 10,
+                                                                        LEAK_SEG + (k - 2) * 16 * MiB, 16 * MiB))
+        if k == 7:  # the step collection after step 6 (MEMGUARD_GC_EVERY_STEPS=6), explained
+            out.append("j %d 4242 3 1800 5 %d 2500000 1\n" % (t - S // 5 + 5000000, 320 * MiB))
+            out.append("u 3 frame 5 remember /opt/app/train.py:30\n")
+            for i in range(5):
+                out.append("y 3 0 %x %d tensor activation -\n" % (CYCLE_SEG + (4 - i) * 64 * MiB, 64 * MiB))
+            out.append("r 3 %x 0 frame%%20remember%%20train.py:30 local%%20x\n" % (CYCLE_SEG + 4 * 64 * MiB))
+            out.append("r 3 %x 1 Tensor%%20float32[16777216]%%20(64.0%%20MiB) -\n" % (CYCLE_SEG + 4 * 64 * MiB))
+            out.append(gc(t - S // 5 + 45000000, "step", 2, 320 * MiB, 1800, "3"))
+    return interpose_report(8, per_step)
+
+
 def steps_held_interpose():
     def per_step(k, t, out):
         if k >= 2:
@@ -160,6 +182,7 @@ def main():
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
     for name, text in [("steps_cycles", steps_cycles()), ("steps_mixed", steps_mixed()),
                        ("steps_cycles_interpose", steps_cycles_interpose()),
+                       ("steps_explained_interpose", steps_explained_interpose()),
                        ("steps_held_interpose", steps_held_interpose())]:
         with open(os.path.join(here, name + ".mgr"), "w") as f:
             f.write(text)

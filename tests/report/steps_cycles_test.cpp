@@ -274,5 +274,41 @@ TEST(StepsCycles, InterpositionModeKnowsTheSegmentsFreedWhileACollectionRan) {
     EXPECT_EQ(fate.held_tested_bytes, 32 * MiB);
 }
 
+TEST(StepsCycles, InterpositionModeKnowsTheStoragesAnExplainedCollectionFoundInGrowthSegments) {
+    // PyTorch's segments: from step 2 a 64 MiB one a step for a tensor in a cycle (stack 1), a 16 MiB
+    // one for a leak (stack 2). The step collection after step 6 is explained: its storages are the
+    // tensors of steps 2 to 6 (those of steps 2 and 3 in segments older than the growth), and a
+    // second 48 MiB view into step 6's segment, which holds 64 MiB in all.
+    std::string s = "I format_minor 9\n";
+    for (int k = 1; k <= 8; ++k) {
+        const int64_t t = (k - 1) * 100;
+        if (k >= 2 && k <= 6) s += segment(t + 20, 0x10000000 + k * 0x4000000, 64, 1);
+        if (k >= 2) s += segment(t + 30, 0x80000000 + k * 0x1000000, 16, 2);
+        if (k == 7) {
+            s += "j " + num(t + 5) + " 1 1 100 6 " + num(368 * MiB) + " 1000 1\n";
+            for (int i = 2; i <= 6; ++i)
+                s += "y 1 0 " + num(0x10000000 + i * 0x4000000) + " " + num(64 * MiB) + " tensor activation -\n";
+            s += "y 1 0 " + num(0x10000000 + 6 * 0x4000000 + 16 * MiB) + " " + num(48 * MiB) + " tensor activation -\n";
+            s += "Y " + num(t + 10) + " 1 step 2 1000 100 0 " + num(368 * MiB) + " - - 0 1\n";
+        }
+        s += step(k * 100, static_cast<uint32_t>(k));
+    }
+    Report r = parse(s);
+    ASSERT_EQ(r.explanations.size(), 1u);
+    Found f = find(r, Series::Gpu);
+    ASSERT_TRUE(f.growth);
+    GrowthFate fate = growth_fate(r, f.rows, *f.growth, Series::Gpu, 5);
+    // Steps 4 to 6's segments, each counted once: the explained collection is not estimated.
+    EXPECT_EQ(fate.known_bytes, 192 * MiB);
+    EXPECT_EQ(fate.collected_bytes, 192 * MiB);
+    ASSERT_EQ(fate.collections.size(), 1u);
+    EXPECT_EQ(fate.collections[0].bytes, 192 * MiB);
+    ASSERT_EQ(fate.collected_sites.size(), 1u);
+    EXPECT_EQ(fate.collected_sites[0].stack_id, 1u);
+    // The cycles' segments stay (PyTorch's cache): of the memory live through the collection, only
+    // the leak's is held.
+    EXPECT_EQ(fate.held_tested_bytes, 48 * MiB);
+}
+
 }  // namespace
 }  // namespace memguard::report

@@ -216,7 +216,8 @@ void print_fate(const report::Report& r, const StepsView& v) {
               percent_of(f.collected_bytes, f.growth_bytes).c_str());
         const uint64_t known = std::min(f.known_bytes, f.collected_bytes);
         if (!f.exact && known != 0) {
-            print("      (%s known: segments of the growth freed while a collection ran on the freeing thread)\n",
+            print("      (%s known: segments of the growth freed while a collection ran, or the storages that\n"
+                  "      explained collections found in them)\n",
                   human_bytes(known).c_str());
         }
         if (!f.exact && f.collected_bytes != known) {
