@@ -4,6 +4,8 @@
 // mode estimated from the collections' CUDA bytes freed.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "report/steps.h"
 #include "test_util.h"
 
@@ -15,18 +17,24 @@ using test::parse;
 constexpr uint64_t MiB = 1 << 20;
 
 std::string num(uint64_t v) { return std::to_string(v); }
+/// Addresses are hex in a report.
+std::string hex(uint64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
+    return buf;
+}
 
 /// A tensor block (T) of `size` MiB at `addr` allocated at `stack`, on thread 1.
 std::string tensor(int64_t t, uint64_t addr, uint64_t size_mib, uint32_t stack) {
     const std::string size = num(size_mib * MiB);
-    return "T " + num(t) + " 1 " + num(addr) + " " + size + " " + size + " 0 0 " + num(stack) + " 0 0 -\n";
+    return "T " + num(t) + " 1 " + hex(addr) + " " + size + " " + size + " 0 0 " + num(stack) + " 0 0 -\n";
 }
 /// Its t record: freed by the program (gc 0) or while a collection ran on thread `tid` (gc 1).
 std::string tensor_free(int64_t t, uint64_t addr, int gc, uint64_t tid = 1) {
-    return "t " + num(t) + " " + num(tid) + " " + num(addr) + " " + num(gc) + "\n";
+    return "t " + num(t) + " " + num(tid) + " " + hex(addr) + " " + num(gc) + "\n";
 }
 std::string segment(int64_t t, uint64_t addr, uint64_t size_mib, uint32_t stack) {
-    return "A " + num(t) + " 1 " + num(addr) + " " + num(size_mib * MiB) + " device cudaMalloc 0 - " + num(stack) +
+    return "A " + num(t) + " 1 " + hex(addr) + " " + num(size_mib * MiB) + " device cudaMalloc 0 - " + num(stack) +
            " 0 0\n";
 }
 /// A Y record of format minor 9 on thread `tid`, freeing `freed` bytes of CUDA memory.
@@ -36,7 +44,7 @@ std::string collection(int64_t t, const char* trigger, int generation, int64_t f
            std::to_string(freed) + " - - " + memguards + " -\n";
 }
 std::string segment_free(int64_t t, uint64_t addr, uint64_t size_mib, uint64_t tid = 1) {
-    return "F " + num(t) + " " + num(tid) + " " + num(addr) + " " + num(size_mib * MiB) + " cudaFree -\n";
+    return "F " + num(t) + " " + num(tid) + " " + hex(addr) + " " + num(size_mib * MiB) + " cudaFree -\n";
 }
 std::string step(int64_t t, uint32_t n) { return "s " + num(t) + " 1 " + num(n) + " api -\n"; }
 
@@ -287,8 +295,8 @@ TEST(StepsCycles, InterpositionModeKnowsTheStoragesAnExplainedCollectionFoundInG
         if (k == 7) {
             s += "j " + num(t + 5) + " 1 1 100 6 " + num(368 * MiB) + " 1000 1\n";
             for (int i = 2; i <= 6; ++i)
-                s += "y 1 0 " + num(0x10000000 + i * 0x4000000) + " " + num(64 * MiB) + " tensor activation -\n";
-            s += "y 1 0 " + num(0x10000000 + 6 * 0x4000000 + 16 * MiB) + " " + num(48 * MiB) + " tensor activation -\n";
+                s += "y 1 0 " + hex(0x10000000 + i * 0x4000000) + " " + num(64 * MiB) + " tensor activation -\n";
+            s += "y 1 0 " + hex(0x10000000 + 6 * 0x4000000 + 16 * MiB) + " " + num(48 * MiB) + " tensor activation -\n";
             s += "Y " + num(t + 10) + " 1 step 2 1000 100 0 " + num(368 * MiB) + " - - 0 1\n";
         }
         s += step(k * 100, static_cast<uint32_t>(k));
