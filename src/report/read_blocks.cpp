@@ -50,6 +50,7 @@ void Parser::apply(const rec::Free& r) {
     freed_[r.addr] = index;
     report_.blocks[index].t_free = r.t;
     report_.blocks[index].free_api = std::string(r.api);
+    report_.blocks[index].free_tid = r.tid;
     add_event(Event::Free, index, r.t);
 }
 
@@ -64,6 +65,7 @@ void Parser::apply(const rec::Restore& r) {
     live_[r.addr] = index;
     report_.blocks[index].t_free.reset();
     report_.blocks[index].free_api.clear();
+    report_.blocks[index].free_tid = 0;
     add_event(Event::Restore, index, r.t);
 }
 

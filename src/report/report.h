@@ -67,6 +67,7 @@ struct Block {
     int64_t t_alloc = 0;
     std::optional<int64_t> t_free;  // empty while live
     std::string free_api;
+    uint64_t free_tid = 0;         // the thread of its F record; 0 while live or when freed implicitly
     uint32_t capture_id = 0;       // the capture owning the block (minor 1); 0: none (ordinary memory)
     uint32_t python_stack_id = 0;  // the allocating thread's Python stack (minor 2); 0: none
 };

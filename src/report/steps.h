@@ -87,4 +87,83 @@ struct CategoryChange {
 /// The categories of `to` that hold more than in `from`, largest growth first.
 std::vector<CategoryChange> grown_categories(const Breakdown& from, const Breakdown& to);
 
+// --- what became of a growth: collections (garbage cycles) or still held (docs/steps.md) ---------
+
+/// The collections (Y records) that ended within one step, and the CUDA bytes they freed.
+struct StepCollections {
+    uint64_t count = 0;
+    uint64_t freed_bytes = 0;  // the sum of their cuda_bytes_freed above 0
+};
+
+/// Per row: the collections whose Y falls in (t_begin, t_end] of the row ([0, t_end] for the first).
+/// A collection at a step's end (MEMGUARD_GC_EVERY_STEPS) runs after the step's s record: it counts
+/// in the next step.
+std::vector<StepCollections> step_collections(const Report& r, const std::vector<StepRow>& rows);
+
+/// The bytes of a growth that one collection freed.
+struct GrowthCollection {
+    std::optional<size_t> collection;  // index into Report::collections; empty: freed in a collection
+                                       // whose Y the report does not have (the process was killed)
+    uint64_t bytes = 0;
+};
+
+/// A site and its share of a growth.
+struct GrowthSite {
+    uint32_t stack_id = 0, python_stack_id = 0;
+    uint64_t bytes = 0;
+};
+
+/// What became of the bytes a growth added: freed by later collections (memory that garbage reference
+/// cycles held), released by the program, or still held.
+///
+/// Exact (the tensor view of allocator mode): the tensor blocks allocated after the end of the
+/// growth's first step and live at the end of its last, at the sites that grew between those two
+/// points, up to each site's growth, those that stayed longest first (a site that also replaces a
+/// block each step added more than it grew; the replaced block is freed soon). Each block's fate:
+/// freed in a collection (its t record's gc flag: Tensor::collection names the Y), freed by the
+/// program before the last step end, or else still held (live at the last step end).
+///
+/// Estimated (the segments, interposition mode or --segments). The growth is to - from. Known part
+/// (`known_bytes`): the segments of the growth (allocated after the first step end, live at the
+/// last) whose F record came on a collection's thread while it ran ([t - duration_ns, t] of its Y):
+/// memory freed outside PyTorch's cache, with its sites; and the CUDA storages that an explained
+/// collection (memguard's: y records) found inside segments of the growth, with the segments' sites.
+/// Those collections are credited with that only. The rest is estimated: PyTorch keeps a freed
+/// tensor's memory in its cache, so segments do not shrink when a collection frees their tensors
+/// (later steps reuse them), and no record ties them to it. The window: the steps after the
+/// growth's first step end, up to the step after its last (and the collections after the last
+/// step's end when the growth ends there). Per step of the window, what its other collections freed
+/// (cuda_bytes_freed above 0: PyTorch's allocated bytes) beyond `baseline_bytes`, the median over
+/// all steps (the garbage an ordinary step makes and frees), is collected too; at most the growth.
+struct GrowthFate {
+    bool exact = false;
+    uint64_t growth_bytes = 0;                      // exact: the growth of the sites that grew; estimated: to - from
+    uint64_t collected_bytes = 0;                   // freed by collections
+    uint64_t released_bytes = 0;                    // exact only: freed outside collections before the last step end
+    uint64_t held_bytes = 0;                        // the rest
+    uint64_t known_bytes = 0;                       // estimated only: the known part of collected_bytes
+    uint64_t window_bytes = 0, baseline_bytes = 0;  // estimated only: freed in the window; the median step
+    size_t window_first = 0, window_last = 0;       // estimated only: rows of the window
+    bool window_tail = false;                       // estimated only: and after the last step's end
+    /// Those that freed some of it, in file order. Estimated: the known ones with their known bytes, and
+    /// every other collection that freed CUDA memory in a window step whose other collections freed
+    /// more than the median, with all it freed.
+    std::vector<GrowthCollection> collections;
+    std::vector<GrowthSite> collected_sites;  // largest first, at most max_sites (estimated: the known part's)
+    std::vector<GrowthSite> held_sites;       // exact only, largest first, at most max_sites
+    /// Of held_bytes, the part that was live through a full (generation 2) collection: referenced, not
+    /// garbage. Exact: per block, a full collection ended after its T and before its free (or the
+    /// report's end); estimated: the segments (and physical memory) allocated after the growth's first
+    /// step end and before the last full collection, live at the last step end, less the part of
+    /// collected_bytes that went to PyTorch's cache (all but the segments freed), at most held_bytes.
+    uint64_t held_tested_bytes = 0;
+    /// The last full collection that such held memory was live through (estimated: the last after the
+    /// growth began); empty: none.
+    std::optional<size_t> full_through;
+};
+
+/// What became of `g` (a growth found over the exit bytes of `rows`), in the view `series`.
+GrowthFate growth_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, Series series,
+                       size_t max_sites);
+
 }  // namespace memguard::report

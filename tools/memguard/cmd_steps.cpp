@@ -1,7 +1,9 @@
 // memguard steps FILE [--segments] [--json]: one row per training step (s records, format 1.8) with
 // its duration, peak, incremental peak, live bytes at its end and the largest categories at its
-// peak; then the growth finding (docs/steps.md). In allocator mode the bytes are the tensor blocks'
-// (torch.cuda.memory_allocated()), as `phases` counts them; --segments: the segments.
+// peak (and the CUDA bytes collections freed, when any did); then the growth finding and what became
+// of the growth: freed by later collections (garbage cycles) or still held (docs/steps.md). In
+// allocator mode the bytes are the tensor blocks' (torch.cuda.memory_allocated()), as `phases`
+// counts them; --segments: the segments.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -26,6 +28,8 @@ using report::human_bytes;
 /// Categories shown per step, and sites and categories shown for a growth.
 constexpr size_t kStepCategories = 3;
 constexpr size_t kGrowthSites = 5;
+/// Collections listed for a growth (the rest are counted).
+constexpr size_t kGrowthCollections = 5;
 
 struct StepsView {
     report::Series series = report::Series::Gpu;
@@ -36,6 +40,10 @@ struct StepsView {
     std::vector<report::SiteChange> sites;
     std::vector<std::string> site_labels;
     std::vector<report::CategoryChange> categories;
+    std::vector<report::StepCollections> collections;  // per row
+    bool gc_column = false;                            // some step's collections freed CUDA memory
+    report::GrowthFate fate;
+    std::vector<std::string> collected_labels, held_labels;  // per fate site
 };
 
 /// In the tensor view (allocator mode), the parts of a breakdown that can be tensor blocks: the
@@ -59,6 +67,8 @@ StepsView analyse(const report::Report& r, const Args& args) {
     const report::GrowthRule rule;
     v.warmup = report::warmup_steps(ends.size(), rule);
     v.growth = report::find_growth(ends, rule);
+    v.collections = report::step_collections(r, v.rows);
+    for (const report::StepCollections& c : v.collections) v.gc_column = v.gc_column || c.freed_bytes != 0;
 
     // Every step's peak, and the two ends of a growth, in one replay of the report.
     std::vector<size_t> points;
@@ -89,11 +99,17 @@ StepsView analyse(const report::Report& r, const Args& args) {
                        : report::group_by_site(r, live, report::KindFilter::Gpu);
     };
     v.sites = report::grown_sites(table(from), table(to), kGrowthSites);
+    v.fate = report::growth_fate(r, v.rows, *v.growth, v.series, kGrowthSites);
     SiteSymbolizer sym(r, args.frames);
-    std::vector<size_t> handles;
+    std::vector<size_t> handles, collected, held;
     for (const report::SiteChange& s : v.sites) handles.push_back(sym.add(s.stack_id, s.python_stack_id));
+    for (const report::GrowthSite& s : v.fate.collected_sites)
+        collected.push_back(sym.add(s.stack_id, s.python_stack_id));
+    for (const report::GrowthSite& s : v.fate.held_sites) held.push_back(sym.add(s.stack_id, s.python_stack_id));
     sym.resolve();
     for (size_t h : handles) v.site_labels.push_back(site_label(sym.get(h), r));
+    for (size_t h : collected) v.collected_labels.push_back(site_label(sym.get(h), r));
+    for (size_t h : held) v.held_labels.push_back(site_label(sym.get(h), r));
     return v;
 }
 
@@ -115,6 +131,162 @@ std::string per_step_text(double per_step) {
     return human_bytes(static_cast<uint64_t>(std::min(std::floor(per_step), 18446744073709549568.0)));
 }
 
+/// A column of the step table: a space, then `text` right-aligned in 10 characters.
+std::string column(const std::string& text) {
+    return " " + (text.size() < 10 ? std::string(10 - text.size(), ' ') : std::string()) + text;
+}
+
+/// The trigger as the user knows it: memguard's collection after a compile is "compile".
+std::string trigger_label(report::GcTrigger t) {
+    return t == report::GcTrigger::Memguard ? "compile" : report::trigger_name(t);
+}
+
+/// "recompute x2, step x1": the triggers of the collections, in the order of the first of each.
+std::string triggers_text(const report::Report& r, const std::vector<report::GrowthCollection>& cs) {
+    std::vector<std::pair<std::string, size_t>> counts;
+    size_t unended = 0;
+    for (const report::GrowthCollection& c : cs) {
+        if (!c.collection) {
+            ++unended;
+            continue;
+        }
+        const std::string name = trigger_label(r.collections[*c.collection].trigger);
+        auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == name; });
+        if (it == counts.end()) {
+            counts.emplace_back(name, 1);
+        } else {
+            ++it->second;
+        }
+    }
+    std::string out;
+    for (const auto& [name, n] : counts) out += (out.empty() ? "" : ", ") + name + " x" + std::to_string(n);
+    if (unended != 0) out += (out.empty() ? "" : ", ") + std::string("unended x") + std::to_string(unended);
+    return out;
+}
+
+std::string percent_of(uint64_t part, uint64_t whole) {
+    if (whole == 0) return "";
+    const auto pct = static_cast<unsigned>(static_cast<long double>(part) * 100 / static_cast<long double>(whole));
+    return " (" + std::to_string(pct) + "%)";
+}
+
+void print_fate_sites(const std::vector<report::GrowthSite>& sites, const std::vector<std::string>& labels) {
+    for (size_t i = 0; i < sites.size(); ++i) {
+        print("        %-11s %s  %s\n", human_bytes(sites[i].bytes).c_str(), labels[i].c_str(),
+              site_ids_text(sites[i].stack_id, sites[i].python_stack_id).c_str());
+    }
+}
+
+void print_fate_collections(const report::Report& r, const report::GrowthFate& f) {
+    for (size_t i = 0; i < f.collections.size() && i < kGrowthCollections; ++i) {
+        const report::GrowthCollection& g = f.collections[i];
+        if (!g.collection) {
+            print("      %-11s in a collection whose end the report does not have\n", human_bytes(g.bytes).c_str());
+            continue;
+        }
+        const report::Collection& c = r.collections[*g.collection];
+        print("      %-11s %s at %s s (generation %d, thread %llu)%s\n", human_bytes(g.bytes).c_str(),
+              trigger_label(c.trigger).c_str(), report::seconds_fixed3(c.t).c_str(), c.generation,
+              static_cast<unsigned long long>(c.tid), c.explanation ? ", explained" : "");
+    }
+    if (f.collections.size() > kGrowthCollections) {
+        print("      and %s more\n",
+              plural(f.collections.size() - kGrowthCollections, "collection", "collections").c_str());
+    }
+}
+
+/// What became of the growth, and what to do about each part (docs/steps.md).
+void print_fate(const report::Report& r, const StepsView& v) {
+    const report::GrowthFate& f = v.fate;
+    if (f.growth_bytes == 0) return;
+    const report::Growth& g = *v.growth;
+    const uint32_t first = step_number(r, v, g.first);
+    const uint32_t final_step = step_number(r, v, v.rows.size() - 1);
+    const std::string growth = human_bytes(f.growth_bytes);
+    if (f.exact) {
+        print("  What became of it (+%s, the blocks the grown sites added after the end of step %u):\n", growth.c_str(),
+              first);
+    } else {
+        print("  What became of it (+%s, the growth of the segments):\n", growth.c_str());
+    }
+    if (f.collected_bytes != 0) {
+        print("    Cycles: %s (%s) freed %s of the %s growth%s\n",
+              plural(f.collections.size(), "collection", "collections").c_str(),
+              triggers_text(r, f.collections).c_str(), human_bytes(f.collected_bytes).c_str(), growth.c_str(),
+              percent_of(f.collected_bytes, f.growth_bytes).c_str());
+        const uint64_t known = std::min(f.known_bytes, f.collected_bytes);
+        if (!f.exact && known != 0) {
+            print("      (%s known: segments of the growth freed while a collection ran, or the storages that\n"
+                  "      explained collections found in them)\n",
+                  human_bytes(known).c_str());
+        }
+        if (!f.exact && f.collected_bytes != known) {
+            const uint32_t from = step_number(r, v, f.window_first), to = step_number(r, v, f.window_last);
+            const std::string steps = from == to ? "step " + std::to_string(from)
+                                                 : "steps " + std::to_string(from) + " to " + std::to_string(to);
+            print("      (%s estimated: collections in %s%s freed %s of PyTorch's\n"
+                  "      allocated bytes; what a step's collections freed beyond %s, the median step's,\n"
+                  "      counts. PyTorch keeps what they freed cached: the segments stay, later steps reuse them)\n",
+                  human_bytes(f.collected_bytes - known).c_str(), steps.c_str(),
+                  f.window_tail ? " and after the last" : "", human_bytes(f.window_bytes).c_str(),
+                  human_bytes(f.baseline_bytes).c_str());
+        }
+        print_fate_collections(r, f);
+        if (!f.collected_sites.empty()) print("      sites whose growth they freed:\n");
+        print_fate_sites(f.collected_sites, v.collected_labels);
+    }
+    if (f.released_bytes != 0) {
+        print("    Released: the program freed %s of it before the end of step %u (not in a collection)\n",
+              human_bytes(f.released_bytes).c_str(), final_step);
+    }
+    if (f.held_bytes != 0) {
+        const uint64_t untested = f.held_bytes - f.held_tested_bytes;
+        std::string through = "no full collection ran while it was live";
+        if (f.full_through) {
+            const report::Collection& c = r.collections[*f.full_through];
+            const std::string which = "a full collection (" + trigger_label(c.trigger) + " at " +
+                                      report::seconds_fixed3(c.t) + " s)";
+            through = untested == 0 ? "it was live through " + which
+                                    : human_bytes(f.held_tested_bytes) + " of it was live through " + which;
+        }
+        print("    Still held: %s%s at the end of step %u\n      %s\n", human_bytes(f.held_bytes).c_str(),
+              percent_of(f.held_bytes, f.growth_bytes).c_str(), final_step, through.c_str());
+        if (!f.held_sites.empty()) print("      sites that hold it:\n");
+        print_fate_sites(f.held_sites, v.held_labels);
+    }
+    print("  What to do:\n");
+    if (f.collected_bytes != 0) {
+        bool explained = false;
+        for (const report::GrowthCollection& c : f.collections) {
+            explained = explained || (c.collection && r.collections[*c.collection].explanation);
+        }
+        print("    - %s was garbage held by reference cycles until a collection ran: collect at step\n"
+              "      ends (MEMGUARD_GC_EVERY_STEPS=1) or break the cycle.\n",
+              human_bytes(f.collected_bytes).c_str());
+        if (explained) {
+            print("      `memguard cycles --explain %s` shows what held it.\n", r.path.c_str());
+        } else {
+            print("      memguard explains the garbage of its own collections (MEMGUARD_EXPLAIN_CYCLES=1, the\n"
+                  "      default): with MEMGUARD_GC_EVERY_STEPS=1, `memguard cycles --explain` shows what held it.\n");
+        }
+    }
+    if (f.held_tested_bytes != 0) {
+        print("    - %s is still referenced (a full collection did not free it): a leak, which collecting\n"
+              "      cannot fix. Look at the code of the sites%s: a list, dict or cache that keeps\n"
+              "      tensors, or a loss kept with its autograd graph.\n",
+              human_bytes(f.held_tested_bytes).c_str(), f.held_sites.empty() ? " that grew" : " that hold it");
+    }
+    if (f.held_bytes != f.held_tested_bytes) {
+        print("    - %s is still held, and no full collection ran while it was live: garbage of a reference\n"
+              "      cycle in the oldest generation looks the same as a leak. Run with MEMGUARD_GC_EVERY_STEPS=1:\n"
+              "      growth it frees is cycles, growth that stays is a leak.\n",
+              human_bytes(f.held_bytes - f.held_tested_bytes).c_str());
+    }
+    if (f.released_bytes != 0 && f.collected_bytes == 0 && f.held_bytes == 0) {
+        print("    - nothing: the program itself freed it later (a delayed release, not a leak).\n");
+    }
+}
+
 void print_steps(const report::Report& r, const StepsView& v) {
     print("Steps in %s: %s%s\n", r.path.c_str(), plural(r.steps.size(), "step", "steps").c_str(),
           format_note(r, 8).c_str());
@@ -129,13 +301,17 @@ void print_steps(const report::Report& r, const StepsView& v) {
                             "--segments: its segments)"
                           : "Bytes: the segments of memguard's allocator (torch.cuda.memory_reserved())");
     }
-    print("\n%6s %9s %10s %10s %11s %11s  %s\n", "step", "end s", "duration s", "peak", "incr. peak", "live at end",
-          "categories at peak");
+    // The collections' column only when one freed CUDA memory: most runs have none worth a column.
+    const std::string gc_head = v.gc_column ? column("gc freed") : "";
+    print("\n%6s %9s %10s %10s %11s %11s%s  %s\n", "step", "end s", "duration s", "peak", "incr. peak", "live at end",
+          gc_head.c_str(), "categories at peak");
     for (size_t i = 0; i < v.rows.size(); ++i) {
         const report::StepRow& row = v.rows[i];
-        print("%6u %9s %10s %10s %11s %11s  %s\n", step_number(r, v, i), report::seconds_fixed3(row.t_end).c_str(),
+        const uint64_t gc = v.collections[i].freed_bytes;
+        const std::string gc_text = !v.gc_column ? "" : column(gc == 0 ? "-" : human_bytes(gc));
+        print("%6u %9s %10s %10s %11s %11s%s  %s\n", step_number(r, v, i), report::seconds_fixed3(row.t_end).c_str(),
               report::seconds_fixed3(row.t_end - row.t_begin).c_str(), human_bytes(row.peak_bytes).c_str(),
-              human_bytes(row.incremental_peak()).c_str(), human_bytes(row.exit_bytes).c_str(),
+              human_bytes(row.incremental_peak()).c_str(), human_bytes(row.exit_bytes).c_str(), gc_text.c_str(),
               categories_text(v.at_peak[i]).c_str());
     }
     if (!v.growth) {
@@ -161,6 +337,7 @@ void print_steps(const report::Report& r, const StepsView& v) {
         named.detail = c.detail;
         print("    +%-11s %s\n", human_bytes(c.to - c.from).c_str(), report::part_name(named).c_str());
     }
+    print_fate(r, v);
 }
 
 /// Every category of the breakdown (the text shows the largest kStepCategories).
@@ -176,6 +353,71 @@ void json_categories(report::JsonWriter& j, const report::Breakdown& b) {
         j.end_object();
     }
     j.end_array();
+}
+
+void json_fate_sites(report::JsonWriter& j, const std::vector<report::GrowthSite>& sites,
+                     const std::vector<std::string>& labels) {
+    j.begin_array();
+    for (size_t i = 0; i < sites.size(); ++i) {
+        j.begin_object();
+        j.key("label").value(labels[i]);
+        j.key("stack_id").value(sites[i].stack_id);
+        j.key("python_stack_id").value(sites[i].python_stack_id);
+        j.key("bytes").value(sites[i].bytes);
+        j.end_object();
+    }
+    j.end_array();
+}
+
+void json_fate(report::JsonWriter& j, const report::Report& r, const StepsView& v) {
+    const report::GrowthFate& f = v.fate;
+    j.begin_object();
+    j.key("exact").value(f.exact);
+    j.key("growth_bytes").value(f.growth_bytes);
+    j.key("collected_bytes").value(f.collected_bytes);
+    j.key("released_bytes").value(f.released_bytes);
+    j.key("held_bytes").value(f.held_bytes);
+    j.key("known_bytes").value(f.known_bytes);
+    j.key("window_bytes").value(f.window_bytes);
+    j.key("baseline_bytes").value(f.baseline_bytes);
+    j.key("collections").begin_array();
+    for (const report::GrowthCollection& g : f.collections) {
+        j.begin_object();
+        j.key("bytes").value(g.bytes);
+        if (g.collection) {
+            const report::Collection& c = r.collections[*g.collection];
+            j.key("t").number(report::seconds_exact(c.t));
+            j.key("thread").value(c.tid);
+            j.key("trigger").value(report::trigger_name(c.trigger));
+            j.key("generation").value(c.generation);
+            j.key("explanation");
+            if (c.explanation) {
+                j.value(r.explanations[*c.explanation].id);
+            } else {
+                j.null();
+            }
+        } else {
+            j.key("t").null();
+        }
+        j.end_object();
+    }
+    j.end_array();
+    j.key("collected_sites");
+    json_fate_sites(j, f.collected_sites, v.collected_labels);
+    j.key("held_sites");
+    json_fate_sites(j, f.held_sites, v.held_labels);
+    j.key("held_through_full_collection_bytes").value(f.held_tested_bytes);
+    j.key("full_collection");
+    if (f.full_through) {
+        const report::Collection& c = r.collections[*f.full_through];
+        j.begin_object();
+        j.key("t").number(report::seconds_exact(c.t));
+        j.key("trigger").value(report::trigger_name(c.trigger));
+        j.end_object();
+    } else {
+        j.null();
+    }
+    j.end_object();
 }
 
 void json_steps(const report::Report& r, const StepsView& v) {
@@ -199,6 +441,8 @@ void json_steps(const report::Report& r, const StepsView& v) {
         j.key("incremental_peak_bytes").value(row.incremental_peak());
         j.key("peak_t").number(report::seconds_exact(row.peak_t));
         j.key("live_at_end_bytes").value(row.exit_bytes);
+        j.key("collections").value(v.collections[i].count);
+        j.key("collections_freed_bytes").value(v.collections[i].freed_bytes);
         j.key("categories_at_peak");
         json_categories(j, v.at_peak[i]);
         j.end_object();
@@ -239,6 +483,8 @@ void json_steps(const report::Report& r, const StepsView& v) {
             j.end_object();
         }
         j.end_array();
+        j.key("fate");
+        json_fate(j, r, v);
         j.end_object();
     }
     j.end_object();

@@ -74,7 +74,8 @@ commands:
   phases    per phase (memguard_phase_begin/end, memguard.phase, NVTX ranges): live bytes at
             entry, peak, incremental peak (peak - entry) and at exit; --marks: the marks
   steps     per training step (optimizer steps, memguard.step()): duration, peak, incremental
-            peak, live bytes at its end, categories at its peak; growth over consecutive steps
+            peak, live bytes at its end, categories at its peak; growth over consecutive steps,
+            and which part of it later collections freed (cycles) and which is still held
   oom       each out-of-memory explained: the request, the device, PyTorch's allocator and its
             fragmentation, the categories and their sites, and a verdict
   diff      two runs side by side: peak, live at exit, collections, each phase (matched by
@@ -240,20 +241,27 @@ duration (seconds), the most GPU live bytes during it (peak), the incremental pe
 bytes at its start), the live bytes at its end, and the largest categories at its peak
 (docs/categories.md; looked up for the 256 steps with the highest peaks at most). In allocator mode
 (MEMGUARD_ALLOCATOR=memguard) the bytes are the tensor blocks' (torch.cuda.memory_allocated()).
+When a garbage collection freed CUDA memory, a "gc freed" column: what the collections that ended
+in the step freed.
 
 Then the growth finding (docs/steps.md): when the live bytes at step ends grew over 3 or more
 consecutive steps (after 2 warm-up steps), by 1 MiB a step or more (least-squares slope), never
 falling by more than 1% from one step end to the next: how much a step, over which steps, and the
-sites and categories that grew from the first to the last of those step ends.
+sites and categories that grew from the first to the last of those step ends. Then what became of
+that growth: freed by later collections (garbage reference cycles: which collections, the sites),
+released by the program, or still held at the last step's end (referenced when a full collection
+did not free it: a leak), and what to do about each. Exact in allocator mode (the blocks' t
+records), estimated from the collections' CUDA bytes freed otherwise.
 
 options:
   --segments  allocator mode: the bytes of the allocator's segments (memory_reserved())
   --frames K  frames used to name a site (default 6)
   --json      print one JSON object instead of text: bytes_of, steps (step, source, name,
               thread, begin_t, end_t, duration_s, entry_bytes, peak_bytes,
-              incremental_peak_bytes, peak_t, live_at_end_bytes, categories_at_peak),
-              warmup_steps, growth (null, or first_step, last_step, steps, from_bytes,
-              to_bytes, per_step_bytes, sites, categories)
+              incremental_peak_bytes, peak_t, live_at_end_bytes, collections,
+              collections_freed_bytes, categories_at_peak), warmup_steps, growth (null, or
+              first_step, last_step, steps, from_bytes, to_bytes, per_step_bytes, sites,
+              categories, fate)
   --sysroot DIR    look up the module files the report names under DIR instead of /
   --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
   -h, --help  show this help
