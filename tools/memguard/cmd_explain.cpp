@@ -22,7 +22,8 @@ namespace {
 using report::GarbageKind;
 using report::human_bytes;
 
-constexpr size_t kNamesPerGroup = 4;  // text: the largest names of a group; JSON lists every one
+constexpr size_t kNamesPerGroup = 4;   // text: the largest names of a group; JSON lists every one
+constexpr size_t kStoragesShown = 10;  // text: the largest storages (a step's garbage may hold thousands)
 
 /// The groups in the order a reader looks for what held the memory: frames (whose locals are what
 /// a user can change) first, then autograd contexts and nodes, dynamo's objects, closures,
@@ -167,11 +168,13 @@ void print_explanation(const report::Report& r, const View& v, const SiteSymboli
     if (!e.storages.empty()) {
         print("  storages     largest first: size, how held, category, allocated at, held by\n");
         size_t how_w = 0, cat_w = 0;
-        for (const report::GarbageTensor& g : e.storages) {
+        for (size_t i = 0; i < e.storages.size() && i < kStoragesShown; ++i) {
+            const report::GarbageTensor& g = e.storages[i];
             how_w = std::max(how_w, how_text(g).size());
             cat_w = std::max(cat_w, format::name_of(g.category).size());
         }
-        for (size_t i = 0; i < e.storages.size(); ++i) {
+        const size_t shown = std::min(e.storages.size(), kStoragesShown);
+        for (size_t i = 0; i < shown; ++i) {
             const report::GarbageTensor& g = e.storages[i];
             auto chain = e.chains.find(g.addr);
             std::string held = chain != e.chains.end() && !chain->second.empty()
@@ -180,6 +183,12 @@ void print_explanation(const report::Report& r, const View& v, const SiteSymboli
             print("    %11s  %-*s  %-*s  %s%s\n", human_bytes(g.size).c_str(), static_cast<int>(how_w),
                   how_text(g).c_str(), static_cast<int>(cat_w), std::string(format::name_of(g.category)).c_str(),
                   site_text(r, g, sym.get(v.sites[i])).c_str(), held.c_str());
+        }
+        if (e.storages.size() > shown) {
+            uint64_t rest = 0;
+            for (size_t i = shown; i < e.storages.size(); ++i) rest = report::saturating_add(rest, e.storages[i].size);
+            print("    %11s  in %zu more (--json lists every one)\n", human_bytes(rest).c_str(),
+                  e.storages.size() - shown);
         }
     }
 
