@@ -6,6 +6,7 @@
 #include <array>
 #include <iostream>
 #include <map>
+#include <unordered_set>
 
 #include "cli.h"
 #include "output.h"
@@ -89,10 +90,10 @@ std::vector<View> make_views(const report::Report& r, SiteSymbolizer& sym) {
                              [&](size_t a, size_t b) { return e.groups[a].count > e.groups[b].count; });
             if (!members.empty()) v.groups.emplace_back(k, std::move(members));
         }
+        std::unordered_set<uint64_t> listed;  // a set: a report's records may be many (time linear in them)
+        for (const report::GarbageTensor& g : e.storages) listed.insert(g.addr);
         for (const auto& [addr, chain] : e.chains) {
-            bool listed = std::any_of(e.storages.begin(), e.storages.end(),
-                                      [&](const report::GarbageTensor& g) { return g.addr == addr; });
-            if (!listed && !chain.empty()) v.orphan_chains.push_back(addr);
+            if (listed.count(addr) == 0 && !chain.empty()) v.orphan_chains.push_back(addr);
         }
         out.push_back(std::move(v));
     }
@@ -192,17 +193,24 @@ void print_explanation(const report::Report& r, const View& v, const SiteSymboli
         }
     }
 
-    if (!e.chains.empty()) print("  chains       holder first, one reference a line\n");
-    for (const report::GarbageTensor& g : e.storages) {
+    // The chains of the storages shown, then those to addresses no y lists (at most as many).
+    std::vector<std::pair<std::string, const std::vector<report::ChainLink>*>> chains;
+    for (size_t i = 0; i < e.storages.size() && i < kStoragesShown; ++i) {
+        const report::GarbageTensor& g = e.storages[i];
         auto chain = e.chains.find(g.addr);
         if (chain == e.chains.end() || chain->second.empty()) continue;
-        print("    to the %s storage at %s on device %d:\n", human_bytes(g.size).c_str(), hex(g.addr).c_str(),
-              g.device);
-        print_chain(chain->second);
+        chains.emplace_back("to the " + human_bytes(g.size) + " storage at " + hex(g.addr) + " on device " +
+                                std::to_string(g.device),
+                            &chain->second);
     }
-    for (uint64_t addr : v.orphan_chains) {
-        print("    to %s (no storage listed at that address):\n", hex(addr).c_str());
-        print_chain(e.chains.at(addr));
+    for (size_t i = 0; i < v.orphan_chains.size() && i < kStoragesShown; ++i) {
+        chains.emplace_back("to " + hex(v.orphan_chains[i]) + " (no storage listed at that address)",
+                            &e.chains.at(v.orphan_chains[i]));
+    }
+    if (!chains.empty()) print("  chains       holder first, one reference a line\n");
+    for (const auto& [head, chain] : chains) {
+        print("    %s:\n", head.c_str());
+        print_chain(*chain);
     }
 
     const char* label = "  objects      ";
