@@ -1,5 +1,7 @@
 #include "report/collections.h"
 
+#include <cmath>
+
 #include "report/saturate.h"
 
 namespace memguard::report {
@@ -69,7 +71,9 @@ std::optional<double> bytes_per_ms(const TriggerTotals& x) {
 std::optional<double> budget_used(const Report& r, const TriggerTotals& memguards) {
     // A corrupt report can hold a negative end time or duration: no share then.
     if (!r.gc_budget || r.end_t <= 0 || memguards.duration_ns < 0) return std::nullopt;
-    return static_cast<double>(memguards.duration_ns) / (*r.gc_budget * static_cast<double>(r.end_t));
+    const double used = static_cast<double>(memguards.duration_ns) / (*r.gc_budget * static_cast<double>(r.end_t));
+    if (!std::isfinite(used)) return std::nullopt;  // a budget like 1e-320: the share overflows
+    return used;
 }
 
 std::optional<double> budget_used(const Report& r, GcTrigger t, const TriggerTotals& x) {

@@ -42,7 +42,8 @@ std::optional<double> bytes_per_ms(const TriggerTotals& x);
 
 /// The share of memguard's time budget a trigger's collections used: their time / (gc_budget x the
 /// run's wall time, Report::end_t). Empty for automatic and explicit collections (the budget is
-/// memguard's), when the report has no `I gc_budget`, or when it has no wall time.
+/// memguard's), when the report has no `I gc_budget`, or when it has no wall time (or an absurd
+/// budget makes the share infinite).
 std::optional<double> budget_used(const Report& r, GcTrigger t, const TriggerTotals& x);
 /// The same for the totals of memguard's collections together (what the budget rule compares).
 std::optional<double> budget_used(const Report& r, const TriggerTotals& memguards);

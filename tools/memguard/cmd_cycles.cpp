@@ -1,4 +1,4 @@
-// memguard cycles FILE [--all] [--json]: the collections, their totals per trigger and what memguard's
+// memguard cycles FILE [--all] [--frames K] [--json]: the collections, their totals per trigger and what memguard's
 // own collections cost against their time budget (docs/cycles.md). In allocator mode (T records) it
 // also shows the tensor blocks each collection freed, by site. --explain: cmd_explain.cpp.
 #include <algorithm>
@@ -55,7 +55,7 @@ std::string per_ms_text(const std::optional<double>& v) {
     return report::human_bytes_signed(std::llround(*v));
 }
 
-/// A ratio as a JSON number ("%.6g": finite, since budget_used and bytes_per_ms never divide by 0).
+/// A ratio as a JSON number ("%.6g"); null when there is none.
 void json_ratio(report::JsonWriter& j, const std::optional<double>& v) {
     if (!v || !std::isfinite(*v)) {
         j.null();
