@@ -87,6 +87,9 @@ const std::vector<std::vector<std::string>> kCommands = {
      "--fail-if", "compiles>+0"},
     {"diff", "IN", "IN", "--fail-if", "tensor_peak>+1%", "--fail-if", "tensor_live_at_exit>0", "--fail-if",
      "peak<=-1GiB"},
+    // Appended, so that the corpus's selector bytes keep their commands.
+    {"cycles", "--explain", "IN"},
+    {"cycles", "--explain", "--json", "IN", "--frames", "1"},
 };
 
 std::string g_dir;                                   // this process's directory for the input and the output files

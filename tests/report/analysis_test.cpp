@@ -249,8 +249,7 @@ TEST(Summary, ALevelPastTheLimitThatGoesDownAgreesWithTheSites) {
     EXPECT_EQ(group_by_site(r, live_at(r, {TimePoint::Exit, 0}), KindFilter::Gpu).total_bytes, UINT64_MAX);
     // Two blocks freed: 2^63 live, exactly.
     Report r2 = parse(alloc(1, 1, "1000", half, "device", 0, 1) + alloc(2, 1, "2000", half, "device", 0, 1) +
-                      alloc(3, 1, "3000", half, "device", 0, 1) + free_(4, 1, "1000") + free_(5, 1, "2000") +
-                      "Z 6\n");
+                      alloc(3, 1, "3000", half, "device", 0, 1) + free_(4, 1, "1000") + free_(5, 1, "2000") + "Z 6\n");
     EXPECT_EQ(summarize(r2).live_bytes_at_exit, half);
     EXPECT_EQ(summarize(r2).peak_bytes, UINT64_MAX);
 }
@@ -506,9 +505,57 @@ TEST(Collections, TotalsPerTriggerAndWhatIsListed) {
     EXPECT_EQ(listed_all, std::vector<bool>(6, true));
 
     Summary s = summarize(r);
-    EXPECT_EQ(s.collections, (std::array<uint64_t, kTriggerCount>{3, 1, 2}));
-    EXPECT_EQ(s.cuda_bytes_freed, (std::array<int64_t, kTriggerCount>{4096, -512, 2048}));
+    EXPECT_EQ(s.collections, (std::array<uint64_t, kTriggerCount>{3, 1, 2, 0, 0}));
+    EXPECT_EQ(s.cuda_bytes_freed, (std::array<int64_t, kTriggerCount>{4096, -512, 2048, 0, 0}));
     EXPECT_EQ(s.compiles, 1u);
+}
+
+// Minor 9: the skipped chances and explanations per trigger, memguard's three triggers together,
+// bytes per millisecond and the share of the budget (time / (gc_budget x end_t), for memguard's
+// triggers only, and only when the report names the budget).
+TEST(Collections, BudgetUsedAndSkippedChancesPerTrigger) {
+    const std::string body = "Y 1 1 automatic 0 100000 5 0 1048576 - - - -\n"
+                             "j 2 1 1 10 1 2097152 50000 1\n"
+                             "Y 3 1 memguard 2 2000000 11 0 2097152 0/0 70 0 1\n"
+                             "Y 4 1 step 1 1000000 0 0 0 - - 5 -\nY 5 1 step 1 1000000 0 0 - - - 2 -\n"
+                             "Y 6 1 recompute 2 4000000 9 0 -1024 - - 0 -\nZ 1000000000\n";
+    Report r = parse("I format_minor 9\nI gc_budget 0.02\n" + body);
+    ASSERT_EQ(r.gc_budget, std::optional<double>(0.02));
+    auto t = collection_totals(r);
+    const TriggerTotals& step = t[trigger_index(GcTrigger::Step)];
+    EXPECT_EQ(step.count, 2u);
+    EXPECT_EQ(step.skipped, 7u);
+    EXPECT_EQ(step.with_skipped, 2u);
+    EXPECT_EQ(step.with_cuda, 1u);
+    EXPECT_EQ(t[trigger_index(GcTrigger::Memguard)].explained, 1u);
+    EXPECT_EQ(t[trigger_index(GcTrigger::Automatic)].with_skipped, 0u);
+
+    const TriggerTotals ours = memguards_totals(t);
+    EXPECT_EQ(ours.count, 4u);  // not the automatic one
+    EXPECT_EQ(ours.duration_ns, 8000000);
+    EXPECT_EQ(ours.cuda_bytes_freed, 2097152 - 1024);
+    EXPECT_EQ(ours.skipped, 7u);
+    EXPECT_EQ(ours.explained, 1u);
+
+    // 2 MiB in 2 ms; 1 MiB in 0.1 ms; nothing known of CUDA: none.
+    auto near = [](const std::optional<double>& v, double want) {
+        return v && *v > want * (1 - 1e-12) && *v < want * (1 + 1e-12);
+    };
+    EXPECT_TRUE(near(bytes_per_ms(t[trigger_index(GcTrigger::Memguard)]), 1048576.0));
+    EXPECT_TRUE(near(bytes_per_ms(t[trigger_index(GcTrigger::Automatic)]), 10485760.0));
+    EXPECT_FALSE(bytes_per_ms(t[trigger_index(GcTrigger::Explicit)]).has_value());
+
+    // The budget: 0.02 x 1 s = 20 ms. compile used 2 ms, all of memguard's 8 ms.
+    EXPECT_TRUE(near(budget_used(r, GcTrigger::Memguard, t[trigger_index(GcTrigger::Memguard)]), 0.1));
+    EXPECT_TRUE(near(budget_used(r, GcTrigger::Recompute, t[trigger_index(GcTrigger::Recompute)]), 0.2));
+    EXPECT_TRUE(near(budget_used(r, ours), 0.4));
+    EXPECT_FALSE(budget_used(r, GcTrigger::Automatic, t[trigger_index(GcTrigger::Automatic)]).has_value());
+    EXPECT_STREQ(trigger_label(GcTrigger::Memguard), "compile");
+    EXPECT_STREQ(trigger_label(GcTrigger::Step), "step");
+
+    // Without I gc_budget there is no share of it.
+    Report old = parse("I format_minor 9\n" + body);
+    EXPECT_FALSE(budget_used(old, memguards_totals(collection_totals(old))).has_value());
 }
 
 // A report can hold any int64 in a collection's fields: the totals are exact where they fit and

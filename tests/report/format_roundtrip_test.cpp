@@ -220,9 +220,19 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     const rec::Compile x1{kMinT, kU64, ""};
     const rec::Compile x2{kMaxT, 0, kOdd};
     const rec::Collection y1{kMaxT,     kU64,       format::GcTrigger::Memguard,      INT32_MIN, kMaxT, -INT64_MAX,
-                             INT64_MAX, -INT64_MAX, std::string_view("0/1,1/0,%x y"), kMinT};
-    const rec::Collection
-        y2{kMinT, 0, format::GcTrigger::Automatic, INT32_MAX, kMinT, 0, 0, std::nullopt, std::nullopt, std::nullopt};
+                             INT64_MAX, -INT64_MAX, std::string_view("0/1,1/0,%x y"), kMinT,     kU64,  std::nullopt};
+    const rec::Collection y2{kMinT,
+                             0,
+                             format::GcTrigger::Automatic,
+                             INT32_MAX,
+                             kMinT,
+                             0,
+                             0,
+                             std::nullopt,
+                             std::nullopt,
+                             std::nullopt,
+                             std::nullopt,
+                             std::nullopt};
     const rec::PhaseBegin b1{kMinT, kU64, kU32, format::PhaseSource::NvtxRange, kOdd};
     const rec::PhaseBegin b2{kMaxT, 0, 1, format::PhaseSource::Api, ""};
     const rec::PhaseEnd be{kMaxT, kU64, 1};
@@ -246,7 +256,27 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     const rec::TensorOom o{kMaxT, kU64, 1023, kU64, kU64, kU64, kU64, kU64, kU32, kU32, format::Rescue::Gc};
     const rec::TensorOomSite os1{kMaxT, kU32, kU32, kU64, kU64};
     const rec::TensorOomSite os2{kMaxT, 0, 0, 0, 0};
-    w.add(t1), w.add(t2), w.add(tf), w.add(o), w.add(os1), w.add(os2);
+    w.add(t1), w.add(t2);
+
+    // Cycles (minor 9): an explanation, named by the Y after it while t1 is live (its storage's site
+    // is t1's); gt2's address is no live block's. A second explanation no Y names.
+    const rec::Info budget{"gc_budget", "0.25"};
+    const rec::Explanation ej{kMaxT, kU64, kU32, kU64, kU64, kU64, kMaxT, true};
+    const rec::GarbageGroup ug1{kU32, format::GarbageKind::Frame, kU64, kOdd};
+    const rec::GarbageGroup ug2{kU32, format::GarbageKind::Type, 0, ""};
+    const rec::GarbageTensor gt1{kU32, -1, kU64, kU64, format::HeldHow::Saved, format::Category::Activation, kOdd};
+    const rec::GarbageTensor gt2{kU32,        1023, 5, 0, format::HeldHow::Tensor, format::Category::OtherTensor,
+                                 std::nullopt};
+    const rec::ChainStep cs0{kU32, kU64, 0, kOdd, std::string_view(kOdd)};
+    const rec::ChainStep cs1{kU32, kU64, 1, "", std::nullopt};
+    const rec::Collection
+        y3{kMaxT,       kU64, format::GcTrigger::Recompute, 0, 0, 0, 0, std::nullopt, std::nullopt, std::nullopt,
+           uint64_t{0}, kU32};
+    const rec::Explanation ej2{kMinT, 0, 1, 0, 0, 0, 0, false};
+    w.add(budget), w.add(ej), w.add(ug1), w.add(ug2), w.add(gt1), w.add(gt2), w.add(cs0), w.add(cs1), w.add(y3);
+    w.add(ej2);
+
+    w.add(tf), w.add(o), w.add(os1), w.add(os2);
 
     const rec::Step st{kMaxT, kU64, kU32, format::StepSource::Api, kOdd};
     const rec::MomentBegin hb{kMaxT, kU64, kU32, format::MomentReason::Oom, kU32};
@@ -272,6 +302,7 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     c.eq("key", std::string(kOdd), rep.info.count(kOdd) ? kOdd : std::string("<missing>"));
     c.eq("value", std::string(), rep.info.at(kOdd));
     EXPECT_EQ(rep.info.at("format_minor"), std::to_string(format::kFormatMinor));
+    EXPECT_EQ(rep.gc_budget, std::optional<double>(0.25));
 
     c.in<rec::Module>();
     ASSERT_EQ(rep.modules.size(), 2u);
@@ -455,9 +486,9 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
         c.eq("compile_id", std::string(wx.compile_id), rep.compiles[i].id);
     }
     c.in<rec::Collection>();
-    ASSERT_EQ(rep.collections.size(), 2u);
-    for (size_t i = 0; i < 2; ++i) {
-        const rec::Collection& wy = i == 0 ? y1 : y2;
+    ASSERT_EQ(rep.collections.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+        const rec::Collection& wy = i == 0 ? y1 : i == 1 ? y2 : y3;
         const Collection& ry = rep.collections[i];
         c.eq("t", wy.t, ry.t);
         c.eq("tid", wy.tid, ry.tid);
@@ -470,6 +501,69 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
         c.eq("compile_ids", wy.compile_ids ? std::string(*wy.compile_ids) : "<absent>",
              wy.compile_ids ? join(ry.compile_ids) : (ry.compile_ids.empty() ? "<absent>" : join(ry.compile_ids)));
         c.eq("mark_age_ns", wy.mark_age_ns, ry.mark_age_ns);
+        c.eq("skipped", wy.skipped, ry.skipped);
+        c.eq("explain", wy.explain,
+             ry.explanation ? std::optional<uint32_t>(rep.explanations.at(*ry.explanation).id) : std::nullopt);
+    }
+
+    c.in<rec::Explanation>();
+    ASSERT_EQ(rep.explanations.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        const rec::Explanation& wj = i == 0 ? ej : ej2;
+        const Explanation& rj = rep.explanations[i];
+        c.eq("t", wj.t, rj.t);
+        c.eq("tid", wj.tid, rj.tid);
+        c.eq("explain", wj.explain, rj.id);
+        c.eq("objects", wj.objects, rj.objects);
+        c.eq("tensors", wj.tensors, rj.tensors);
+        c.eq("cuda_bytes", wj.cuda_bytes, rj.cuda_bytes);
+        c.eq("analysis_ns", wj.analysis_ns, rj.analysis_ns);
+        c.eq("complete", wj.complete, rj.complete);
+    }
+    EXPECT_EQ(rep.explanations[0].collection, std::optional<size_t>(2));  // y3 named it
+    EXPECT_FALSE(rep.explanations[1].collection.has_value());
+    const Explanation& rj = rep.explanations[0];
+    c.in<rec::GarbageGroup>();
+    ASSERT_EQ(rj.groups.size(), 2u);
+    EXPECT_TRUE(rep.explanations[1].groups.empty());
+    for (size_t i = 0; i < 2; ++i) {
+        const rec::GarbageGroup& wu = i == 0 ? ug1 : ug2;
+        c.eq("explain", wu.explain, rj.id);  // a u belongs to the explanation it names
+        c.eq("kind", wu.kind, rj.groups[i].kind);
+        c.eq("count", wu.count, rj.groups[i].count);
+        c.eq("name", std::string(wu.name), rj.groups[i].name);
+    }
+    c.in<rec::GarbageTensor>();
+    ASSERT_EQ(rj.storages.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        const rec::GarbageTensor& wg = i == 0 ? gt1 : gt2;
+        const GarbageTensor& rg = rj.storages[i];
+        c.eq("explain", wg.explain, rj.id);
+        c.eq("device", wg.device, rg.device);
+        c.eq("addr", wg.addr, rg.addr);
+        c.eq("size", wg.size, rg.size);
+        c.eq("how", wg.how, rg.how);
+        c.eq("category", std::string(format::name_of(wg.category)), std::string(format::name_of(rg.category)));
+        c.eq("holder", std::string(wg.holder.value_or("")), rg.holder);
+    }
+    // gt1's site: t1, live at its address; gt2's: none (no live block holds address 5).
+    EXPECT_EQ(rj.storages[0].stack_id, t1.stack_id);
+    EXPECT_EQ(rj.storages[0].python_stack_id, t1.python_stack_id);
+    EXPECT_FALSE(rj.storages[0].site_is_segment);
+    EXPECT_EQ(rj.storages[1].stack_id, 0u);
+    EXPECT_FALSE(rj.storages[1].site_is_segment);
+    c.in<rec::ChainStep>();
+    ASSERT_EQ(rj.chains.size(), 1u);
+    ASSERT_EQ(rj.chains.count(cs0.addr), 1u);
+    const std::vector<ChainLink>& chain = rj.chains.at(cs0.addr);
+    ASSERT_EQ(chain.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        const rec::ChainStep& wr = i == 0 ? cs0 : cs1;
+        c.eq("explain", wr.explain, rj.id);
+        c.eq("addr", wr.addr, cs0.addr);  // the chain's key
+        c.eq("step", wr.step, static_cast<uint32_t>(i));
+        c.eq("object", std::string(wr.object), chain[i].object);
+        c.eq("edge", std::string(wr.edge.value_or("")), chain[i].edge);
     }
 
     c.in<rec::PhaseBegin>();

@@ -54,6 +54,17 @@ bool exercise(const std::string& content, std::mt19937& rng) {
         case Event::TensorFree: EXPECT_LT(e.block, r.tensors.size()); break;
         }
     }
+    // Minor 9: an explanation and the Y that names it point at each other.
+    for (size_t i = 0; i < r.explanations.size(); ++i) {
+        const auto& c = r.explanations[i].collection;
+        EXPECT_TRUE(!c || *c < r.collections.size());
+        if (c && *c < r.collections.size()) {
+            EXPECT_EQ(r.collections[*c].explanation, std::optional<size_t>(i));
+        }
+    }
+    for (const Collection& c : r.collections) {
+        EXPECT_TRUE(!c.explanation || *c.explanation < r.explanations.size());
+    }
     EXPECT_LE(s.virt.physical_bytes, s.virt.peak_physical_bytes);
     EXPECT_LE(s.virt.mapped_bytes, s.virt.peak_mapped_bytes);
     LiveSet peak = live_at(r, {TimePoint::Peak, 0});
@@ -157,7 +168,7 @@ TEST(Fuzz, RandomRecordSoup) {
     std::mt19937 rng(seed());
     const char* types[] = {"I", "M", "S", "A", "F", "R", "E", "H", "Z", "X", "",
                            "C", "c", "G", "L", "D", "K", "W", "p", "P", "Y", "I format_minor",
-                           "V", "v", "N", "n", "Q", "q"};
+                           "V", "v", "N", "n", "Q", "q", "j", "u", "y", "r", "I format_minor 9\nY"};
     const char* words[] = {"0",
                            "1",
                            "-1",
@@ -190,7 +201,12 @@ TEST(Fuzz, RandomRecordSoup) {
                            "0/0,0/1",
                            "3",
                            "7f0000001000",
-                           "a001"};
+                           "a001",
+                           "recompute",
+                           "step",
+                           "frame",
+                           "saved",
+                           "activation"};
     size_t parsed = 0;
     for (int iter = 0; iter < 3000; ++iter) {
         std::string s = kHeader;

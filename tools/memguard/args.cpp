@@ -168,11 +168,16 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
         } catch (const report::GateError& e) {
             throw UsageError(e.what(), command);
         }
-    } else if ((command == "hazards" || command == "steps" || command == "oom") && opt == "--frames") {
+    } else if ((command == "hazards" || command == "steps" || command == "oom" || command == "cycles") &&
+               opt == "--frames") {
         args.frames = count_value(opt, cur.value(opt), 0, command);
-    } else if (command == "cycles" && opt == "--all") {
+    } else if (command == "cycles" && (opt == "--all" || opt == "--explain")) {
         cur.no_value(opt);
-        args.all = true;
+        (opt == "--all" ? args.all : args.explain) = true;
+        if (args.all && args.explain) {
+            throw UsageError("give one of --all and --explain, not both (--explain lists the explained collections)",
+                             command);
+        }
     } else if ((command == "diff" || command == "merge" || command == "export" || command == "plot") &&
                opt == "--frames") {
         args.frames = count_value(opt, cur.value(opt), 0, command);

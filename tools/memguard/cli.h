@@ -70,7 +70,8 @@ struct Args {
     // top --since: only what was allocated at or after this time (ns since the clock origin)
     std::optional<int64_t> since;
     // cycles
-    bool all = false;  // list every automatic collection
+    bool all = false;      // list every automatic collection
+    bool explain = false;  // cycles --explain: what the explained collections' garbage held
     // diff, merge: every report named (diff: A then B; merge: the ranks' reports in order)
     std::vector<std::string> files;
     bool marks = false;         // phases --marks: list the marks instead
@@ -117,6 +118,7 @@ int run_top(const Args& args);
 int run_graphs(const Args& args);
 int run_hazards(const Args& args);
 int run_cycles(const Args& args);
+int run_cycles_explain(const Args& args);  // cycles --explain (cmd_explain.cpp)
 int run_phases(const Args& args);
 int run_steps(const Args& args);
 int run_oom(const Args& args);

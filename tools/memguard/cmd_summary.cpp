@@ -105,7 +105,8 @@ void print_virtual(const report::Summary& s) {
 }
 
 constexpr report::GcTrigger kTriggers[] = {report::GcTrigger::Automatic, report::GcTrigger::Explicit,
-                                           report::GcTrigger::Memguard};
+                                           report::GcTrigger::Memguard, report::GcTrigger::Recompute,
+                                           report::GcTrigger::Step};
 
 /// The lines of format 1.1 (captures, hazards) and 1.2 (collections, compiles).
 void print_runtime(const report::Report& r, const report::Summary& s) {
@@ -131,6 +132,8 @@ void print_runtime(const report::Report& r, const report::Summary& s) {
         std::string parts;
         for (report::GcTrigger t : kTriggers) {
             size_t i = static_cast<size_t>(t);
+            // Minor 9's triggers only when they ran: the line of older reports stays as it was.
+            if (s.collections[i] == 0 && (t == report::GcTrigger::Recompute || t == report::GcTrigger::Step)) continue;
             total += s.collections[i];
             parts += std::string(parts.empty() ? "" : ", ") + std::to_string(s.collections[i]) + " " +
                      report::trigger_name(t) + " (" + report::human_bytes_signed(s.cuda_bytes_freed[i]) +

@@ -10,7 +10,7 @@ std::string synopsis(const std::string& command) {
     }
     if (command == "graphs") return "memguard graphs FILE [--json]";
     if (command == "hazards") return "memguard hazards FILE [--frames K] [--json]";
-    if (command == "cycles") return "memguard cycles FILE [--all] [--json]";
+    if (command == "cycles") return "memguard cycles FILE [--all | --explain] [--frames K] [--json]";
     if (command == "phases") return "memguard phases FILE [--marks] [--segments] [--json]";
     if (command == "steps") return "memguard steps FILE [--segments] [--frames K] [--json]";
     if (command == "oom") return "memguard oom FILE [--frames K] [--json]";
@@ -46,7 +46,7 @@ usage:
                [--frames K] [--pool] [--segments] [--by site|category] [--json]
   memguard graphs FILE [--json]
   memguard hazards FILE [--frames K] [--json]
-  memguard cycles FILE [--all] [--json]
+  memguard cycles FILE [--all | --explain] [--frames K] [--json]
   memguard phases FILE [--marks] [--segments] [--json]
   memguard steps FILE [--segments] [--frames K] [--json]
   memguard oom FILE [--frames K] [--json]
@@ -70,7 +70,8 @@ commands:
             largest first; --pool splits it by capture pool
   graphs    one row per stream capture: its graph, execs, launches and the memory it owns
   hazards   unsafe calls during capture, frees while a graph is alive, warm-up retention
-  cycles    Python garbage collections (memguard's, explicit, automatic) and compiles
+  cycles    Python garbage collections (memguard's, explicit, automatic) and compiles; --explain:
+            what the garbage of memguard's collections held (CUDA storages, chains, frames)
   phases    per phase (memguard_phase_begin/end, memguard.phase, NVTX ranges): live bytes at
             entry, peak, incremental peak (peak - entry) and at exit; --marks: the marks
   steps     per training step (optimizer steps, memguard.step()): duration, peak, incremental
@@ -214,18 +215,36 @@ options:
   -h, --help       show this help
 )";
 
-const char* const kCycles = R"(usage: memguard cycles FILE [--all] [--json]
+const char* const kCycles = R"(usage: memguard cycles FILE [--all | --explain] [--frames K] [--json]
 
-Lists the Python garbage collections (format 1.2): memguard's compile-garbage collections (with the
-compiles that marked the thread and the time from the first mark to the collection) and explicit
-gc.collect() calls, plus the automatic collections that freed CUDA memory; then totals per trigger
-(count, duration, objects collected, CUDA bytes freed) and the number of torch.compile compiles.
-Times are seconds since the clock origin at the end of each collection.
-In allocator mode (format 1.5) it then lists, per collection, the tensor blocks freed while it ran
-(t records with gc 1 on its thread before its Y), by allocation site, largest first.
+Lists the Python garbage collections (format 1.2): memguard's own (after a compile, labelled
+"compile", with the compiles that marked the thread and the time from the first mark; after a
+checkpointed region's recomputed backward, "recompute"; at step ends, "step") and explicit
+gc.collect() calls, plus the automatic collections that freed CUDA memory. From format 1.9 each of
+memguard's collections also says how many chances of its trigger the time budget skipped before it
+and names its explanation (#N). Then totals per trigger: count, duration, objects collected, CUDA
+bytes freed, bytes freed per millisecond, the share of the time budget used (the trigger's time /
+(MEMGUARD_GC_BUDGET x the run's wall time); "-" when the report names no budget) and the chances
+skipped; then the number of torch.compile compiles. Times are seconds since the clock origin at the
+end of each collection. In allocator mode (format 1.5) it then lists, per collection, the tensor
+blocks freed while it ran (t records with gc 1 on its thread before its Y), by allocation site,
+largest first.
+
+--explain shows what the garbage of each explained collection held (format 1.9,
+MEMGUARD_EXPLAIN_CYCLES): the CUDA storages, largest first, with how the garbage held them (a
+tensor object, or saved for backward by an autograd context), their category and allocation site
+(the user's line; marked segment when it is the site of the segment that holds the storage, in
+interposition mode); one chain of references from the holder (a frame, closure, autograd context,
+exception or dynamo object of the garbage) to each of the largest, one step a line; and the
+garbage's objects by group (frames by function and line, autograd contexts and nodes, dynamo
+objects, closures, exceptions, tracebacks, tensors, the most frequent types). docs/cycles.md says
+how to read it.
 
 options:
   --all            list every automatic collection too
+  --explain        show what the explained collections' garbage held
+  --frames K       show up to K Python and K native frames per site: allocator mode's sites and
+                   the JSON sites of --explain (default 6)
   --json           print one JSON object instead of text (it always lists every collection)
   --sysroot DIR    look up the module files the report names under DIR instead of /
   --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
