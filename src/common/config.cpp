@@ -66,9 +66,9 @@ void parse_budget(const char* v, CyclesConfig& c, std::vector<std::string>& prob
     if (errno != 0 || end == v || *end != '\0' || !(f > 0 && f <= 1)) {
         char kept[32];
         std::snprintf(kept, sizeof kept, "%g", c.gc_budget);
-        problems.push_back("MEMGUARD_GC_BUDGET=" + quoted(v) +
-                           " is not valid: expected a fraction of wall time above 0 and at most 1 (0.01 is 1%); keeping " +
-                           kept);
+        problems.push_back(
+            "MEMGUARD_GC_BUDGET=" + quoted(v) +
+            " is not valid: expected a fraction of wall time above 0 and at most 1 (0.01 is 1%); keeping " + kept);
         return;
     }
     c.gc_budget = f;
@@ -87,7 +87,9 @@ void parse_explain(const char* v, CyclesConfig& c, std::vector<std::string>& pro
             problems.push_back("MEMGUARD_EXPLAIN_CYCLES=" + quoted(v) +
                                " is not valid: expected 1 (memguard's collections), all (and the program's "
                                "gc.collect() calls) or 0; keeping " +
-                               (c.explain == ExplainCycles::Off ? "0" : c.explain == ExplainCycles::All ? "all" : "1"));
+                               (c.explain == ExplainCycles::Off   ? "0"
+                                : c.explain == ExplainCycles::All ? "all"
+                                                                  : "1"));
             return;
         }
         c.explain = on ? ExplainCycles::Memguard : ExplainCycles::Off;
@@ -101,10 +103,14 @@ void parse_min_bytes(const char* v, CyclesConfig& c, std::vector<std::string>& p
     unsigned long long n = std::strtoull(v, &end, 10);
     uint64_t scale = 1;
     std::string unit = end ? end : "";
-    if (unit == "K" || unit == "KiB" || unit == "k") scale = 1ull << 10;
-    else if (unit == "M" || unit == "MiB") scale = 1ull << 20;
-    else if (unit == "G" || unit == "GiB") scale = 1ull << 30;
-    else if (!unit.empty() && unit != "B") scale = 0;
+    if (unit == "K" || unit == "KiB" || unit == "k")
+        scale = 1ull << 10;
+    else if (unit == "M" || unit == "MiB")
+        scale = 1ull << 20;
+    else if (unit == "G" || unit == "GiB")
+        scale = 1ull << 30;
+    else if (!unit.empty() && unit != "B")
+        scale = 0;
     if (errno != 0 || end == v || *v == '-' || scale == 0 || n > (1ull << 50) / scale) {
         problems.push_back("MEMGUARD_EXPLAIN_MIN_BYTES=" + quoted(v) +
                            " is not valid: expected bytes, optionally with K, M or G (1M = 1 MiB); keeping " +
@@ -133,10 +139,11 @@ void parse_recompute_functions(const char* v, CyclesConfig& c, std::vector<std::
         }
     }
     if (!ok || (start && !s.empty())) {
-        problems.push_back("MEMGUARD_RECOMPUTE_FUNCTIONS=" + quoted(v) +
-                           " is not valid: expected class names or dotted qualified names, comma-separated "
-                           "(CheckpointFunction,megatron.core.tensor_parallel.random.CheckpointFunction); keeping " +
-                           (c.recompute_functions[0] == '\0' ? std::string("none") : std::string(c.recompute_functions)));
+        problems.push_back(
+            "MEMGUARD_RECOMPUTE_FUNCTIONS=" + quoted(v) +
+            " is not valid: expected class names or dotted qualified names, comma-separated "
+            "(CheckpointFunction,megatron.core.tensor_parallel.random.CheckpointFunction); keeping " +
+            (c.recompute_functions[0] == '\0' ? std::string("none") : std::string(c.recompute_functions)));
         return;
     }
     std::memcpy(c.recompute_functions, s.data(), s.size());  // s.size() <= kMaxRecomputeFunctions: checked

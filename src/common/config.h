@@ -23,13 +23,13 @@ enum class ExplainCycles { Off, Memguard, All };
 struct CyclesConfig {
     static constexpr size_t kMaxRecomputeFunctions = 1024;  // characters
 
-    bool collect_recompute_garbage = true;           // MEMGUARD_COLLECT_RECOMPUTE_GARBAGE
+    bool collect_recompute_garbage = true;                      // MEMGUARD_COLLECT_RECOMPUTE_GARBAGE
     char recompute_functions[kMaxRecomputeFunctions + 1] = {};  // MEMGUARD_RECOMPUTE_FUNCTIONS: "Name,pkg.mod.Qual"
-    int gc_every_steps = 0;                          // MEMGUARD_GC_EVERY_STEPS: 0 off, N: every N-th step
-    int gc_generation = 2;                           // MEMGUARD_GC_GENERATION: 0, 1 or 2
-    double gc_budget = 0.01;                         // MEMGUARD_GC_BUDGET: fraction of wall time, (0, 1]
-    ExplainCycles explain = ExplainCycles::Memguard;  // MEMGUARD_EXPLAIN_CYCLES
-    uint64_t explain_min_bytes = 1 << 20;            // MEMGUARD_EXPLAIN_MIN_BYTES: records below it are not written
+    int gc_every_steps = 0;                                     // MEMGUARD_GC_EVERY_STEPS: 0 off, N: every N-th step
+    int gc_generation = 2;                                      // MEMGUARD_GC_GENERATION: 0, 1 or 2
+    double gc_budget = 0.01;                                    // MEMGUARD_GC_BUDGET: fraction of wall time, (0, 1]
+    ExplainCycles explain = ExplainCycles::Memguard;            // MEMGUARD_EXPLAIN_CYCLES
+    uint64_t explain_min_bytes = 1 << 20;  // MEMGUARD_EXPLAIN_MIN_BYTES: records below it are not written
 
     static constexpr int kMaxEverySteps = 1000000;
 };

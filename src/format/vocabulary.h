@@ -116,8 +116,8 @@ enum class GarbageKind : uint8_t {
     Tensor,
     Type,
 };
-inline constexpr Names<GarbageKind, 9> kGarbageKindNames{{"frame", "autograd_function", "autograd_node", "dynamo",
-                                                          "closure", "exception", "traceback", "tensor", "type"}};
+inline constexpr Names<GarbageKind, 9> kGarbageKindNames{
+    {"frame", "autograd_function", "autograd_node", "dynamo", "closure", "exception", "traceback", "tensor", "type"}};
 constexpr std::string_view name_of(GarbageKind k) noexcept { return kGarbageKindNames[k]; }
 
 /// How the garbage held a CUDA storage (y, minor 9): a tensor object of the garbage, or a tensor

@@ -25,9 +25,7 @@ using format::GcTrigger;
 /// stream capture anywhere in the process (a collection's frees would reach the graph's pool), a
 /// dynamo compile on this thread or a torch.compile region (collecting inside them is unsafe or
 /// useless), another collection of memguard's on this thread (the explanation's own code).
-bool unsafe_moment() {
-    return recorder().captures().active() > 0 || explaining_on_this_thread() || dynamo_busy();
-}
+bool unsafe_moment() { return recorder().captures().active() > 0 || explaining_on_this_thread() || dynamo_busy(); }
 
 /// _collect(trigger, generation) -> 0 collected, 1 skipped by the budget, 2 not a safe moment, 3 off.
 /// trigger: "recompute" or "step".

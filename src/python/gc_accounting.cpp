@@ -48,7 +48,7 @@ thread_local GcWindow t_own;
 thread_local bool t_own_open = false;
 thread_local uint32_t t_explain = 0;  // the explanation written inside the owned window (0: none)
 
-GcBudget g_budget;  // memguard's triggers' time budget; GIL held
+GcBudget g_budget;                                              // memguard's triggers' time budget; GIL held
 std::array<uint64_t, GcBudget::kTriggers> g_skipped_at_last{};  // per kind: skips counted at its last collection
 
 GcBudget::Kind budget_kind(Trigger t) {
@@ -226,7 +226,7 @@ bool requested_generation(PyObject* args, PyObject* kwargs, int& generation) {
     PyObject* g = n == 1 ? a->PyTuple_GetItem(args, 0) : nullptr;
     if (kwargs) {
         PyObject* k = a->PyDict_GetItemString(kwargs, "generation");  // borrowed
-        if (!k || g) return false;  // other keywords, or the generation twice
+        if (!k || g) return false;                                    // other keywords, or the generation twice
         g = k;
     }
     if (!g) return true;

@@ -144,6 +144,17 @@ private:
     std::unordered_map<uint32_t, size_t> explanations_;           // explanation id -> index, until its Y
 };
 
+/// The item `id` names through `ids` (id -> index into `items`), or null when no item has that id or
+/// `closed(item)`: a group of records (a moment's g and d, an explanation's u, y and r) may only add
+/// to a group that is open.
+template <class T, class Closed>
+T* find_open(const std::unordered_map<uint32_t, size_t>& ids, std::vector<T>& items, uint32_t id, Closed closed) {
+    auto it = ids.find(id);
+    if (it == ids.end()) return nullptr;
+    T& item = items[it->second];
+    return closed(item) ? nullptr : &item;
+}
+
 /// An address in a message: lowercase hex.
 std::string hex(uint64_t v);
 

@@ -9,7 +9,8 @@ namespace memguard::report {
 
 void Parser::apply(const rec::Explanation& r) {
     if (explanations_.count(r.explain) != 0) {
-        warn("dup-explain", "explanation " + std::to_string(r.explain) + " begun twice; the second j record is ignored");
+        warn("dup-explain",
+             "explanation " + std::to_string(r.explain) + " begun twice; the second j record is ignored");
         return;
     }
     Explanation e;
@@ -28,17 +29,15 @@ void Parser::apply(const rec::Explanation& r) {
 namespace {
 /// The open explanation `id` (its Y not read yet), or null.
 Explanation* open_explanation(std::unordered_map<uint32_t, size_t>& ids, std::vector<Explanation>& all, uint32_t id) {
-    auto it = ids.find(id);
-    if (it == ids.end()) return nullptr;
-    Explanation& e = all[it->second];
-    return e.collection ? nullptr : &e;
+    return find_open(ids, all, id, [](const Explanation& e) { return e.collection.has_value(); });
 }
 }  // namespace
 
 void Parser::apply(const rec::GarbageGroup& r) {
     Explanation* e = open_explanation(explanations_, report_.explanations, r.explain);
     if (e == nullptr) {
-        warn("unknown-explain", "u record names explanation " + std::to_string(r.explain) + ", which is not open; ignored");
+        warn("unknown-explain",
+             "u record names explanation " + std::to_string(r.explain) + ", which is not open; ignored");
         return;
     }
     e->groups.push_back(GarbageGroup{r.kind, r.count, std::string(r.name)});
@@ -47,7 +46,8 @@ void Parser::apply(const rec::GarbageGroup& r) {
 void Parser::apply(const rec::GarbageTensor& r) {
     Explanation* e = open_explanation(explanations_, report_.explanations, r.explain);
     if (e == nullptr) {
-        warn("unknown-explain", "y record names explanation " + std::to_string(r.explain) + ", which is not open; ignored");
+        warn("unknown-explain",
+             "y record names explanation " + std::to_string(r.explain) + ", which is not open; ignored");
         return;
     }
     GarbageTensor g;
@@ -79,13 +79,14 @@ void Parser::apply(const rec::GarbageTensor& r) {
 void Parser::apply(const rec::ChainStep& r) {
     Explanation* e = open_explanation(explanations_, report_.explanations, r.explain);
     if (e == nullptr) {
-        warn("unknown-explain", "r record names explanation " + std::to_string(r.explain) + ", which is not open; ignored");
+        warn("unknown-explain",
+             "r record names explanation " + std::to_string(r.explain) + ", which is not open; ignored");
         return;
     }
     std::vector<ChainLink>& chain = e->chains[r.addr];
     if (r.step != chain.size()) {
-        warn("chain-order", "r record step " + std::to_string(r.step) + " of the chain to " + hex(r.addr) +
-                                " after " + std::to_string(chain.size()) + " steps; ignored");
+        warn("chain-order", "r record step " + std::to_string(r.step) + " of the chain to " + hex(r.addr) + " after " +
+                                std::to_string(chain.size()) + " steps; ignored");
         return;
     }
     chain.push_back(ChainLink{std::string(r.object), r.edge ? std::string(*r.edge) : std::string()});

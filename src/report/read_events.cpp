@@ -39,8 +39,8 @@ void Parser::apply(const rec::Collection& r) {
     if (r.explain) {
         auto it = explanations_.find(*r.explain);
         if (it == explanations_.end() || report_.explanations[it->second].collection) {
-            warn("unknown-explain", "Y record names explanation " + std::to_string(*r.explain) +
-                                        ", which is not open; ignored");
+            warn("unknown-explain",
+                 "Y record names explanation " + std::to_string(*r.explain) + ", which is not open; ignored");
         } else {
             y.explanation = it->second;
             report_.explanations[it->second].collection = report_.collections.size();

@@ -40,10 +40,7 @@ void Parser::apply(const rec::MomentBegin& r) {
 namespace {
 /// The open moment `id` of `moments`, or null.
 Moment* open_moment(std::unordered_map<uint32_t, size_t>& ids, std::vector<Moment>& moments, uint32_t id) {
-    auto it = ids.find(id);
-    if (it == ids.end()) return nullptr;
-    Moment& m = moments[it->second];
-    return m.ended ? nullptr : &m;
+    return find_open(ids, moments, id, [](const Moment& m) { return m.ended; });
 }
 }  // namespace
 

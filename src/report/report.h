@@ -203,7 +203,7 @@ struct Collection {
     std::vector<std::string> compile_ids;     // memguard collections: the compiles that marked the thread
     std::optional<int64_t> mark_age_ns;       // memguard collections: first mark to the collection's start
     // minor 9: memguard's collections (format::is_memguards(trigger))
-    std::optional<uint64_t> skipped;     // chances of its trigger the budget skipped since the previous one
+    std::optional<uint64_t> skipped;    // chances of its trigger the budget skipped since the previous one
     std::optional<size_t> explanation;  // index into Report::explanations
 };
 

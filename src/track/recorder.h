@@ -118,9 +118,9 @@ public:
         int generation;
         int64_t duration_ns;
         int64_t collected, uncollectable;
-        int64_t cuda_bytes_freed;  // < 0: unknown
-        std::string compile_ids;   // memguard's collections: comma-separated; else empty
-        int64_t mark_age_ns;       // memguard's collections: time since the first mark; else < 0
+        int64_t cuda_bytes_freed;         // < 0: unknown
+        std::string compile_ids;          // memguard's collections: comma-separated; else empty
+        int64_t mark_age_ns;              // memguard's collections: time since the first mark; else < 0
         std::optional<uint64_t> skipped;  // memguard's collections: chances the budget skipped before it
         uint32_t explain = 0;             // the explanation written before it (record_explanation); 0: none
     };

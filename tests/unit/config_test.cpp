@@ -281,13 +281,20 @@ TEST(Config, CyclesValues) {
 
 TEST(Config, CyclesBadValuesKeepTheDefaults) {
     const std::pair<const char*, const char*> bad[] = {
-        {"MEMGUARD_GC_EVERY_STEPS", "-1"},       {"MEMGUARD_GC_EVERY_STEPS", "x"},
-        {"MEMGUARD_GC_GENERATION", "3"},         {"MEMGUARD_GC_BUDGET", "0"},
-        {"MEMGUARD_GC_BUDGET", "1.5"},           {"MEMGUARD_GC_BUDGET", "nan"},
-        {"MEMGUARD_EXPLAIN_CYCLES", "some"},     {"MEMGUARD_EXPLAIN_MIN_BYTES", "-5"},
-        {"MEMGUARD_EXPLAIN_MIN_BYTES", "3T"},    {"MEMGUARD_RECOMPUTE_FUNCTIONS", "a,,b"},
-        {"MEMGUARD_RECOMPUTE_FUNCTIONS", "1abc"}, {"MEMGUARD_RECOMPUTE_FUNCTIONS", "a b"},
-        {"MEMGUARD_RECOMPUTE_FUNCTIONS", "mod."}, {"MEMGUARD_COLLECT_RECOMPUTE_GARBAGE", "perhaps"},
+        {"MEMGUARD_GC_EVERY_STEPS", "-1"},
+        {"MEMGUARD_GC_EVERY_STEPS", "x"},
+        {"MEMGUARD_GC_GENERATION", "3"},
+        {"MEMGUARD_GC_BUDGET", "0"},
+        {"MEMGUARD_GC_BUDGET", "1.5"},
+        {"MEMGUARD_GC_BUDGET", "nan"},
+        {"MEMGUARD_EXPLAIN_CYCLES", "some"},
+        {"MEMGUARD_EXPLAIN_MIN_BYTES", "-5"},
+        {"MEMGUARD_EXPLAIN_MIN_BYTES", "3T"},
+        {"MEMGUARD_RECOMPUTE_FUNCTIONS", "a,,b"},
+        {"MEMGUARD_RECOMPUTE_FUNCTIONS", "1abc"},
+        {"MEMGUARD_RECOMPUTE_FUNCTIONS", "a b"},
+        {"MEMGUARD_RECOMPUTE_FUNCTIONS", "mod."},
+        {"MEMGUARD_COLLECT_RECOMPUTE_GARBAGE", "perhaps"},
     };
     const CyclesConfig defaults = parse({}).config.cycles;
     for (const auto& [var, value] : bad) {
