@@ -49,7 +49,9 @@ struct Explanation {
     }
 };
 
-/// u: a group of the garbage's objects: how many of one kind, and what they are.
+/// u: a group of the garbage's objects: how many of one kind, what they are, and the CUDA bytes they
+/// held: of the listed storages (y), those whose holder (the first step of the storage's chain: the
+/// nearest frame, context, closure, exception or dynamo object that reaches it) is one of them.
 struct GarbageGroup {
     static constexpr char kLetter = 'u';
     static constexpr int kMinor = 9;
@@ -57,12 +59,14 @@ struct GarbageGroup {
     uint32_t explain = 0;
     GarbageKind kind = GarbageKind::Type;
     uint64_t count = 0;
-    std::string_view name;  // frames and closures: "function file:line"; the others: the qualified type
+    uint64_t cuda_bytes = 0;  // held by the group's objects as holders; 0: none (plain types: always 0)
+    std::string_view name;    // frames and closures: "function file:line"; the others: the qualified type
     template <class V, class R>
     [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
         v(field9::explain, r.explain);
         v(Field{"kind", "garbage kind", Enc::Name}, r.kind);
         v(Field{"count", "count", Enc::Dec}, r.count);
+        v(Field{"cuda_bytes", "CUDA bytes", Enc::Dec}, r.cuda_bytes);
         v(field::name, r.name);
     }
 };

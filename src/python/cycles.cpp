@@ -88,17 +88,18 @@ PyObject* native_explain_begin(PyObject*, PyObject* args) {
     return new_long(id);
 }
 
-/// _explain_group(id, kind, count, name) -> 1 written, 0 not (an unknown kind).
+/// _explain_group(id, kind, count, cuda_bytes, name) -> 1 written, 0 not (an unknown kind).
 PyObject* native_explain_group(PyObject*, PyObject* args) {
-    if (!has_size(args, 4)) return nullptr;
-    long long id = 0, count = 0;
+    if (!has_size(args, 5)) return nullptr;
+    long long id = 0, count = 0, bytes = 0;
     const char* kind = item_str(args, 1);
-    const char* name = kind ? item_str(args, 3) : nullptr;
-    if (!name || !item_ll(args, 0, id) || !item_ll(args, 2, count)) return nullptr;
+    const char* name = kind ? item_str(args, 4) : nullptr;
+    if (!name || !item_ll(args, 0, id) || !item_ll(args, 2, count) || !item_ll(args, 3, bytes)) return nullptr;
     format::rec::GarbageGroup u;
-    if (id <= 0 || count < 0 || !format::kGarbageKindNames.parse(kind, &u.kind)) return new_long(0);
+    if (id <= 0 || count < 0 || bytes < 0 || !format::kGarbageKindNames.parse(kind, &u.kind)) return new_long(0);
     u.explain = static_cast<uint32_t>(id);
     u.count = static_cast<uint64_t>(count);
+    u.cuda_bytes = static_cast<uint64_t>(bytes);
     u.name = name;
     recorder().record_garbage_group(u);
     return new_long(1);

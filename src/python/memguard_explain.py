@@ -167,6 +167,7 @@ class _Look:
         self.deadline = deadline
         self.types = {}
         self.groups = {k: {} for k in KIND_ORDER}
+        self.held = {}      # (kind, group name) -> bytes of the listed storages an object of it holds
         self.storages = {}  # data_ptr -> [device, nbytes, holder id, how, category, holder class]
         self.chains = {}    # data_ptr -> ((object, edge), ...)
 
@@ -221,7 +222,7 @@ def _look(garbage, deadline):
                 pass
     if not look.storages or look.late():
         return look
-    largest = sorted(look.storages.items(), key=lambda kv: (-kv[1][1], kv[0]))[:TOP_CHAINS]
+    listed = sorted(look.storages.items(), key=lambda kv: (-kv[1][1], kv[0]))[:MAX_TENSORS]
     referrers = {}  # id -> ids of the garbage objects that refer to it
     for i, o in enumerate(garbage):
         if i % 1024 == 1023 and look.late():
@@ -229,21 +230,29 @@ def _look(garbage, deadline):
         for r in _gc.get_referents(o):
             if id(r) in ids:
                 referrers.setdefault(id(r), []).append(id(o))
-    for ptr, (_, _, holder, how, _, _) in largest:
+    # Every listed storage's holder (its group is credited with the bytes); the largest keep the chain.
+    for rank, (ptr, (_, nbytes, holder, how, _, _)) in enumerate(listed):
         if look.late():
             break
-        chain = _chain(ids, referrers, holder, torch)
-        if how == "saved":
-            chain = chain[:-1] + ((chain[-1][0], ".saved_tensors"), ("saved tensor", ""))
-        look.chains[ptr] = chain
+        chain, hid = _chain(ids, referrers, holder, torch)
+        o = ids[hid]
+        tp = type(o)
+        kind = _kind(o, tp, torch)
+        if kind is not None and not (hid == holder and kind == "tensor"):  # a tensor is not its own holder
+            key = (kind, _group_name(o, tp, kind))
+            look.held[key] = look.held.get(key, 0) + nbytes
+        if rank < TOP_CHAINS:
+            if how == "saved":
+                chain = chain[:-1] + ((chain[-1][0], ".saved_tensors"), ("saved tensor", ""))
+            look.chains[ptr] = chain
     return look
 
 
 def _chain(ids, referrers, start, torch):
-    """One referrer chain, holder first, ending at the object `start`: a breadth-first walk back over
-    the in-garbage referrers that stops at the nearest frame, autograd.Function context, function
-    with a closure, exception or dynamo object (what a user can act on), else at the farthest object
-    reached."""
+    """One referrer chain, holder first, ending at the object `start`, and the holder's id: a
+    breadth-first walk back over the in-garbage referrers that stops at the nearest frame,
+    autograd.Function context, function with a closure, exception or dynamo object (what a user can
+    act on), else at the farthest object reached."""
     back = {start: None}
     frontier = [start]
     found = None
@@ -273,28 +282,29 @@ def _chain(ids, referrers, start, torch):
         if _kind(o, type(o), torch) in ("frame", "autograd_function", "closure", "exception", "dynamo"):
             last = start
     steps = []
-    oid = found if found is not None else last
+    holder = oid = found if found is not None else last
     while oid is not None:
         nxt = back[oid]
         steps.append((_describe(ids[oid], torch), _edge(ids[oid], ids[nxt], torch) if nxt is not None else ""))
         oid = nxt
-    return tuple(steps)
+    return tuple(steps), holder
 
 
 def _write(look, analysis_ns):
-    """The look as records: j, then u (per kind the most frequent, then the plain types), y
+    """The look as records: j, then u (per kind the groups holding the most bytes, then the most
+    frequent; then the plain types), y
     (largest first) and r (the chains)."""
     storages = sorted(look.storages.items(), key=lambda kv: (-kv[1][1], kv[0]))
     complete = look.complete and len(storages) <= MAX_TENSORS
     eid = _explain_begin(look.objects, len(storages), look.cuda_bytes, analysis_ns, 1 if complete else 0)
     if not eid:
         return 0
-    for kind in KIND_ORDER:
-        items = sorted(look.groups[kind].items(), key=lambda kv: (-kv[1], kv[0]))
+    for kind in KIND_ORDER:  # per kind: the groups that held the most bytes, then the most frequent
+        items = sorted(look.groups[kind].items(), key=lambda kv: (-look.held.get((kind, kv[0]), 0), -kv[1], kv[0]))
         for name, n in items[:GROUPS_PER_KIND]:
-            _explain_group(eid, kind, n, name)
+            _explain_group(eid, kind, n, look.held.get((kind, name), 0), name)
     for name, n in sorted(look.types.items(), key=lambda kv: (-kv[1], kv[0]))[:GROUPS_PER_KIND]:
-        _explain_group(eid, "type", n, name)
+        _explain_group(eid, "type", n, 0, name)
     for ptr, (dev, nbytes, _, how, category, holder_class) in storages[:MAX_TENSORS]:
         _explain_tensor(eid, dev, ptr, nbytes, how, category, holder_class)
     for ptr, chain in look.chains.items():

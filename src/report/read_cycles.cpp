@@ -40,7 +40,7 @@ void Parser::apply(const rec::GarbageGroup& r) {
              "u record names explanation " + std::to_string(r.explain) + ", which is not open; ignored");
         return;
     }
-    e->groups.push_back(GarbageGroup{r.kind, r.count, std::string(r.name)});
+    e->groups.push_back(GarbageGroup{r.kind, r.count, r.cuda_bytes, std::string(r.name)});
 }
 
 void Parser::apply(const rec::GarbageTensor& r) {

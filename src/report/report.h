@@ -380,6 +380,7 @@ struct OomContext {
 struct GarbageGroup {
     GarbageKind kind = GarbageKind::Type;
     uint64_t count = 0;
+    uint64_t cuda_bytes = 0;  // of the listed storages, those an object of the group held (their holder)
     std::string name;
 };
 

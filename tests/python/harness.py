@@ -100,7 +100,8 @@ class Report:
                                    "tensors": int(w[5]), "cuda_bytes": int(w[6]), "analysis_ns": int(w[7]),
                                    "complete": w[8] == "1"})
                 elif t == "u":
-                    self.u.append({"explain": int(w[1]), "kind": w[2], "count": int(w[3]), "name": _dec(w[4])})
+                    self.u.append({"explain": int(w[1]), "kind": w[2], "count": int(w[3]), "cuda_bytes": int(w[4]),
+                                   "name": _dec(w[5])})
                 elif t == "y":
                     self.y.append({"explain": int(w[1]), "device": int(w[2]), "addr": int(w[3], 16),
                                    "size": int(w[4]), "how": w[5], "category": w[6],

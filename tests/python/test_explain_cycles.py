@@ -176,6 +176,16 @@ class ExplainCycles(harness.ChildTestCase):
                         groups["closure"])
         self.assertEqual(groups["autograd_function"], {"torch.autograd.function.FBackward": 1})
         self.assertIn("type", groups)
+        # What each group held: every storage is credited to its holder's group (the context holds its
+        # saved input and, through its __dict__, its output).
+        held = {(g["kind"], g["name"]): g["cuda_bytes"] for g in e["u"] if g["cuda_bytes"]}
+        step = [k for k in groups["closure"] if k.startswith("child.<locals>.closure_cycle.<locals>.step ")][0]
+        self.assertEqual(held, {("frame", frames[0]): 4 * MIB, ("closure", step): 2 * MIB,
+                                ("autograd_function", "torch.autograd.function.FBackward"): 2 * MIB})
+        firsts = {}  # per kind, the first group written: the one that held the most
+        for g in e["u"]:
+            firsts.setdefault(g["kind"], g)
+        self.assertEqual(firsts["frame"]["name"], frames[0])
         sizes = sorted(t["size"] for t in e["y"])
         self.assertEqual(sizes, [MIB, MIB, 2 * MIB, 4 * MIB])
         self.assertEqual([t["size"] for t in e["y"]], sorted(sizes, reverse=True))  # largest first

@@ -354,7 +354,7 @@ TEST(CliLimits, AnExplanationOfManyStoragesChainsAndGroupsIsCheap) {
         std::snprintf(addr, sizeof addr, "%x", 0x10000000 + i * 4096);
         std::snprintf(other, sizeof other, "%x", 0x90000000 + i * 4096);
         body += std::string("y 1 0 ") + addr + " 4096 tensor other_tensor -\nr 1 " + other +
-                " 0 frame%20f%20x.py:1 -\nu 1 frame 1 f%20x.py:" + std::to_string(i) + "\n";
+                " 0 frame%20f%20x.py:1 -\nu 1 frame 1 4096 f%20x.py:" + std::to_string(i) + "\n";
     }
     dir.write("r.mgr", body + "Y 2 1 step 2 1 1 0 0 - - 0 1\nZ 3\n");
     CliRun r = run_limited(dir.path(), {"cycles", "--explain", "r.mgr"});

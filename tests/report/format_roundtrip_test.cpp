@@ -262,8 +262,8 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     // is t1's); gt2's address is no live block's. A second explanation no Y names.
     const rec::Info budget{"gc_budget", "0.25"};
     const rec::Explanation ej{kMaxT, kU64, kU32, kU64, kU64, kU64, kMaxT, true};
-    const rec::GarbageGroup ug1{kU32, format::GarbageKind::Frame, kU64, kOdd};
-    const rec::GarbageGroup ug2{kU32, format::GarbageKind::Type, 0, ""};
+    const rec::GarbageGroup ug1{kU32, format::GarbageKind::Frame, kU64, kU64, kOdd};
+    const rec::GarbageGroup ug2{kU32, format::GarbageKind::Type, 0, 0, ""};
     const rec::GarbageTensor gt1{kU32, -1, kU64, kU64, format::HeldHow::Saved, format::Category::Activation, kOdd};
     const rec::GarbageTensor gt2{kU32,        1023, 5, 0, format::HeldHow::Tensor, format::Category::OtherTensor,
                                  std::nullopt};
@@ -531,6 +531,7 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
         c.eq("explain", wu.explain, rj.id);  // a u belongs to the explanation it names
         c.eq("kind", wu.kind, rj.groups[i].kind);
         c.eq("count", wu.count, rj.groups[i].count);
+        c.eq("cuda_bytes", wu.cuda_bytes, rj.groups[i].cuda_bytes);
         c.eq("name", std::string(wu.name), rj.groups[i].name);
     }
     c.in<rec::GarbageTensor>();

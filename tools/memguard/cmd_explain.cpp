@@ -23,7 +23,7 @@ namespace {
 using report::GarbageKind;
 using report::human_bytes;
 
-constexpr size_t kNamesPerGroup = 4;   // text: the largest names of a group; JSON lists every one
+constexpr size_t kNamesPerGroup = 4;   // text: a kind's first groups (most bytes held, then most objects); JSON: all
 constexpr size_t kStoragesShown = 10;  // text: the largest storages (a step's garbage may hold thousands)
 
 /// The groups in the order a reader looks for what held the memory: frames (whose locals are what
@@ -86,8 +86,10 @@ std::vector<View> make_views(const report::Report& r, SiteSymbolizer& sym) {
             for (size_t i = 0; i < e.groups.size(); ++i) {
                 if (e.groups[i].kind == k) members.push_back(i);
             }
-            std::stable_sort(members.begin(), members.end(),
-                             [&](size_t a, size_t b) { return e.groups[a].count > e.groups[b].count; });
+            std::stable_sort(members.begin(), members.end(), [&](size_t a, size_t b) {  // what held the most first
+                const report::GarbageGroup &x = e.groups[a], &y = e.groups[b];
+                return x.cuda_bytes != y.cuda_bytes ? x.cuda_bytes > y.cuda_bytes : x.count > y.count;
+            });
             if (!members.empty()) v.groups.emplace_back(k, std::move(members));
         }
         std::unordered_set<uint64_t> listed;  // a set: a report's records may be many (time linear in them)
@@ -221,6 +223,7 @@ void print_explanation(const report::Report& r, const View& v, const SiteSymboli
         for (size_t k = 0; k < members.size() && k < kNamesPerGroup; ++k) {
             const report::GarbageGroup& g = e.groups[members[k]];
             names += (k == 0 ? "" : ", ") + group_name(g) + " x" + grouped(g.count);
+            if (g.cuda_bytes != 0) names += " (held " + human_bytes(g.cuda_bytes) + ")";
         }
         if (members.size() > kNamesPerGroup) names += ", " + std::to_string(members.size() - kNamesPerGroup) + " more";
         if (kind == GarbageKind::Type) {
@@ -345,6 +348,7 @@ void json_explanation(report::JsonWriter& j, const report::Report& r, const View
             j.begin_object();
             j.key("kind").value(format::name_of(g.kind));
             j.key("count").value(g.count);
+            j.key("cuda_bytes").value(g.cuda_bytes);
             j.key("name").value(g.name);
             j.end_object();
         }

@@ -68,14 +68,14 @@ def _cy_dec(s):
 
 def _cy_explanations(path):
     """The explanations of a report (j, u, y and r records, minor 9), by id: objects, cuda_bytes,
-    groups [(kind, count, name)], storages [dict], chains {addr: [(step, object, edge)]}."""
+    groups [(kind, count, cuda_bytes held, name)], storages [dict], chains {addr: [(step, object, edge)]}."""
     ex = {}
     for f in records(path, {"j", "u", "y", "r"}):
         if f[0] == "j":
             ex[f[3]] = {"objects": int(f[4]), "tensors": int(f[5]), "cuda_bytes": int(f[6]),
                         "analysis_ns": int(f[7]), "complete": f[8] == "1", "groups": [], "storages": [], "chains": {}}
         elif f[1] in ex and f[0] == "u":
-            ex[f[1]]["groups"].append((f[2], int(f[3]), _cy_dec(f[4])))
+            ex[f[1]]["groups"].append((f[2], int(f[3]), int(f[4]), _cy_dec(f[5])))
         elif f[1] in ex and f[0] == "y":
             ex[f[1]]["storages"].append({"device": int(f[2]), "addr": f[3], "size": int(f[4]), "how": f[5],
                                          "category": f[6], "holder": None if f[7] == "-" else _cy_dec(f[7])})
@@ -176,11 +176,12 @@ def _cy_compile_explain(ctx):
         return
     big, named = 0, 0
     for eid, e in sorted(ex.items(), key=lambda kv: int(kv[0])):
-        frames = [(n, name) for kind, n, name in e["groups"] if kind == "frame"]
+        frames = [(n, held, name) for kind, n, held, name in e["groups"] if kind == "frame"]
         held = [s for s in e["storages"] if s["size"] >= hold]
         big += len(held)
         print(f"  explanation {eid}: {e['objects']} objects, {e['cuda_bytes'] / _CY_MIB:.0f} MiB in {e['tensors']} "
-              f"storages ({len(held)} of {_CY_HOLD_MIB} MiB); frames {frames[:3]}")
+              f"storages ({len(held)} of {_CY_HOLD_MIB} MiB), look {e['analysis_ns'] / 1e6:.0f} ms"
+              f"{'' if e['complete'] else ' (partial)'}, {len(e['chains'])} chains; frames {frames[:3]}")
         for s in held:
             chain = e["chains"].get(s["addr"])
             if chain is None:
@@ -191,9 +192,9 @@ def _cy_compile_explain(ctx):
             assert holder.startswith("frame leaky_backend ") and "compile_garbage.py:" in holder, chain
             assert edge and "scratch" in edge, chain
             named += 1
-        if held:
+        if held:  # the backend's frames are named, credited with (at least) the storages they held
             assert any(name.startswith("leaky_backend ") and "compile_garbage.py:" in name
-                       for _, name in frames), frames
+                       and b >= len(held) * hold for _, b, name in frames), frames
     print(f"  {big} storages of {_CY_HOLD_MIB} MiB explained ({data['call0_leaked']} held), {named} with a chain "
           f"from frame leaky_backend (compile_garbage.py:{line})")
     assert big >= 0.75 * data["call0_leaked"] and named >= 1, (big, named)
