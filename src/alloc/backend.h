@@ -38,8 +38,10 @@ enum : int { kCaptureModeGlobal = 0, kCaptureModeThreadLocal = 1, kCaptureModeRe
 ///  - event_record is never called on a capturing stream;
 ///  - segment_malloc during a capture runs with the thread in relaxed capture mode.
 ///  - of the virtual memory calls, vmm_reserve / vmm_create / vmm_map / vmm_set_access during a
-///    capture run in relaxed capture mode too; vmm_unmap / vmm_release / vmm_address_free and
-///    stream_synchronize are never called while a capture the core knows of is in progress.
+///    capture run in relaxed capture mode too, and so do the vmm_unmap / vmm_release that undo a
+///    mapping that failed half-way (of pages nothing used); memory in use is unmapped only after
+///    stream_synchronize, and neither that nor vmm_address_free is called while a capture the core
+///    knows of is in progress.
 class DeviceBackend {
 public:
     virtual ~DeviceBackend() = default;

@@ -45,6 +45,12 @@ void DeviceCachingAllocator::release_pool_blocks(BlockPool& pool) {
     for (Block* b : expandable) {
         if (unmap_block(b) && !b->prev && !b->next) release_expandable_segment(b);
     }
+    // A range whose first mapping failed (out of memory) has no mapped block: it goes too, so a
+    // released private pool leaves nothing behind (PyTorch keeps such a range until it is used).
+    std::vector<Block*> empty;
+    for (Block* b : pool.unmapped)
+        if (!b->prev && !b->next) empty.push_back(b);
+    for (Block* b : empty) release_expandable_segment(b);
 }
 
 bool DeviceCachingAllocator::release_oversize_blocks(BlockPool& pool, Stream stream, size_t size) {

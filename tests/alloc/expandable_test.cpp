@@ -395,8 +395,15 @@ TEST(FakeVmm, KeepsTheDriversRules) {
     f.begin_capture(kCap);
     EXPECT_NE(f.vmm_create(0, 2 * MiB, &h3), kSuccess) << "global mode during a capture";
     EXPECT_NE(f.stream_synchronize(0, kS1), kSuccess);
+    EXPECT_NE(f.vmm_address_free(0, va, 8 * MiB), kSuccess);
+    int mode = kCaptureModeRelaxed;
+    f.exchange_capture_mode(&mode);
+    ASSERT_EQ(f.vmm_create(0, 2 * MiB, &h3), kSuccess) << "relaxed mode during a capture";
+    ASSERT_EQ(f.vmm_release(0, h3), kSuccess);
+    EXPECT_NE(f.stream_synchronize(0, kS1), kSuccess) << "even in relaxed mode";
+    f.exchange_capture_mode(&mode);
     f.end_capture(kCap);
-    EXPECT_EQ(f.misuses().size(), 8u);
+    EXPECT_EQ(f.misuses().size(), 10u);
 }
 
 }  // namespace

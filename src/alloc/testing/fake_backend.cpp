@@ -335,7 +335,7 @@ int FakeBackend::vmm_release(int d, PhysHandle handle) {
     std::lock_guard<std::mutex> lock(mu_);
     Device* dev = device(d);
     if (!dev) return kErrorInvalidDevice;
-    if (vmm_capture_misuse("vmm_release", false)) return kErrorStreamCaptureUnsupported;
+    if (vmm_capture_misuse("vmm_release", true)) return kErrorStreamCaptureUnsupported;
     auto it = handles_.find(handle);
     if (it == handles_.end() || it->second.second.released || it->second.first != d) {
         misuse("vmm_release of an unknown or released handle");
@@ -411,7 +411,7 @@ int FakeBackend::vmm_unmap(int d, uintptr_t va, size_t size) {
     std::lock_guard<std::mutex> lock(mu_);
     Device* dev = device(d);
     if (!dev) return kErrorInvalidDevice;
-    if (vmm_capture_misuse("vmm_unmap", false)) return kErrorStreamCaptureUnsupported;
+    if (vmm_capture_misuse("vmm_unmap", true)) return kErrorStreamCaptureUnsupported;
     uintptr_t at = va;
     auto m = dev->mappings.find(va);
     std::vector<std::map<uintptr_t, Mapping>::iterator> whole;

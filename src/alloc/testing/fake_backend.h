@@ -9,8 +9,9 @@
 // a reserved range, never over another mapping, of a live handle; access set only on mapped
 // ranges; unmaps of whole mappings; an address free only of a whole, empty reservation; physical
 // memory counted against the capacity (out of memory at cuMemCreate) until the handle is released
-// and no longer mapped. Mapping calls during a capture outside relaxed mode, and unmaps, releases,
-// address frees and stream synchronizations during any capture, are misuses.
+// and no longer mapped. Reserves, creates, maps, access changes, unmaps and releases during a
+// capture outside relaxed mode, and address frees and stream synchronizations during any capture,
+// are misuses.
 #pragma once
 
 #include <cstdint>
