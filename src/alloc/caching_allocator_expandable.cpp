@@ -41,6 +41,27 @@ private:
 
 }  // namespace
 
+Block* DeviceCachingAllocator::new_piece(ExpandableSegment& es, BlockPool& pool, uintptr_t ptr, size_t size,
+                                         bool mapped, Block* prev, Block* next) {
+    Block* p = new_block();
+    p->device = device_;
+    p->stream = es.stream;
+    p->size = size;
+    p->ptr = ptr;
+    p->pool = &pool;
+    p->mapped = mapped;
+    p->expandable = &es;
+    p->prev = prev;
+    p->next = next;
+    if (prev) prev->next = p;
+    if (next) next->prev = p;
+    if (mapped)
+        pool.blocks.insert(p);
+    else
+        pool.unmapped.insert(p);
+    return p;
+}
+
 bool DeviceCachingAllocator::vmm_usable() {
     if (vmm_ == Vmm::Unknown) {
         // Asked once per device, at the first allocation that wants an expandable segment. A
@@ -104,15 +125,7 @@ Block* DeviceCachingAllocator::find_expandable_block(BlockPool& pool, Stream str
     es->pages = pages;
     es->stream = stream;
     es->handles.assign(pages, 0);
-    Block* b = new_block();
-    b->device = device_;
-    b->stream = stream;
-    b->size = es->size();
-    b->ptr = va;
-    b->pool = &pool;
-    b->mapped = false;
-    b->expandable = es.get();
-    pool.unmapped.insert(b);
+    Block* b = new_piece(*es, pool, va, es->size(), false, nullptr, nullptr);
     segments_[va] = Segment{b, es->size(), &pool, es.get()};
     if (pool.owner) pool.owner->segments++;
     expandable_.push_back(std::move(es));
@@ -162,20 +175,8 @@ bool DeviceCachingAllocator::map_block(Block* to_map, size_t size, int* error) {
     pool.unmapped.erase(to_map);
     to_map->mapped = true;
     if (bytes < to_map->size) {
-        Block* rest = new_block();
-        rest->device = device_;
-        rest->stream = to_map->stream;
-        rest->size = to_map->size - bytes;
-        rest->ptr = to_map->ptr + bytes;
-        rest->pool = &pool;
-        rest->mapped = false;
-        rest->expandable = &es;
-        rest->prev = to_map;
-        rest->next = to_map->next;
-        if (to_map->next) to_map->next->prev = rest;
-        to_map->next = rest;
+        new_piece(es, pool, to_map->ptr + bytes, to_map->size - bytes, false, to_map, to_map->next);
         to_map->size = bytes;
-        pool.unmapped.insert(rest);
     }
     try_merge(to_map, to_map->prev);
     try_merge(to_map, to_map->next);
@@ -207,23 +208,10 @@ bool DeviceCachingAllocator::unmap_block(Block* b) {
     es.mapped_bytes -= bytes;
     BlockPool& pool = *b->pool;
     pool.blocks.erase(b);
-    auto piece = [&](uintptr_t ptr, size_t len, Block* prev, Block* next) {
-        Block* p = new_block();
-        p->device = device_;
-        p->stream = b->stream;
-        p->size = len;
-        p->ptr = ptr;
-        p->pool = &pool;
-        p->expandable = &es;
-        p->prev = prev;
-        p->next = next;
-        if (prev) prev->next = p;
-        if (next) next->prev = p;
-        pool.blocks.insert(p);
-    };
     // A block's head never moves here: a block starting at the segment's base starts on a page.
-    if (start > b->ptr) piece(b->ptr, start - b->ptr, b->prev, b);
-    if (b->ptr + b->size > start + bytes) piece(start + bytes, b->ptr + b->size - start - bytes, b, b->next);
+    if (start > b->ptr) new_piece(es, pool, b->ptr, start - b->ptr, true, b->prev, b);
+    if (b->ptr + b->size > start + bytes)
+        new_piece(es, pool, start + bytes, b->ptr + b->size - start - bytes, true, b, b->next);
     b->ptr = start;
     b->size = bytes;
     b->mapped = false;

@@ -254,6 +254,9 @@ private:
     bool unmap_block(Block* b);
     void release_expandable_segment(Block* b);
     int map_pages(ExpandableSegment& es, size_t begin, size_t end);
+    // A new free block of `es` linked between prev and next (either may be null), in its set.
+    Block* new_piece(ExpandableSegment& es, BlockPool& pool, uintptr_t ptr, size_t size, bool mapped, Block* prev,
+                     Block* next);
     void fill_oom_report(OomReport* r, size_t requested, size_t size, size_t seg_size, int error, bool rescued);
     Event get_event();
     void put_event(Event e) { free_events_.push_back(e); }
