@@ -99,11 +99,12 @@ Block* DeviceCachingAllocator::alloc_segment(BlockPool& pool, Stream stream, siz
     b->size = size;
     b->ptr = reinterpret_cast<uintptr_t>(p);
     b->pool = &pool;
-    segments_[b->ptr] = Segment{b, size, &pool};
+    const bool oversize = size >= config_.max_split_size;
+    segments_[b->ptr] = Segment{b, size, &pool, oversize};
     if (pool.owner) pool.owner->segments++;
     stat_add(stats_.segment, &pool, 1);
     stat_add(stats_.reserved_bytes, &pool, size);
-    if (size >= config_.max_split_size) stats_.oversize_segments.add(1);
+    if (oversize) stats_.oversize_segments.add(1);
     stats_.num_device_alloc++;
     return b;
 }
@@ -156,7 +157,10 @@ void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, S
     stat_add(stats_.requested_bytes, pool, requested);
     stat_add(stats_.active, pool, 1);
     stat_add(stats_.active_bytes, pool, b->size);
-    if (b->size >= config_.max_split_size) stats_.oversize_allocations.add(1);
+    if (b->size >= config_.max_split_size) {
+        b->oversize = true;
+        stats_.oversize_allocations.add(1);
+    }
 }
 
 void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId site,
@@ -232,7 +236,10 @@ void DeviceCachingAllocator::free_locked(Block* b) {
     stat_sub(stats_.allocation, pool, 1);
     stat_sub(stats_.allocated_bytes, pool, b->size);
     stat_sub(stats_.requested_bytes, pool, b->requested);
-    if (b->size >= config_.max_split_size) stats_.oversize_allocations.sub(1);
+    if (b->oversize) {
+        b->oversize = false;
+        stats_.oversize_allocations.sub(1);
+    }
     b->requested = 0;
     if (b->stream_uses.empty()) {
         free_block(b);
@@ -450,6 +457,19 @@ bool CachingAllocator::empty_cache(int device) {
 int CachingAllocator::set_memory_fraction(int device, double fraction) {
     if (device < 0 || device >= device_count()) return kErrorInvalidDevice;
     return devices_[device]->set_memory_fraction(fraction);
+}
+
+double CachingAllocator::memory_fraction(int device) const {
+    if (device < 0 || device >= device_count()) return 1.0;
+    return devices_[device]->memory_fraction();
+}
+
+AllocatorConfig CachingAllocator::config() const {
+    return devices_.empty() ? AllocatorConfig{} : devices_.front()->config();
+}
+
+void CachingAllocator::set_config(const AllocatorConfig& config) {
+    for (auto& d : devices_) d->set_config(config);
 }
 
 bool CachingAllocator::begin_allocate_to_pool(int device, MempoolId id, StreamFilter filter) {

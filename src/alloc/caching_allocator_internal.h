@@ -42,6 +42,7 @@ struct Block {
     bool deferred = false;  // freed during a capture with uses on other streams; no events yet
     int event_count = 0;    // outstanding events recorded at free
     int device = 0;
+    bool oversize = false;             // counted in oversize_allocations (max_split_size or more when handed out)
     std::vector<Stream> stream_uses;   // record_stream, other than the allocation stream
     std::vector<Stream> capture_uses;  // those made on a capturing stream (no events for them)
 
@@ -130,7 +131,7 @@ class DeviceCachingAllocator {
 public:
     DeviceCachingAllocator(DeviceBackend& backend, int device, const AllocatorConfig& config)
         : backend_(backend), device_(device), config_(config), small_(true, nullptr), large_(false, nullptr) {
-        stats_.max_split_size = config_.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(config_.max_split_size);
+        stats_.max_split_size = max_split_size_stat(config_);
         spare_blocks_.reserve(kMaxSpareBlocks);  // recycle() then never allocates
     }
 
@@ -156,6 +157,16 @@ public:
     bool block_sizes(uintptr_t ptr, size_t* size, size_t* requested) const;
     bool empty_cache();
     int set_memory_fraction(double fraction);
+    double memory_fraction() const;
+    AllocatorConfig config() const {
+        std::lock_guard<FutexLock> lock(mu_);
+        return config_;
+    }
+    void set_config(const AllocatorConfig& config) {
+        std::lock_guard<FutexLock> lock(mu_);
+        config_ = config;
+        stats_.max_split_size = max_split_size_stat(config_);
+    }
     bool begin_allocate_to_pool(MempoolId id, StreamFilter filter);
     bool end_allocate_to_pool(MempoolId id);
     bool release_pool(MempoolId id);
@@ -182,6 +193,7 @@ private:
         Block* head;  // the block at the segment's base address
         size_t size;
         BlockPool* pool;
+        bool oversize;  // counted in oversize_segments
     };
     struct Capture {
         MempoolId id;
@@ -189,6 +201,10 @@ private:
         std::thread::id thread;  // that began it
     };
 
+    /// PyTorch's max_split_size statistic: the limit in bytes, -1 (SIZE_MAX as int64) when none.
+    static int64_t max_split_size_stat(const AllocatorConfig& c) {
+        return c.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(c.max_split_size);
+    }
     size_t round_size(size_t size) const;
     static size_t segment_size(size_t size);
     bool capture_underway() const { return !captures_.empty() || backend_.any_capture_active(device_); }
@@ -239,8 +255,8 @@ private:
     static constexpr size_t kMaxSpareBlocks = 4096;
     DeviceBackend& backend_;
     const int device_;
-    const AllocatorConfig config_;
-    mutable FutexLock mu_;  // the device lock (common/futex_lock.h)
+    AllocatorConfig config_;  // replaced under the lock (set_config)
+    mutable FutexLock mu_;    // the device lock (common/futex_lock.h)
 
     BlockPool small_;
     BlockPool large_;
@@ -260,6 +276,7 @@ private:
     std::vector<Block*> spare_blocks_;
 
     size_t limit_ = SIZE_MAX;  // memory-fraction limit on reserved bytes
+    size_t total_ = 0;         // the device's total memory, once a cudaMemGetInfo told it
     DeviceStats stats_;
 };
 

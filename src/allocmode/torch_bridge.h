@@ -40,4 +40,10 @@ bool oom_rescue_collect(bool capture_underway);
 void explain_allocator_oom(track::Recorder& rec, const alloc::OomReport& r, uint32_t stack_id,
                            uint32_t python_stack_id);
 
+/// Calls the observers attached through torch._C._cuda_attach_out_of_memory_observer
+/// (torch_memory_api.h) for a final failure, as PyTorch calls them: on the allocating thread, with
+/// no allocator lock held and the GIL taken (from any thread, while the interpreter runs), before
+/// the OutOfMemoryError is thrown. Nothing when none is attached.
+void notify_oom_observers(const alloc::OomReport& r);
+
 }  // namespace memguard::allocmode

@@ -34,6 +34,11 @@ void* allocate(track::Recorder& rec, size_t size, int device, uintptr_t stream);
 /// The free of `ptr` (not null), recorded before the block can be reused. Never throws.
 void deallocate(track::Recorder& rec, void* ptr, int device);
 
+/// torch.cuda.memory._set_allocator_settings(text): the settings memguard's allocator has, read
+/// as PyTorch reads them (core_settings), applied now, or at the allocator's creation when CUDA
+/// has not started. Returns the notes on what is not applied (torch_alloc_conf.h).
+std::vector<std::string> apply_torch_settings(const char* text);
+
 /// torch.cuda.memory_stats() items of `device`; empty when the device does not exist.
 std::vector<std::pair<std::string, int64_t>> stats_of(int device);
 /// Resets the peak (accumulated) statistics of `device`; true when the device is valid.

@@ -2,7 +2,8 @@
 // HANDLE_TH_ERRORS / END_HANDLE_TH_ERRORS (torch/csrc/Exceptions.h), the handler every torch
 // binding uses and the one a CUDAPluggableAllocator failure crosses into Python through. On the
 // CPU wheel nothing in torch calls a pluggable allocator, so this is the seam binding_oom.py
-// drives: mg_torch_binding.alloc(nbytes) -> memguard_alloc(nbytes, 0, default stream).
+// drives: mg_torch_binding.alloc(nbytes) -> memguard_alloc(nbytes, 0, default stream);
+// alloc_released(nbytes) the same with the GIL released (python.allocator_mode_apis).
 #include <Python.h>
 
 #include <dlfcn.h>
@@ -24,7 +25,32 @@ PyObject* alloc(PyObject*, PyObject* arg) {
     END_HANDLE_TH_ERRORS
 }
 
+/// The GIL released around the call, as PyTorch's operators release it (pybind11's
+/// gil_scoped_release): the exception unwinds through the release, which takes the GIL back
+/// before HANDLE_TH_ERRORS turns it into a Python error.
+struct Released {
+    PyThreadState* state = PyEval_SaveThread();
+    ~Released() { PyEval_RestoreThread(state); }
+};
+
+PyObject* alloc_released(PyObject*, PyObject* arg) {
+    HANDLE_TH_ERRORS
+    static auto fn = reinterpret_cast<AllocFn>(dlsym(RTLD_DEFAULT, "memguard_alloc"));
+    TORCH_CHECK(fn, "memguard_alloc not found: is libmemguard.so preloaded?");
+    size_t n = PyLong_AsSize_t(arg);
+    if (PyErr_Occurred()) return nullptr;
+    void* p = nullptr;
+    {
+        Released no_gil;
+        p = fn(n, 0, nullptr);
+    }
+    return PyLong_FromVoidPtr(p);
+    END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {{"alloc", alloc, METH_O, "memguard_alloc(nbytes, 0, nullptr) inside HANDLE_TH_ERRORS"},
+                         {"alloc_released", alloc_released, METH_O,
+                          "alloc(), with the GIL released around memguard_alloc"},
                          {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module =
