@@ -235,12 +235,12 @@ void DeviceCachingAllocator::free_locked(Block* b) {
     BlockPool* pool = b->pool;
     stat_sub(stats_.allocation, pool, 1);
     stat_sub(stats_.allocated_bytes, pool, b->size);
-    stat_sub(stats_.requested_bytes, pool, b->requested);
     if (b->oversize) {
         b->oversize = false;
         stats_.oversize_allocations.sub(1);
     }
-    b->requested = 0;
+    // The requested bytes stay counted until the block is back in its pool (free_block), as
+    // PyTorch's allocator counts them: with the active bytes, not the allocated ones.
     if (b->stream_uses.empty()) {
         free_block(b);
         return;
@@ -364,6 +364,8 @@ void DeviceCachingAllocator::free_block(Block* b) {
     BlockPool* pool = b->pool;
     stat_sub(stats_.active, pool, 1);
     stat_sub(stats_.active_bytes, pool, b->size);
+    stat_sub(stats_.requested_bytes, pool, b->requested);
+    b->requested = 0;
     try_merge(b, b->prev);
     try_merge(b, b->next);
     if (b->is_split()) {

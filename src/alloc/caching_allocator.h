@@ -100,7 +100,7 @@ struct BlockInfo {
     uintptr_t segment = 0;  // base address of its device allocation
     uintptr_t ptr = 0;
     size_t size = 0;
-    size_t requested = 0;  // 0 unless allocated
+    size_t requested = 0;  // 0 when free (a block waiting for events keeps it, as in PyTorch's stats)
     Stream stream = 0;
     SiteId site = 0;
     MempoolId pool;  // {0,0}: the default pools

@@ -109,6 +109,7 @@ std::string DeviceCachingAllocator::check_invariants() const {
             } else {
                 add(expect.active, b->pool, 1);
                 add(expect.active_bytes, b->pool, static_cast<int64_t>(b->size));
+                add(expect.requested_bytes, b->pool, static_cast<int64_t>(b->requested));
             }
             if (b->allocated != (live_.find(b->ptr) == b)) {
                 return "live-block map disagrees at " + std::to_string(b->ptr);
@@ -117,7 +118,6 @@ std::string DeviceCachingAllocator::check_invariants() const {
                 allocated_seen++;
                 add(expect.allocation, b->pool, 1);
                 add(expect.allocated_bytes, b->pool, static_cast<int64_t>(b->size));
-                add(expect.requested_bytes, b->pool, static_cast<int64_t>(b->requested));
             }
         }
         if (at != base + seg.size) return "blocks do not cover segment " + std::to_string(base);

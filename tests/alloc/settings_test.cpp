@@ -93,6 +93,32 @@ TEST(AllocSettings, RoundingChangesLive) {
     expect_clean(fake, alloc);
 }
 
+// PyTorch counts requested bytes with the active ones: a block freed while another stream still
+// uses it keeps its requested bytes until its event completes (the native golden on an H200 shows
+// requested > allocated after a record_stream'd free).
+TEST(AllocStats, RequestedBytesStayUntilTheBlockIsBackInItsPool) {
+    constexpr Stream kS2 = 0x22;
+    FakeBackend fake(1, 1024 * MiB);
+    CachingAllocator alloc(fake, 1);
+    void* a = alloc.malloc(0, 3000, kS1);
+    fake.submit(kS2);
+    ASSERT_TRUE(alloc.record_stream(a, kS2));
+    alloc.free(a);
+    DeviceStats st = alloc.stats(0);
+    EXPECT_EQ(st.allocated_bytes[kStatAll].current, 0);
+    EXPECT_EQ(st.requested_bytes[kStatAll].current, 3000);
+    EXPECT_EQ(st.requested_bytes[kStatAll].freed, 0);
+    EXPECT_EQ(st.active_bytes[kStatAll].current, 3072);
+    fake.complete(kS2);
+    void* b = alloc.malloc(0, 512, kS1);  // processes the events
+    st = alloc.stats(0);
+    EXPECT_EQ(st.requested_bytes[kStatAll].current, 512);
+    EXPECT_EQ(st.requested_bytes[kStatAll].freed, 3000);
+    alloc.free(b);
+    EXPECT_EQ(alloc.stats(0).requested_bytes[kStatAll].current, 0);
+    expect_clean(fake, alloc);
+}
+
 TEST(AllocOomFigures, PrivatePoolCacheAndTheTotalLearnedBeforeACapture) {
     FakeBackend fake(1, 100 * MiB);
     CachingAllocator alloc(fake, 1);

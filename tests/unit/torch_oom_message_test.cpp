@@ -3,6 +3,9 @@
 // DeviceCachingAllocator::malloc) filled with the figures by hand.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "allocmode/torch_oom_message.h"
 
 namespace memguard::allocmode {
@@ -77,6 +80,36 @@ TEST(TorchOomMessage, DuringACaptureTheFreeMemoryIsUnknown) {
         << m;
     f.device_total = 0;
     EXPECT_NE(torch_oom_message(f).find("has a total capacity of an unknown size of which"), std::string::npos);
+}
+
+/// A string field of tests/python/golden/torch_oom_2.11.json (its messages hold no escapes).
+std::string golden(const std::string& key) {
+    std::ifstream f(std::string(MEMGUARD_SOURCE_DIR) + "/tests/python/golden/torch_oom_2.11.json");
+    std::stringstream text;
+    text << f.rdbuf();
+    const std::string s = text.str();
+    const std::string open = "\"" + key + "\": \"";
+    const size_t at = s.find(open);
+    if (at == std::string::npos) return "(no " + key + " in the golden)";
+    const size_t begin = at + open.size();
+    return s.substr(begin, s.find('"', begin) - begin);
+}
+
+// The messages PyTorch 2.11's own allocator wrote on an H200, rebuilt from their figures: the
+// wording is PyTorch's to the byte.
+TEST(TorchOomMessage, SameTextAsPyTorch211OnAnH200) {
+    TorchOomFigures f;
+    f.device = 0;
+    f.alloc_size = uint64_t{1} << 50;  // torch.empty(1 << 50)
+    f.device_total = 150109880320ull;  // the observer's third argument
+    f.device_free = 149433745408ull;   // and its fourth
+    f.processes = process_memory_text({{77, 636 * MiB}}, 77);
+    f.allocated = 30 * MiB;
+    f.reserved = 48 * MiB;
+    EXPECT_EQ(torch_oom_message(f), golden("message"));
+    f.alloc_size = 20 * GiB;
+    f.allowed = static_cast<size_t>(0.05 * 150109880320.0);  // set_per_process_memory_fraction(0.05)
+    EXPECT_EQ(torch_oom_message(f), golden("fraction_message"));
 }
 
 }  // namespace
