@@ -370,6 +370,10 @@ uintptr_t address(Fn* fn) {
 
 }  // namespace
 
+std::string python_error_text() { return take_error(); }
+
+int python_device_arg(PyObject* args) { return device_arg(args); }
+
 void arm_torch_switch(track::Recorder& rec) {
     g_recorder = &rec;
     AllocatorBridge& b = g_bridge;

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "allocmode/torch_bridge.h"
 #include "allocmode/tracking_allocator.h"
 #include "common/log.h"
 #include "python/state.h"
@@ -17,24 +18,6 @@ using namespace python;  // the C API resolved at run time (capi.h) and its help
 
 PyObject* g_observers = nullptr;  // a list, kept for the life of the process (GIL-protected)
 std::atomic<int> g_observer_count{0};
-
-/// The pending exception's text (cleared).
-std::string take_error_text() {
-    const CApi* a = capi();
-    PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
-    a->PyErr_Fetch(&type, &value, &tb);
-    std::string text = "?";
-    if (value) {
-        Ref s(a->PyObject_Str(value));
-        const char* c = s ? a->PyUnicode_AsUTF8(s.get()) : nullptr;
-        if (c) text = c;
-    }
-    for (PyObject* p : {type, value, tb}) {
-        if (p) a->Py_DecRef(p);
-    }
-    a->PyErr_Clear();
-    return text;
-}
 
 /// A Python float of `v`: float() of its shortest exact decimal text (the resolved C API has no
 /// float constructor; %.17g round-trips every double).
@@ -51,24 +34,12 @@ PyObject* new_float(double v) {
     return a->PyObject_CallObject(type.get(), args.get());
 }
 
-/// The first argument as a device index; -1 (error cleared) when it is not an integer.
-int device_of(PyObject* args) {
-    const CApi* a = capi();
-    if (a->PyTuple_Size(args) < 1) return -1;
-    long d = a->PyLong_AsLong(a->PyTuple_GetItem(args, 0));
-    if (d == -1 && a->PyErr_Occurred()) {
-        a->PyErr_Clear();
-        return -1;
-    }
-    return static_cast<int>(d);
-}
-
 // --- get_per_process_memory_fraction --------------------------------------------------------------
 
 /// torch._C._cuda_getMemoryFraction(device). `self` is PyTorch's function, called for a device
 /// memguard does not know so that PyTorch's own error reaches the program.
 PyObject* get_memory_fraction(PyObject* self, PyObject* args) {
-    const int device = device_of(args);
+    const int device = python_device_arg(args);
     alloc::CachingAllocator* a = existing_allocator();
     if (!a || device < 0 || device >= a->device_count()) return capi()->PyObject_CallObject(self, args);
     return new_float(a->memory_fraction(device));
@@ -133,7 +104,7 @@ bool replace_with(PyObject* torch_c, const char* name, PyMethodDef* def, PyObjec
     }
     Ref fn(a->PyCFunction_NewEx(def, self_override ? self_override : original.get(), nullptr));
     if (!fn || a->PyObject_SetAttrString(torch_c, name, fn.get()) != 0) {
-        MG_LOG_WARN("allocator mode: cannot replace torch._C.{}: {}", name, take_error_text());
+        MG_LOG_WARN("allocator mode: cannot replace torch._C.{}: {}", name, python_error_text());
         return false;
     }
     return true;
@@ -173,7 +144,7 @@ void call_oom_observers(int device, size_t alloc_size, size_t limit_or_total, si
         a->Py_IncRef(observer);  // the list may change while it runs
         Ref hold(observer);
         Ref r(a->PyObject_CallObject(observer, args.get()));
-        if (!r) MG_LOG_WARN("an out-of-memory observer raised: {}", take_error_text());
+        if (!r) MG_LOG_WARN("an out-of-memory observer raised: {}", python_error_text());
     }
     if (a->PyErr_Occurred()) a->PyErr_Clear();
 }
