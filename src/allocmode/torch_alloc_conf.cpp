@@ -95,6 +95,8 @@ alloc::AllocatorConfig core_settings(const TorchAllocConf& conf, const alloc::Al
     c.max_split_size = conf.max_split_size;
     c.roundup_power2_divisions = conf.roundup_power2_divisions;
     if (conf.max_non_split_rounding_given) c.max_non_split_rounding_size = conf.max_non_split_rounding;
+    // PyTorch keeps expandable_segments unless the text names it, like the non-split rounding:
+    // the core's switch for them belongs here once it has one (today it is a note).
     return c;
 }
 

@@ -191,9 +191,10 @@ void* allocate(Recorder& rec, size_t size, int device, uintptr_t stream) {
             MG_LOG_WARN("memguard_alloc: allocating {} bytes on device {} failed with CUDA error {}", size, device,
                         err);
         }
-        // PyTorch's OOM observers (torch._C._cuda_attach_out_of_memory_observer): no allocator
+        // PyTorch's OOM observers (torch._C._cuda_attach_out_of_memory_observer), for an
+        // out-of-memory failure as PyTorch's (another CUDA error is no OOM there): no allocator
         // lock is held here.
-        notify_oom_observers(oom);
+        if (err == alloc::kErrorMemoryAllocation) notify_oom_observers(oom);
         throw_oom(oom, ctx.record ? rec.report_path() : std::string());
     }
     if (ctx.record) {
