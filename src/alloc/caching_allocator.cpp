@@ -69,11 +69,7 @@ Block* DeviceCachingAllocator::take_free_block(BlockPool& pool, Stream stream, s
     if (size < config_.max_split_size && b->size >= config_.max_split_size) return nullptr;
     if (size >= config_.max_split_size && b->size >= size + config_.max_non_split_rounding_size) return nullptr;
     pool.blocks.erase(it);
-    if (b->is_split()) {
-        stat_sub(stats_.inactive_split, &pool, 1);
-        stat_sub(stats_.inactive_split_bytes, &pool, b->size);
-    }
-    return b;
+    return b;  // still counted as inactive split: hand_out settles it
 }
 
 Block* DeviceCachingAllocator::alloc_segment(BlockPool& pool, Stream stream, size_t size, int* error) {
@@ -133,6 +129,10 @@ Block* DeviceCachingAllocator::try_allocate(size_t size, Stream stream, int* err
 
 void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, SiteId site) {
     BlockPool* pool = b->pool;
+    // The inactive-split stats change by what changes, as PyTorch's do (their allocated/freed
+    // totals count that, not a block taken out and put back): a cached split block shrinks or
+    // leaves; splitting a whole block makes its rest one.
+    const bool already_split = b->is_split();
     if (should_split(b, size)) {
         Block* rest = new_block();
         rest->device = device_;
@@ -146,8 +146,15 @@ void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, S
         b->next = rest;
         b->size = size;
         pool->blocks.insert(rest);
-        stat_add(stats_.inactive_split, pool, 1);
-        stat_add(stats_.inactive_split_bytes, pool, rest->size);
+        if (already_split) {
+            stat_sub(stats_.inactive_split_bytes, pool, size);
+        } else {
+            stat_add(stats_.inactive_split, pool, 1);
+            stat_add(stats_.inactive_split_bytes, pool, rest->size);
+        }
+    } else if (already_split) {
+        stat_sub(stats_.inactive_split, pool, 1);
+        stat_sub(stats_.inactive_split_bytes, pool, b->size);
     }
     b->allocated = true;
     b->requested = requested;
@@ -366,21 +373,31 @@ void DeviceCachingAllocator::free_block(Block* b) {
     stat_sub(stats_.active_bytes, pool, b->size);
     stat_sub(stats_.requested_bytes, pool, b->requested);
     b->requested = 0;
-    try_merge(b, b->prev);
-    try_merge(b, b->next);
-    if (b->is_split()) {
-        stat_add(stats_.inactive_split, pool, 1);
-        stat_add(stats_.inactive_split_bytes, pool, b->size);
+    // The net change of the inactive split blocks (PyTorch's accounting): merged neighbours leave
+    // them, the block joins them when it is still part of a split segment.
+    int64_t blocks = 0, bytes = 0;
+    for (Block* n : {b->prev, b->next}) {
+        if (const size_t merged = try_merge(b, n)) {
+            blocks -= 1;
+            bytes -= static_cast<int64_t>(merged);
+        }
     }
+    if (b->is_split()) {
+        blocks += 1;
+        bytes += static_cast<int64_t>(b->size);
+    }
+    if (blocks > 0) stat_add(stats_.inactive_split, pool, static_cast<uint64_t>(blocks));
+    if (blocks < 0) stat_sub(stats_.inactive_split, pool, static_cast<uint64_t>(-blocks));
+    if (bytes > 0) stat_add(stats_.inactive_split_bytes, pool, static_cast<uint64_t>(bytes));
+    if (bytes < 0) stat_sub(stats_.inactive_split_bytes, pool, static_cast<uint64_t>(-bytes));
     pool->blocks.insert(b);
 }
 
-bool DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
-    if (!src || !src->is_cached()) return false;
+size_t DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
+    if (!src || !src->is_cached()) return 0;
     BlockPool* pool = dst->pool;
     pool->blocks.erase(src);
-    stat_sub(stats_.inactive_split, pool, 1);
-    stat_sub(stats_.inactive_split_bytes, pool, src->size);
+    const size_t merged = src->size;
     if (src == dst->prev) {
         dst->ptr = src->ptr;
         dst->prev = src->prev;
@@ -394,7 +411,7 @@ bool DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
     }
     dst->size += src->size;
     recycle(src);
-    return true;
+    return merged;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -217,7 +217,8 @@ private:
     void free_locked(Block* b);
     bool should_split(const Block* b, size_t size) const;
     void free_block(Block* b);
-    bool try_merge(Block* dst, Block* src);
+    /// Merges the cached neighbour `src` into `dst`; the bytes it added (0: not merged).
+    size_t try_merge(Block* dst, Block* src);
     void insert_events(Block* b);
     void process_events();
     void synchronize_and_free_events();

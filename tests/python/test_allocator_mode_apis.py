@@ -17,6 +17,8 @@ Children:
             report), _set_allocator_settings (applied live, bad input refused by PyTorch,
             unapplied settings named once), torch._C._accelerator_getDeviceStats.
   early     _set_allocator_settings before CUDA started: applied when the allocator is created.
+  golden    the calls of tests/gpu/probes/native_allocator_goldens.py: every memory_stats value at
+            its three points equal to what PyTorch 2.11's own allocator answered on an H200.
   oom       through PyTorch's own error handling (mg_torch_binding, tests/torch, built where
             torch's headers are): observers attached with torch._C._cuda_attach_out_of_memory_observer
             are called with PyTorch's arguments, also when the allocating thread released the GIL,
@@ -210,6 +212,34 @@ def child(arm):
         r["oversize"] = torch.cuda.memory_stats(0)["oversize_allocations.current"]
         ns["deallocate"](p)
         return r
+    if kind == "golden":
+        # The calls of tests/gpu/probes/native_allocator_goldens.py, as PyTorch's allocator sees
+        # them, on memguard's: the statistics at its three points (golden/native_2.11_h200/).
+        import ctypes
+        torch = start(ns)
+        alloc, free = ns["allocate"], ns["deallocate"]
+        fake = ctypes.CDLL(os.environ["MGTEST_FAKE_CUDART_IN_CHILD"])
+        side = ctypes.c_void_p()
+        assert fake.cudaStreamCreate(ctypes.byref(side)) == 0
+        record_stream = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
+            ns["state"]["current"].hooks["record_stream"])
+        keep = [alloc(n) for n in (512, 4096, 1 << 20, 3 << 20, 25 << 20)]
+        free(alloc(8 << 20))
+        on_side = alloc(2 << 20, side.value)
+        record_stream(on_side, None)  # used on the current stream, then freed: waits for its event
+        free(on_side)
+        r["stats"] = dict(torch.cuda.memory_stats(0))
+        a, b = alloc(6 << 20), alloc(300)
+        free(a)
+        torch.cuda.empty_cache()
+        free(b)
+        torch.cuda.reset_peak_memory_stats(0)
+        r["stats_after_reset_peak"] = dict(torch.cuda.memory_stats(0))
+        torch.cuda.reset_accumulated_memory_stats(0)
+        r["stats_after_reset_accumulated"] = dict(torch.cuda.memory_stats(0))
+        for p in keep:
+            free(p)
+        return r
     if kind == "apis":
         torch = start(ns)
         mem = torch.cuda.memory
@@ -349,6 +379,7 @@ class AllocatorModeApis(harness.ChildTestCase):
         cls.runs = {
             "apis": harness.run_child(__file__, {"kind": "apis"}, env=dict(env, FAKE_CUDA_CAPACITY=str(1024 * MIB))),
             "early": harness.run_child(__file__, {"kind": "early"}, env=env),
+            "golden": harness.run_child(__file__, {"kind": "golden"}, env=env),
             "oom": harness.run_child(__file__, {"kind": "oom"}, env=dict(env, FAKE_CUDA_CAPACITY=str(100 * MIB))),
         }
         with open(os.path.join(HERE, "golden", "torch_memory_stats_keys.json")) as f:
@@ -370,6 +401,16 @@ class AllocatorModeApis(harness.ChildTestCase):
         self.assertEqual(r["nested"], self.golden_nested)
         self.assertEqual(r["nested_all"], ["allocated", "current", "freed", "peak"])
         self.assertTrue(r["accelerator_equal"])
+
+    def test_every_value_equals_pytorch_211_on_an_h200(self):
+        r = self.result("golden")
+        for name in ("stats", "stats_after_reset_peak", "stats_after_reset_accumulated"):
+            with open(os.path.join(HERE, "golden", "native_2.11_h200", name + ".json")) as f:
+                want = json.load(f)
+            got = r[name]
+            self.assertEqual(sorted(got), sorted(want), name)
+            self.assertEqual({k: got[k] for k in want if got[k] != want[k]},
+                             {}, f"{name}: memguard's values where PyTorch's differ ({{key: memguard}})")
 
     def test_values_follow_pytorchs_rules(self):
         s = self.result("apis")["after_alloc"]
