@@ -22,7 +22,8 @@ Children:
   oom       through PyTorch's own error handling (mg_torch_binding, tests/torch, built where
             torch's headers are): observers attached with torch._C._cuda_attach_out_of_memory_observer
             are called with PyTorch's arguments, also when the allocating thread released the GIL,
-            and an observer that raises does not replace the OOM; the message is PyTorch's; the
+            and on a thread that never ran Python, and an observer that raises does not replace the
+            OOM; the message is PyTorch's; the
             memory fraction's "allowed" sentence; num_ooms. Skipped (said so) without the binding.
 """
 import json
@@ -351,6 +352,14 @@ def child(arm):
         r["calls_released"] = list(calls)
         for p in held:
             ns["FREE"](ns["state"]["current"].free)(p, 24 * MIB, 0, None)
+        # A thread that never ran Python: the observers still run (PyTorch takes the GIL there).
+        calls.clear()
+        try:
+            b.alloc_on_thread(200 * MIB)
+            r["thread_error"] = "no error"
+        except MemoryError as e:
+            r["thread_error"] = str(e).splitlines()[0]
+        r["calls_thread"] = list(calls)
         r["num_ooms_after"] = torch.cuda.memory_stats(0)["num_ooms"]
         try:
             torch._C._cuda_attach_out_of_memory_observer()
@@ -515,7 +524,10 @@ class AllocatorModeApis(harness.ChildTestCase):
         self.assertEqual(m.group("allowed"), "50.00 MiB")
         self.assertEqual(r["calls_released"], [[0, 24 * MIB, 50 * MIB, 52 * MIB]])
         self.assertIn("an out-of-memory observer raised: observer failed", self.runs["oom"].stderr)
-        self.assertEqual(r["num_ooms_after"], 2)
+        self.assertTrue(r["thread_error"].startswith("CUDA out of memory. Tried to allocate 200.00 MiB."),
+                        r["thread_error"])
+        self.assertEqual(r["calls_thread"], [[0, 200 * MIB, 50 * MIB, 100 * MIB]])
+        self.assertEqual(r["num_ooms_after"], 3)
         self.assertEqual(r["attach_no_arg"], "TypeError")
 
 

@@ -8,6 +8,9 @@
 
 #include <dlfcn.h>
 
+#include <string>
+#include <thread>
+
 #include <torch/csrc/Exceptions.h>
 
 namespace {
@@ -48,9 +51,41 @@ PyObject* alloc_released(PyObject*, PyObject* arg) {
     END_HANDLE_TH_ERRORS
 }
 
+/// memguard_alloc on a thread that never ran Python (PyTorch's allocating threads may be such, an
+/// autograd worker say), the GIL released while it runs; its failure comes back as MemoryError
+/// with the exception's text.
+PyObject* alloc_on_thread(PyObject*, PyObject* arg) {
+    HANDLE_TH_ERRORS
+    static auto fn = reinterpret_cast<AllocFn>(dlsym(RTLD_DEFAULT, "memguard_alloc"));
+    TORCH_CHECK(fn, "memguard_alloc not found: is libmemguard.so preloaded?");
+    size_t n = PyLong_AsSize_t(arg);
+    if (PyErr_Occurred()) return nullptr;
+    void* p = nullptr;
+    std::string error;
+    {
+        Released no_gil;
+        std::thread t([&] {
+            try {
+                p = fn(n, 0, nullptr);
+            } catch (const std::exception& e) {
+                error = e.what();
+            }
+        });
+        t.join();
+    }
+    if (!error.empty()) {
+        PyErr_SetString(PyExc_MemoryError, error.c_str());
+        return nullptr;
+    }
+    return PyLong_FromVoidPtr(p);
+    END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {{"alloc", alloc, METH_O, "memguard_alloc(nbytes, 0, nullptr) inside HANDLE_TH_ERRORS"},
                          {"alloc_released", alloc_released, METH_O,
                           "alloc(), with the GIL released around memguard_alloc"},
+                         {"alloc_on_thread", alloc_on_thread, METH_O,
+                          "memguard_alloc on a new thread that never ran Python"},
                          {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module =
