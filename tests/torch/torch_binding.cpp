@@ -17,11 +17,16 @@ namespace {
 
 using AllocFn = void* (*)(size_t, int, void*);
 
-PyObject* alloc(PyObject*, PyObject* arg) {
-    HANDLE_TH_ERRORS
-    // Found as torch.cuda.memory.CUDAPluggableAllocator's ctypes lookup finds it.
+/// memguard_alloc, found as torch.cuda.memory.CUDAPluggableAllocator's ctypes lookup finds it.
+AllocFn memguard_alloc_fn() {
     static auto fn = reinterpret_cast<AllocFn>(dlsym(RTLD_DEFAULT, "memguard_alloc"));
     TORCH_CHECK(fn, "memguard_alloc not found: is libmemguard.so preloaded?");
+    return fn;
+}
+
+PyObject* alloc(PyObject*, PyObject* arg) {
+    HANDLE_TH_ERRORS
+    AllocFn fn = memguard_alloc_fn();
     size_t n = PyLong_AsSize_t(arg);
     if (PyErr_Occurred()) return nullptr;
     return PyLong_FromVoidPtr(fn(n, 0, nullptr));
@@ -38,8 +43,7 @@ struct Released {
 
 PyObject* alloc_released(PyObject*, PyObject* arg) {
     HANDLE_TH_ERRORS
-    static auto fn = reinterpret_cast<AllocFn>(dlsym(RTLD_DEFAULT, "memguard_alloc"));
-    TORCH_CHECK(fn, "memguard_alloc not found: is libmemguard.so preloaded?");
+    AllocFn fn = memguard_alloc_fn();
     size_t n = PyLong_AsSize_t(arg);
     if (PyErr_Occurred()) return nullptr;
     void* p = nullptr;
@@ -56,8 +60,7 @@ PyObject* alloc_released(PyObject*, PyObject* arg) {
 /// with the exception's text.
 PyObject* alloc_on_thread(PyObject*, PyObject* arg) {
     HANDLE_TH_ERRORS
-    static auto fn = reinterpret_cast<AllocFn>(dlsym(RTLD_DEFAULT, "memguard_alloc"));
-    TORCH_CHECK(fn, "memguard_alloc not found: is libmemguard.so preloaded?");
+    AllocFn fn = memguard_alloc_fn();
     size_t n = PyLong_AsSize_t(arg);
     if (PyErr_Occurred()) return nullptr;
     void* p = nullptr;
