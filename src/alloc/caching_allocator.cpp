@@ -88,8 +88,7 @@ Block* DeviceCachingAllocator::take_free_block(BlockPool& pool, Stream stream, s
     if (size < config_.max_split_size && b->size >= config_.max_split_size) return nullptr;
     if (size >= config_.max_split_size && b->size >= size + config_.max_non_split_rounding_size) return nullptr;
     pool.blocks.erase(it);
-    if (b->is_split()) split_sub(b, b->size);
-    return b;
+    return b;  // still counted as inactive split: hand_out settles it
 }
 
 Block* DeviceCachingAllocator::alloc_segment(BlockPool& pool, Stream stream, size_t size, int* error) {
@@ -115,11 +114,12 @@ Block* DeviceCachingAllocator::alloc_segment(BlockPool& pool, Stream stream, siz
     b->size = size;
     b->ptr = reinterpret_cast<uintptr_t>(p);
     b->pool = &pool;
-    segments_[b->ptr] = Segment{b, size, &pool, nullptr};
+    const bool oversize = size >= config_.max_split_size;
+    segments_[b->ptr] = Segment{b, size, &pool, nullptr, oversize};
     if (pool.owner) pool.owner->segments++;
     stat_add(stats_.segment, &pool, 1);
     stat_add(stats_.reserved_bytes, &pool, size);
-    if (size >= config_.max_split_size) stats_.oversize_segments.add(1);
+    if (oversize) stats_.oversize_segments.add(1);
     stats_.num_device_alloc++;
     return b;
 }
@@ -162,6 +162,12 @@ Block* DeviceCachingAllocator::try_allocate(size_t size, Stream stream, bool exp
 
 void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, SiteId site, bool expandable) {
     BlockPool* pool = b->pool;
+    // The inactive-split stats change by what changes, as PyTorch's do (their allocated/freed
+    // totals count that, not a block taken out and put back): a cached split block shrinks or
+    // leaves; splitting a whole block makes its rest one. PyTorch leaves out the blocks of
+    // expandable segments, whose free pages can always be unmapped.
+    const bool counted = !b->expandable;
+    const bool already_split = b->is_split();
     if (should_split(b, size, expandable)) {
         Block* rest = new_block();
         rest->device = device_;
@@ -176,7 +182,15 @@ void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, S
         b->next = rest;
         b->size = size;
         pool->blocks.insert(rest);
-        split_add(rest, rest->size);
+        if (counted && already_split) {
+            stat_sub(stats_.inactive_split_bytes, pool, size);
+        } else if (counted) {
+            stat_add(stats_.inactive_split, pool, 1);
+            stat_add(stats_.inactive_split_bytes, pool, rest->size);
+        }
+    } else if (already_split && counted) {
+        stat_sub(stats_.inactive_split, pool, 1);
+        stat_sub(stats_.inactive_split_bytes, pool, b->size);
     }
     b->allocated = true;
     b->requested = requested;
@@ -186,7 +200,10 @@ void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, S
     stat_add(stats_.requested_bytes, pool, requested);
     stat_add(stats_.active, pool, 1);
     stat_add(stats_.active_bytes, pool, b->size);
-    if (b->size >= config_.max_split_size) stats_.oversize_allocations.add(1);
+    if (b->size >= config_.max_split_size) {
+        b->oversize = true;
+        stats_.oversize_allocations.add(1);
+    }
 }
 
 void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId site,
@@ -263,9 +280,12 @@ void DeviceCachingAllocator::free_locked(Block* b) {
     BlockPool* pool = b->pool;
     stat_sub(stats_.allocation, pool, 1);
     stat_sub(stats_.allocated_bytes, pool, b->size);
-    stat_sub(stats_.requested_bytes, pool, b->requested);
-    if (b->size >= config_.max_split_size) stats_.oversize_allocations.sub(1);
-    b->requested = 0;
+    if (b->oversize) {
+        b->oversize = false;
+        stats_.oversize_allocations.sub(1);
+    }
+    // The requested bytes stay counted until the block is back in its pool (free_block), as
+    // PyTorch's allocator counts them: with the active bytes, not the allocated ones.
     if (b->stream_uses.empty()) {
         free_block(b);
         return;
@@ -389,23 +409,42 @@ void DeviceCachingAllocator::free_block(Block* b) {
     BlockPool* pool = b->pool;
     stat_sub(stats_.active, pool, 1);
     stat_sub(stats_.active_bytes, pool, b->size);
-    try_merge(b, b->prev);
-    try_merge(b, b->next);
-    if (b->is_split()) split_add(b, b->size);
+    stat_sub(stats_.requested_bytes, pool, b->requested);
+    b->requested = 0;
+    // The net change of the inactive split blocks (PyTorch's accounting): merged neighbours leave
+    // them, the block joins them when it is still part of a split segment. Blocks of expandable
+    // segments are never counted.
+    int64_t blocks = 0, bytes = 0;
+    for (Block* n : {b->prev, b->next}) {
+        if (const size_t merged = try_merge(b, n)) {
+            blocks -= 1;
+            bytes -= static_cast<int64_t>(merged);
+        }
+    }
+    if (b->is_split()) {
+        blocks += 1;
+        bytes += static_cast<int64_t>(b->size);
+    }
+    if (!b->expandable) {
+        if (blocks > 0) stat_add(stats_.inactive_split, pool, static_cast<uint64_t>(blocks));
+        if (blocks < 0) stat_sub(stats_.inactive_split, pool, static_cast<uint64_t>(-blocks));
+        if (bytes > 0) stat_add(stats_.inactive_split_bytes, pool, static_cast<uint64_t>(bytes));
+        if (bytes < 0) stat_sub(stats_.inactive_split_bytes, pool, static_cast<uint64_t>(-bytes));
+    }
     pool->blocks.insert(b);
 }
 
-// Merges the free neighbour src into dst (which is in no set). Blocks merge only with blocks of
-// the same kind: mapped with mapped, unmapped with unmapped.
-bool DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
-    if (!src || !src->is_cached() || src->mapped != dst->mapped) return false;
+// Merges the free neighbour src into dst (which is in no set); returns the bytes it added (0: not
+// merged). Blocks merge only with blocks of the same kind: mapped with mapped, unmapped with
+// unmapped. The caller keeps the inactive-split stats.
+size_t DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
+    if (!src || !src->is_cached() || src->mapped != dst->mapped) return 0;
     BlockPool* pool = dst->pool;
-    if (src->mapped) {
+    if (src->mapped)
         pool->blocks.erase(src);
-        split_sub(src, src->size);
-    } else {
+    else
         pool->unmapped.erase(src);
-    }
+    const size_t merged = src->size;
     if (src == dst->prev) {
         dst->ptr = src->ptr;
         dst->prev = src->prev;
@@ -419,7 +458,7 @@ bool DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
     }
     dst->size += src->size;
     recycle(src);
-    return true;
+    return merged;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -485,6 +524,19 @@ bool CachingAllocator::empty_cache(int device) {
 int CachingAllocator::set_memory_fraction(int device, double fraction) {
     if (device < 0 || device >= device_count()) return kErrorInvalidDevice;
     return devices_[device]->set_memory_fraction(fraction);
+}
+
+double CachingAllocator::memory_fraction(int device) const {
+    if (device < 0 || device >= device_count()) return 1.0;
+    return devices_[device]->memory_fraction();
+}
+
+AllocatorConfig CachingAllocator::config() const {
+    return devices_.empty() ? AllocatorConfig{} : devices_.front()->config();
+}
+
+void CachingAllocator::set_config(const AllocatorConfig& config) {
+    for (auto& d : devices_) d->set_config(config);
 }
 
 bool CachingAllocator::begin_allocate_to_pool(int device, MempoolId id, StreamFilter filter) {

@@ -83,7 +83,11 @@ struct OomReport {
     size_t limit_bytes = 0;   // memory-fraction limit, 0 when none
     bool over_limit = false;  // refused by the memory fraction, not by the device
     size_t device_free = 0;   // cudaMemGetInfo (0 when a capture prevented asking)
+    /// cudaMemGetInfo's total; during a capture the total learned by an earlier call (0 if none).
     size_t device_total = 0;
+    /// Free cached bytes held by private pools (graphs, MemPools): PyTorch's message counts them
+    /// as allocated ("allocated in private pools").
+    size_t private_pool_cached = 0;
     bool capture_underway = false;
     bool rescue_called = false;
     std::vector<SiteUsage> live_by_site;  // allocated blocks by site, largest first
@@ -101,7 +105,7 @@ struct BlockInfo {
     uintptr_t segment = 0;  // base address of its device allocation
     uintptr_t ptr = 0;
     size_t size = 0;
-    size_t requested = 0;  // 0 unless allocated
+    size_t requested = 0;  // 0 when free (a block waiting for events keeps it, as in PyTorch's stats)
     Stream stream = 0;
     SiteId site = 0;
     MempoolId pool;  // {0,0}: the default pools
@@ -159,8 +163,19 @@ public:
     /// Returns false, changing nothing, on a device where a capture is in progress.
     bool empty_cache();
     bool empty_cache(int device);
-    /// Allocations on `device` fail once reserved memory would exceed fraction * total memory.
+    /// Allocations on `device` fail once reserved memory would exceed fraction * total memory
+    /// (1.0: no limit, as PyTorch's).
     int set_memory_fraction(int device, double fraction);
+    /// The limit as a fraction of the device's total memory, as PyTorch's
+    /// getMemoryFraction answers it: 1.0 when none is set.
+    double memory_fraction(int device) const;
+
+    /// The settings in effect (the same on every device).
+    AllocatorConfig config() const;
+    /// Applies new settings to every device (torch.cuda.memory._set_allocator_settings): later
+    /// allocations and frees follow them; blocks and segments keep what they were counted as
+    /// (oversize or not) when they were made. The max_split_size statistic follows.
+    void set_config(const AllocatorConfig& config);
 
     /// Allocations on `device` whose stream `filter` accepts come from private pool `id` (created,
     /// or its use count raised) until end_allocate_to_pool(id). The newest matching pool wins.

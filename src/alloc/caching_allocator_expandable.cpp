@@ -126,7 +126,7 @@ Block* DeviceCachingAllocator::find_expandable_block(BlockPool& pool, Stream str
     es->stream = stream;
     es->handles.assign(pages, 0);
     Block* b = new_piece(*es, pool, va, es->size(), false, nullptr, nullptr);
-    segments_[va] = Segment{b, es->size(), &pool, es.get()};
+    segments_[va] = Segment{b, es->size(), &pool, es.get(), false};
     if (pool.owner) pool.owner->segments++;
     expandable_.push_back(std::move(es));
     return b;

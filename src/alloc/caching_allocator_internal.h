@@ -47,6 +47,7 @@ struct Block {
     ExpandableSegment* expandable = nullptr;  // the segment of a block of an expandable segment
     int event_count = 0;                      // outstanding events recorded at free
     int device = 0;
+    bool oversize = false;             // counted in oversize_allocations (max_split_size or more when handed out)
     std::vector<Stream> stream_uses;   // record_stream, other than the allocation stream
     std::vector<Stream> capture_uses;  // those made on a capturing stream (no events for them)
 
@@ -163,7 +164,7 @@ public:
           expandable_on_(expandable),
           small_(true, nullptr),
           large_(false, nullptr) {
-        stats_.max_split_size = config_.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(config_.max_split_size);
+        stats_.max_split_size = max_split_size_stat(config_);
         spare_blocks_.reserve(kMaxSpareBlocks);  // recycle() then never allocates
     }
 
@@ -190,6 +191,16 @@ public:
     bool block_sizes(uintptr_t ptr, size_t* size, size_t* requested) const;
     bool empty_cache();
     int set_memory_fraction(double fraction);
+    double memory_fraction() const;
+    AllocatorConfig config() const {
+        std::lock_guard<FutexLock> lock(mu_);
+        return config_;
+    }
+    void set_config(const AllocatorConfig& config) {
+        std::lock_guard<FutexLock> lock(mu_);
+        config_ = config;
+        stats_.max_split_size = max_split_size_stat(config_);
+    }
     bool begin_allocate_to_pool(MempoolId id, StreamFilter filter);
     bool end_allocate_to_pool(MempoolId id);
     bool release_pool(MempoolId id);
@@ -217,6 +228,7 @@ private:
         size_t size;  // of an expandable segment: its whole reserved range
         BlockPool* pool;
         ExpandableSegment* expandable;  // nullptr: a cudaMalloc'ed segment
+        bool oversize;                  // counted in oversize_segments
     };
     struct Capture {
         MempoolId id;
@@ -224,6 +236,10 @@ private:
         std::thread::id thread;  // that began it
     };
 
+    /// PyTorch's max_split_size statistic: the limit in bytes, -1 (SIZE_MAX as int64) when none.
+    static int64_t max_split_size_stat(const AllocatorConfig& c) {
+        return c.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(c.max_split_size);
+    }
     size_t round_size(size_t size) const;
     static size_t segment_size(size_t size);
     bool capture_underway() const { return !captures_.empty() || backend_.any_capture_active(device_); }
@@ -237,7 +253,8 @@ private:
     void free_locked(Block* b);
     bool should_split(const Block* b, size_t size, bool expandable) const;
     void free_block(Block* b);
-    bool try_merge(Block* dst, Block* src);
+    /// Merges the cached neighbour `src` into `dst`; the bytes it added (0: not merged).
+    size_t try_merge(Block* dst, Block* src);
     void insert_events(Block* b);
     void process_events();
     void synchronize_and_free_events();
@@ -275,19 +292,6 @@ private:
             delete b;
     }
 
-    // inactive_split counts free pieces of split segments that cannot be returned; PyTorch leaves
-    // out the blocks of expandable segments, whose free pages can always be unmapped.
-    void split_add(const Block* b, uint64_t bytes) {
-        if (b->expandable) return;
-        stat_add(stats_.inactive_split, b->pool, 1);
-        stat_add(stats_.inactive_split_bytes, b->pool, bytes);
-    }
-    void split_sub(const Block* b, uint64_t bytes) {
-        if (b->expandable) return;
-        stat_sub(stats_.inactive_split, b->pool, 1);
-        stat_sub(stats_.inactive_split_bytes, b->pool, bytes);
-    }
-
     void stat_add(StatArray& a, const BlockPool* pool, uint64_t n) {
         a[kStatAll].add(n);
         a[pool->small ? kStatSmallPool : kStatLargePool].add(n);
@@ -300,7 +304,7 @@ private:
     static constexpr size_t kMaxSpareBlocks = 4096;
     DeviceBackend& backend_;
     const int device_;
-    const AllocatorConfig config_;
+    AllocatorConfig config_;                  // replaced under the lock (set_config)
     const std::atomic<bool>& expandable_on_;  // the allocator's expandable_segments setting
     mutable FutexLock mu_;                    // the device lock (common/futex_lock.h)
 
@@ -326,6 +330,7 @@ private:
     size_t total_memory_ = 0;  // the device's memory: each reserved range is 1 1/8 of it
 
     size_t limit_ = SIZE_MAX;  // memory-fraction limit on reserved bytes
+    size_t total_ = 0;         // the device's total memory, once a cudaMemGetInfo told it
     DeviceStats stats_;
 };
 

@@ -20,10 +20,11 @@ bool DeviceCachingAllocator::release_segment(Block* b) {
     BlockPool* pool = b->pool;
     pool->blocks.erase(b);
     if (pool->owner) pool->owner->segments--;
-    segments_.erase(b->ptr);
+    auto seg = segments_.find(b->ptr);
+    if (seg->second.oversize) stats_.oversize_segments.sub(1);
+    segments_.erase(seg);
     stat_sub(stats_.segment, pool, 1);
     stat_sub(stats_.reserved_bytes, pool, b->size);
-    if (b->size >= config_.max_split_size) stats_.oversize_segments.sub(1);
     stats_.num_device_free++;
     recycle(b);
     return true;
@@ -113,8 +114,17 @@ int DeviceCachingAllocator::set_memory_fraction(double fraction) {
     const int err = backend_.mem_info(device_, &free_b, &total);
     if (err != kSuccess) return err;
     std::lock_guard<FutexLock> lock(mu_);
-    limit_ = static_cast<size_t>(fraction * static_cast<double>(total));
+    total_ = total;
+    // As PyTorch's: 1.0 means no limit (its OOM message then names none).
+    limit_ = fraction < 1.0 ? static_cast<size_t>(fraction * static_cast<double>(total)) : SIZE_MAX;
     return kSuccess;
+}
+
+double DeviceCachingAllocator::memory_fraction() const {
+    std::lock_guard<FutexLock> lock(mu_);
+    // PyTorch answers allowed / total, not the number it was given.
+    if (limit_ == SIZE_MAX || total_ == 0) return 1.0;
+    return static_cast<double>(limit_) / static_cast<double>(total_);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -24,8 +24,15 @@ void DeviceCachingAllocator::fill_oom_report(OomReport* r, size_t requested, siz
     r->over_limit = limit_ != SIZE_MAX && seg_size > 0 && r->reserved_bytes + seg_size > limit_;
     r->capture_underway = capture_underway();
     r->rescue_called = rescued;
-    // cudaMemGetInfo is not on CUDA's list of capture-safe calls: not asked during a capture.
-    if (!r->capture_underway) backend_.mem_info(device_, &r->device_free, &r->device_total);
+    // cudaMemGetInfo is not on CUDA's list of capture-safe calls: not asked during a capture,
+    // where the total is the one an earlier call told.
+    if (!r->capture_underway && backend_.mem_info(device_, &r->device_free, &r->device_total) == kSuccess)
+        total_ = r->device_total;
+    else if (r->capture_underway)
+        r->device_total = total_;
+    for (const auto& [id, p] : pools_)
+        for (const BlockPool* bp : {&p->small, &p->large})
+            for (const Block* b : bp->blocks) r->private_pool_cached += b->size;
     std::unordered_map<SiteId, SiteUsage> by_site;
     for (const auto& [base, seg] : segments_) {
         for (const Block* b = seg.head; b; b = b->next) {
@@ -139,6 +146,7 @@ std::string DeviceCachingAllocator::check_invariants() const {
             } else {
                 add(expect.active, b->pool, 1);
                 add(expect.active_bytes, b->pool, static_cast<int64_t>(b->size));
+                add(expect.requested_bytes, b->pool, static_cast<int64_t>(b->requested));
             }
             if (b->allocated != (live_.find(b->ptr) == b)) {
                 return "live-block map disagrees at " + std::to_string(b->ptr);
@@ -147,7 +155,6 @@ std::string DeviceCachingAllocator::check_invariants() const {
                 allocated_seen++;
                 add(expect.allocation, b->pool, 1);
                 add(expect.allocated_bytes, b->pool, static_cast<int64_t>(b->size));
-                add(expect.requested_bytes, b->pool, static_cast<int64_t>(b->requested));
             }
         }
         if (at != base + seg.size) return "blocks do not cover segment " + std::to_string(base);

@@ -53,7 +53,7 @@ struct DeviceStats {
     StatArray reserved_bytes;
     StatArray active_bytes;
     StatArray inactive_split_bytes;
-    StatArray requested_bytes;  // the sizes the callers asked for (before rounding)
+    StatArray requested_bytes;  // the sizes the callers asked for (before rounding), of active blocks
     Stat oversize_allocations;  // allocations of max_split_size or more
     Stat oversize_segments;
     int64_t num_alloc_retries = 0;  // allocations that had to free the cache and retry

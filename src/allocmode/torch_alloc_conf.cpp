@@ -60,6 +60,7 @@ TorchAllocConf parse_torch_alloc_conf(const char* value) {
         } else if (key == "max_non_split_rounding_mb") {
             if (to_size(val, &n) && n < (1ull << 40)) {
                 c.max_non_split_rounding = static_cast<size_t>(n) << 20;
+                c.max_non_split_rounding_given = true;
             } else {
                 c.notes.push_back(where + ": expected a number of MB; keeping 20");
             }
@@ -89,6 +90,16 @@ TorchAllocConf parse_torch_alloc_conf(const char* value) {
             c.notes.push_back(where + ": not used by memguard's allocator");
         }
     }
+    return c;
+}
+
+alloc::AllocatorConfig core_settings(const TorchAllocConf& conf, const alloc::AllocatorConfig& current) {
+    alloc::AllocatorConfig c = current;
+    c.max_split_size = conf.max_split_size;
+    c.roundup_power2_divisions = conf.roundup_power2_divisions;
+    if (conf.max_non_split_rounding_given) c.max_non_split_rounding_size = conf.max_non_split_rounding;
+    // PyTorch keeps expandable_segments unless the text names it, like the non-split rounding.
+    if (conf.expandable_segments) c.expandable_segments = *conf.expandable_segments;
     return c;
 }
 

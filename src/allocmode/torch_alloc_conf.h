@@ -8,11 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "alloc/caching_allocator.h"
+
 namespace memguard::allocmode {
 
 struct TorchAllocConf {
     size_t max_split_size = static_cast<size_t>(-1);  // max_split_size_mb (bytes); SIZE_MAX: none
     size_t max_non_split_rounding = 20u << 20;        // max_non_split_rounding_mb (bytes)
+    bool max_non_split_rounding_given = false;        // the text set it
     unsigned roundup_power2_divisions = 0;            // roundup_power2_divisions (one number)
     std::optional<bool> expandable_segments;          // expandable_segments:True|False, when given
     /// One line per setting memguard's allocator does not apply, or does not accept (what it
@@ -22,5 +25,10 @@ struct TorchAllocConf {
 
 /// Parses "key:value,key:value" as PyTorch does (keys and values as PyTorch names them).
 TorchAllocConf parse_torch_alloc_conf(const char* value);
+
+/// The core's settings after PyTorch reads `conf` over `current` (its parseArgs): the split limit
+/// and the power-of-two rounding return to their defaults unless the text sets them, the
+/// non-split rounding keeps its value unless it does.
+alloc::AllocatorConfig core_settings(const TorchAllocConf& conf, const alloc::AllocatorConfig& current);
 
 }  // namespace memguard::allocmode

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "allocmode/api.h"
+#include "allocmode/torch_memory_api.h"
 #include "allocmode/tracking_allocator.h"
 #include "common/log.h"
 #include "python/allocator_mode.h"
@@ -199,9 +200,14 @@ void patch_torch(PyObject* torch_c) {
         const char* name;
         PyMethodDef* def;
     };
+    // torch.cuda's entry points, and torch.accelerator's (2.9 and later) that reach the same
+    // statistics of the current accelerator.
     for (const Stat& s :
          {Stat{"_cuda_memoryStats", &g_memory_stats_def}, Stat{"_cuda_resetPeakMemoryStats", &g_reset_peak_def},
-          Stat{"_cuda_resetAccumulatedMemoryStats", &g_reset_accumulated_def}}) {
+          Stat{"_cuda_resetAccumulatedMemoryStats", &g_reset_accumulated_def},
+          Stat{"_accelerator_getDeviceStats", &g_memory_stats_def},
+          Stat{"_accelerator_resetPeakStats", &g_reset_peak_def},
+          Stat{"_accelerator_resetAccumulatedStats", &g_reset_accumulated_def}}) {
         Ref original(a->PyObject_GetAttrString(torch_c, s.name));
         if (!original) {
             a->PyErr_Clear();
@@ -316,6 +322,7 @@ void install(PyObject* torch_c) {
     }
     g_allocator = allocator.release();
     patch_torch(torch_c);
+    patch_memory_api(torch_c);  // torch_memory_api.h
     static const track::Recorder::TensorCounters kTensorCounters{&tensor_counters, &reset_tensor_peak};
     g_recorder->set_tensor_counters(&kTensorCounters);
     g_recorder->set_allocator_mode();
@@ -363,6 +370,10 @@ uintptr_t address(Fn* fn) {
 
 }  // namespace
 
+std::string python_error_text() { return take_error(); }
+
+int python_device_arg(PyObject* args) { return device_arg(args); }
+
 void arm_torch_switch(track::Recorder& rec) {
     g_recorder = &rec;
     AllocatorBridge& b = g_bridge;
@@ -386,8 +397,10 @@ namespace {
 /// Runs fn() with the GIL when this thread holds it or may take it (it has a Python thread state:
 /// it ran Python; the allocator holds no lock here, so taking the GIL cannot deadlock against a
 /// thread that holds it and allocates) and the interpreter runs. False when fn did not run.
+/// `any_thread`: also on a thread that never ran Python (PyGILState_Ensure gives it a thread
+/// state), as PyTorch calls its OOM observers from any allocating thread.
 template <class Fn>
-bool with_gil(Fn&& fn) {
+bool with_gil(Fn&& fn, bool any_thread = false) {
     const CApi* a = capi();
     if (t_in_rescue || !interpreter_running() || !a->PyGILState_Check) return false;
     const bool held = a->PyGILState_Check() != 0;
@@ -395,7 +408,7 @@ bool with_gil(Fn&& fn) {
     if (!held) {
         // PyTorch's operators release the GIL, so the allocating thread rarely holds it.
         if (!a->PyGILState_GetThisThreadState || !a->PyGILState_Ensure || !a->PyGILState_Release ||
-            !a->PyGILState_GetThisThreadState())
+            (!any_thread && !a->PyGILState_GetThisThreadState()))
             return false;
         state = a->PyGILState_Ensure();
     }
@@ -458,6 +471,20 @@ void explain_allocator_oom(track::Recorder& rec, const alloc::OomReport& r, uint
     x.capturing = capturing;
     rec.record_oom_context(x);
     python::oom_notice(rec, r.device);
+}
+
+void notify_oom_observers(const alloc::OomReport& r) {
+    if (!has_oom_observers()) return;
+    // PyTorch's arguments: the device allocation that failed, the memory fraction's limit or else
+    // the device's total, the device's free bytes (0 when a capture kept them from being asked).
+    const size_t alloc_size = r.segment_size ? r.segment_size : r.rounded;
+    const size_t limit = r.limit_bytes ? r.limit_bytes : r.device_total;
+    with_gil(
+        [&] {
+            call_oom_observers(r.device, alloc_size, limit, r.device_free);
+            return true;
+        },
+        /*any_thread=*/true);
 }
 
 }  // namespace memguard::allocmode

@@ -17,7 +17,10 @@
 // the limit, and then fail as they would.
 #pragma once
 
+#include <string>
+
 #include "alloc/caching_allocator.h"
+#include "python/capi.h"
 #include "track/recorder.h"
 
 namespace memguard::allocmode {
@@ -39,5 +42,19 @@ bool oom_rescue_collect(bool capture_underway);
 /// the report is flushed and the one stderr line printed (python/insight.h).
 void explain_allocator_oom(track::Recorder& rec, const alloc::OomReport& r, uint32_t stack_id,
                            uint32_t python_stack_id);
+
+/// The message of the pending Python exception, which is cleared ("?" when it has none). With
+/// the GIL held.
+std::string python_error_text();
+
+/// The first positional argument as a device index; -1 (error cleared) when there is none or it
+/// is not an integer. With the GIL held.
+int python_device_arg(python::PyObject* args);
+
+/// Calls the observers attached through torch._C._cuda_attach_out_of_memory_observer
+/// (torch_memory_api.h) for a final failure, as PyTorch calls them: on the allocating thread, with
+/// no allocator lock held and the GIL taken (from any thread, while the interpreter runs), before
+/// the OutOfMemoryError is thrown. Nothing when none is attached.
+void notify_oom_observers(const alloc::OomReport& r);
 
 }  // namespace memguard::allocmode

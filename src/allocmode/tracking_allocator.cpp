@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
-#include <optional>
+#include <unistd.h>
 
 #include "allocmode/cuda_backend.h"
+#include "allocmode/device_processes.h"
 #include "allocmode/torch_alloc_conf.h"
 #include "allocmode/torch_bridge.h"
 #include "allocmode/torch_error.h"
+#include "allocmode/torch_oom_message.h"
 #include "common/errno_keeper.h"
 #include "common/log.h"
 #include "cuda/real.h"
@@ -25,7 +27,7 @@ using track::Recorder;
 
 std::atomic<alloc::CachingAllocator*> g_allocator{nullptr};
 std::mutex g_create_mu;
-std::optional<bool> g_expandable_set;  // by set_expandable_segments before the allocator exists; g_create_mu
+std::vector<std::string> g_pending_settings;  // _set_allocator_settings before the allocator (g_create_mu)
 thread_local bool t_rescue_ran = false;
 
 alloc::CachingAllocator* create_allocator(Recorder& rec, int device_count) {
@@ -38,11 +40,12 @@ alloc::CachingAllocator* create_allocator(Recorder& rec, int device_count) {
     // are named once.
     TorchAllocConf conf = parse_torch_alloc_conf(secure_getenv("PYTORCH_CUDA_ALLOC_CONF"));
     for (const std::string& note : conf.notes) MG_LOG_WARN("{}", note);
-    alloc::AllocatorConfig config;
-    config.max_split_size = conf.max_split_size;
-    config.max_non_split_rounding_size = conf.max_non_split_rounding;
-    config.roundup_power2_divisions = conf.roundup_power2_divisions;
-    config.expandable_segments = g_expandable_set.value_or(conf.expandable_segments.value_or(false));
+    alloc::AllocatorConfig config = core_settings(conf, alloc::AllocatorConfig{});
+    // Settings the program changed before CUDA started, read as PyTorch reads them: over the
+    // environment's, one call after the other.
+    for (const std::string& text : g_pending_settings)
+        config = core_settings(parse_torch_alloc_conf(text.c_str()), config);
+    g_pending_settings.clear();
     static CudaBackend* backend = new CudaBackend(rec);  // never destroyed, like the allocator
     a = new alloc::CachingAllocator(*backend, n, config);
     a->set_oom_rescue([&rec](const alloc::OomRescueInfo& info) {
@@ -56,26 +59,37 @@ alloc::CachingAllocator* create_allocator(Recorder& rec, int device_count) {
 
 uint64_t site_of(uint32_t stack_id, uint32_t python_stack_id) { return (uint64_t{python_stack_id} << 32) | stack_id; }
 
-std::string oom_message(const alloc::OomReport& r) {
-    char text[512];
-    std::snprintf(text, sizeof(text),
-                  "CUDA out of memory (memguard allocator, MEMGUARD_ALLOCATOR=memguard): tried to allocate %zu "
-                  "bytes on device %d; %zu bytes allocated, %zu reserved%s%s; the report lists the live "
-                  "blocks by site (O/o records)",
-                  r.requested, r.device, r.allocated_bytes, r.reserved_bytes,
-                  r.over_limit ? ", over the memory fraction limit of " : "",
-                  r.over_limit ? std::to_string(r.limit_bytes).c_str() : "");
-    return text;
+/// PyTorch's message with memguard's figures (torch_oom_message.h), then memguard's own detail.
+std::string oom_message(const alloc::OomReport& r, const std::string& report_path) {
+    TorchOomFigures f;
+    f.device = r.device;
+    f.alloc_size = r.segment_size ? r.segment_size : r.rounded ? r.rounded : r.requested;
+    f.device_total = r.device_total;
+    f.device_free = r.device_free;
+    f.free_known = !r.capture_underway;
+    std::vector<DeviceProcess> procs;
+    if (device_processes(r.device, &procs)) f.processes = process_memory_text(procs, static_cast<unsigned>(getpid()));
+    f.allowed = r.limit_bytes;
+    f.allocated = r.allocated_bytes;
+    f.reserved = r.reserved_bytes;
+    f.private_pool_cached = r.private_pool_cached;
+    std::string m = torch_oom_message(f);
+    m += "\nmemguard (MEMGUARD_ALLOCATOR=memguard): requested " + std::to_string(r.requested) + " bytes (a block of " +
+         std::to_string(r.rounded) + ")";
+    if (r.over_limit) m += ", refused by the memory fraction's limit of " + std::to_string(r.limit_bytes) + " bytes";
+    if (r.capture_underway) m += ", during a CUDA graph capture (no cached memory can be returned then)";
+    m += report_path.empty() ? std::string("") : "; the live blocks by allocation site: memguard oom " + report_path;
+    return m;
 }
 
 /// Throws the OOM as c10::OutOfMemoryError when the process's libc10 allows it. The lookup runs
 /// at the first failure, not before (torch loads libc10 RTLD_LOCAL, so find_real searches the
 /// loaded objects one by one), and a complete result is kept: the symbols never change.
-[[noreturn]] void throw_oom(const alloc::OomReport& r) {
+[[noreturn]] void throw_oom(const alloc::OomReport& r, const std::string& report_path) {
     static std::atomic<bool> resolved{false};
     static TorchOomSymbols syms;
     static std::mutex mu;
-    std::string message = oom_message(r);
+    std::string message = oom_message(r, report_path);
     if (!resolved.load(std::memory_order_acquire)) {
         std::lock_guard<std::mutex> lock(mu);
         if (!resolved.load(std::memory_order_relaxed)) {
@@ -150,7 +164,7 @@ void* allocate(Recorder& rec, size_t size, int device, uintptr_t stream) {
         alloc::OomReport none;
         none.requested = size;
         none.device = device;
-        throw_oom(none);
+        throw_oom(none, "");
     }
     SegmentContext ctx;
     ctx.stream = stream;
@@ -177,7 +191,11 @@ void* allocate(Recorder& rec, size_t size, int device, uintptr_t stream) {
             MG_LOG_WARN("memguard_alloc: allocating {} bytes on device {} failed with CUDA error {}", size, device,
                         err);
         }
-        throw_oom(oom);
+        // PyTorch's OOM observers (torch._C._cuda_attach_out_of_memory_observer), for an
+        // out-of-memory failure as PyTorch's (another CUDA error is no OOM there): no allocator
+        // lock is held here.
+        if (err == alloc::kErrorMemoryAllocation) notify_oom_observers(oom);
+        throw_oom(oom, ctx.record ? rec.report_path() : std::string());
     }
     if (ctx.record) {
         ErrnoKeeper keep_errno;
@@ -225,24 +243,25 @@ void deallocate(Recorder& rec, void* ptr, int device) {
     if (!freed) warn_unknown_pointer(ptr);
 }
 
-void set_expandable_segments(bool enabled) {
-    std::lock_guard<std::mutex> lock(g_create_mu);  // not lost to an allocator being created
-    g_expandable_set = enabled;
-    if (alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire)) a->set_expandable_segments(enabled);
-}
-
-bool expandable_segments() {
-    std::lock_guard<std::mutex> lock(g_create_mu);
-    if (alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire)) return a->expandable_segments();
-    if (g_expandable_set) return *g_expandable_set;
-    return parse_torch_alloc_conf(secure_getenv("PYTORCH_CUDA_ALLOC_CONF")).expandable_segments.value_or(false);
-}
-
 std::vector<std::pair<std::string, int64_t>> stats_of(int device) {
     alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire);
     if (!a) return device >= 0 ? alloc::memory_stats_items(alloc::DeviceStats{}) : decltype(stats_of(0)){};
     if (device < 0 || device >= a->device_count()) return {};
     return alloc::memory_stats_items(a->stats(device));
+}
+
+std::vector<std::string> apply_torch_settings(const char* text) {
+    TorchAllocConf conf = parse_torch_alloc_conf(text);
+    std::lock_guard<std::mutex> lock(g_create_mu);  // orders it with the allocator's creation
+    if (alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire)) {
+        const alloc::AllocatorConfig config = core_settings(conf, a->config());
+        a->set_config(config);
+        // From the next allocation on; blocks already in expandable segments stay where they are.
+        a->set_expandable_segments(config.expandable_segments);
+    } else {
+        g_pending_settings.emplace_back(text ? text : "");
+    }
+    return conf.notes;
 }
 
 bool reset_peak_of(int device) { return reset_stats_of(device, &alloc::CachingAllocator::reset_peak_stats); }

@@ -34,14 +34,12 @@ void* allocate(track::Recorder& rec, size_t size, int device, uintptr_t stream);
 /// The free of `ptr` (not null), recorded before the block can be reused. Never throws.
 void deallocate(track::Recorder& rec, void* ptr, int device);
 
-/// expandable_segments at run time (torch.cuda.memory._set_allocator_settings, PyTorch allows
-/// turning it on and off): applies from the next allocation on; before the allocator exists, it
-/// is created with this value instead of PYTORCH_CUDA_ALLOC_CONF's. Blocks already in expandable
-/// segments stay where they are (CachingAllocator::set_expandable_segments).
-void set_expandable_segments(bool enabled);
-/// Whether new memory comes from expandable segments now (the setting, before the allocator
-/// exists: the last set_expandable_segments, else PYTORCH_CUDA_ALLOC_CONF's).
-bool expandable_segments();
+/// torch.cuda.memory._set_allocator_settings(text): the settings memguard's allocator has, read
+/// as PyTorch reads them (core_settings), applied now, or at the allocator's creation when CUDA
+/// has not started. expandable_segments applies from the next allocation on (PyTorch allows turning
+/// it on and off); blocks already in expandable segments stay where they are. Returns the notes on
+/// what is not applied (torch_alloc_conf.h).
+std::vector<std::string> apply_torch_settings(const char* text);
 
 /// torch.cuda.memory_stats() items of `device`; empty when the device does not exist.
 std::vector<std::pair<std::string, int64_t>> stats_of(int device);

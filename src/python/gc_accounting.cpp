@@ -68,10 +68,10 @@ GcBudget::Kind budget_kind(Trigger t) {
 int64_t cuda_allocated_bytes() {
     if (!recorder().gpu_seen()) return -1;
     const CApi* a = capi();
-    if (!g_memory_stats) {
-        g_memory_stats = module_attr("torch._C", "_cuda_memoryStats");
-        g_get_device = module_attr("torch._C", "_cuda_getDevice");
-        if (!g_memory_stats || !g_get_device) {
+    if (!g_memory_stats || !g_get_device) {
+        if (!g_memory_stats) g_memory_stats = module_attr("torch._C", "_cuda_memoryStats");
+        if (!g_get_device) g_get_device = module_attr("torch._C", "_cuda_getDevice");
+        if (!g_memory_stats || !g_get_device) {  // both are needed; looked up again next time
             a->PyErr_Clear();
             return -1;
         }

@@ -142,7 +142,13 @@ public:
         };
         expect("allocation.all.current", st.allocation[kStatAll].current, static_cast<int64_t>(live_.size()));
         expect("allocated_bytes.all.current", st.allocated_bytes[kStatAll].current, bytes);
-        expect("requested_bytes.all.current", st.requested_bytes[kStatAll].current, requested);
+        // Requested bytes also count blocks freed while their events are pending (PyTorch's
+        // meaning), which the model does not follow: at least the live ones' (check_invariants
+        // sums them exactly from the blocks).
+        if (st.requested_bytes[kStatAll].current < requested)
+            violation("requested_bytes.all.current is " + std::to_string(st.requested_bytes[kStatAll].current) +
+                          ", below the live blocks' " + std::to_string(requested),
+                      0);
         expect("reserved_bytes.all.current", st.reserved_bytes[kStatAll].current,
                static_cast<int64_t>(fake_.live_bytes(0)));
         expect("segment.all.current", st.segment[kStatAll].current, static_cast<int64_t>(fake_.live_segments(0)));

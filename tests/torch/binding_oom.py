@@ -69,7 +69,7 @@ def main():
         (result["held"] == 4, "four 24 MiB blocks fit in 100 MiB, the fifth fails"),
         (error.get("type") == "torch.OutOfMemoryError", "the exception is torch's OutOfMemoryError"),
         (error.get("is_torch_oom") is True, "isinstance(e, torch.cuda.OutOfMemoryError)"),
-        (error.get("message", "").startswith("CUDA out of memory (memguard allocator"), "memguard's message"),
+        (error.get("message", "").startswith("CUDA out of memory. Tried to allocate 24.00 MiB. GPU 0 has a total capacity of 100.00 MiB"), "PyTorch's message with memguard's figures"),
         (len(reports) == 1 and len(records) == 1, "one O record in the report"),
         (len(records) == 1 and records[0][-1] == "gc", "the failure came after a collection (rescue ran)"),
     ]

@@ -55,3 +55,21 @@ TEST(TorchAllocConf, NotesShowTheItemOnOneLine) {
         << c.notes[0];
     for (char ch : c.notes[0]) EXPECT_GE(static_cast<unsigned char>(ch), 0x20);
 }
+
+// torch.cuda.memory._set_allocator_settings reads a text over the settings in effect as PyTorch's
+// parseArgs does: max_split_size_mb and roundup_power2_divisions return to their defaults unless
+// the text names them; max_non_split_rounding_mb keeps its value unless it does.
+TEST(TorchAllocConf, LaterTextsOverTheSettingsInEffect) {
+    using memguard::allocmode::core_settings;
+    memguard::alloc::AllocatorConfig c = core_settings(
+        parse_torch_alloc_conf("max_split_size_mb:256,roundup_power2_divisions:4,max_non_split_rounding_mb:64"), {});
+    EXPECT_EQ(c.max_split_size, size_t{256} << 20);
+    EXPECT_EQ(c.roundup_power2_divisions, 4u);
+    EXPECT_EQ(c.max_non_split_rounding_size, size_t{64} << 20);
+    c = core_settings(parse_torch_alloc_conf("garbage_collection_threshold:0.8"), c);
+    EXPECT_EQ(c.max_split_size, SIZE_MAX);
+    EXPECT_EQ(c.roundup_power2_divisions, 0u);
+    EXPECT_EQ(c.max_non_split_rounding_size, size_t{64} << 20);
+    c = core_settings(parse_torch_alloc_conf("max_non_split_rounding_mb:30"), c);
+    EXPECT_EQ(c.max_non_split_rounding_size, size_t{30} << 20);
+}

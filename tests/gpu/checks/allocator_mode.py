@@ -157,3 +157,137 @@ def alloc_mode_by_hand(ctx):
           f"result {nat['result']}")
     assert mg["backend"] == "pluggable" and nat["backend"] == "native"
     assert mg["result"] == nat["result"]
+
+
+# PyTorch's OOM message (c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator::malloc) with its
+# figures as wildcards; memguard's own detail may follow on the next line.
+_SIZE = r"\d+(?:\.\d\d (?:KiB|MiB|GiB)| bytes)"
+_TORCH_OOM = (r"^CUDA out of memory\. Tried to allocate (?P<alloc>" + _SIZE + r")\. GPU (?P<device>\d+) has a total "
+              r"capacity of (?P<total>" + _SIZE + r") of which (?P<free>" + _SIZE + r") is free\. "
+              r"(?P<procs>(?:(?:Including non-PyTorch memory, this process|Process \d+) has " + _SIZE +
+              r" memory in use\. )*)(?:(?P<allowed>" + _SIZE + r") allowed; )?Of the allocated memory (?P<allocated>" +
+              _SIZE + r") is allocated by PyTorch, (?:with " + _SIZE + r" allocated in private pools \(e\.g\., CUDA "
+              r"Graphs\), )?and (?P<unallocated>" + _SIZE + r") is reserved by PyTorch but unallocated\. If reserved "
+              r"but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+              r"fragmentation\.  See documentation for Memory Management  \((?P<url>https://[^)]+)\)")
+
+
+@check("allocator-mode", "allocator mode: every torch.cuda memory API answers as PyTorch's allocator does "
+                         "(stats keys and values, summary, resets, fraction, caching_allocator_alloc, settings, "
+                         "OOM observers and message)")
+def alloc_mode_memory_api(ctx):
+    import re
+    mg = workload(ctx, "memory_api", "memguard", True, env=MEMGUARD_MODE)
+    nat = workload(ctx, "memory_api", "native", True, env=NATIVE_MODE)
+    print(f"backend with MEMGUARD_ALLOCATOR=memguard: {mg['backend']}, without: {nat['backend']} (torch {mg['torch']})")
+    assert mg["backend"] == "pluggable" and nat["backend"] == "native"
+    rows, bad = [], []
+
+    def row(api, native, memguard, ok, why=""):
+        rows.append((api, native, memguard, "ok" if ok else "DIFFERS", why))
+        if not ok:
+            bad.append(api)
+
+    def short(v, n=60):
+        s = json.dumps(v) if not isinstance(v, str) else v
+        return s if len(s) <= n else s[:n - 3] + "..."
+
+    # Entry points that raised in one mode only.
+    for name in sorted(set(mg["errors"]) | set(nat["errors"])):
+        row(f"raised: {name}", nat["errors"].get(name, "-"), mg["errors"].get(name, "-"),
+            name in nat["errors"] and name in mg["errors"])
+    sm, sn = mg["stats"] or {}, nat["stats"] or {}
+    row("memory_stats keys", f"{len(sn)} keys", f"{len(sm)} keys", sorted(sm) == sorted(sn),
+        f"only native: {sorted(set(sn) - set(sm))}, only memguard: {sorted(set(sm) - set(sn))}")
+    row("memory_stats_as_nested_dict keys", short(sorted(nat["nested_keys"] or {})),
+        short(sorted(mg["nested_keys"] or {})), mg["nested_keys"] == nat["nested_keys"])
+    # Where the two allocators must agree: what the program allocated and asked for.
+    must = [k for k in sn if k.split(".")[0] in ("allocation", "allocated_bytes", "requested_bytes")]
+    differ = {k: (sn[k], sm.get(k)) for k in must if sn[k] != sm.get(k)}
+    row("allocation / allocated_bytes / requested_bytes (36 values)", "", "", not differ, short(differ, 400))
+    for k in ("num_ooms", "num_alloc_retries", "max_split_size", "oversize_allocations.current"):
+        row(f"memory_stats[{k}]", sn.get(k), sm.get(k), sn.get(k) == sm.get(k))
+    # Everything else, for the record (memguard's rules are PyTorch's; not asserted).
+    others = {k: (sn[k], sm.get(k)) for k in sn if k not in must and sn[k] != sm.get(k)}
+    rows.append(("all other memory_stats values (informational)", f"{len(sn) - len(must)} values",
+                 f"{len(others)} differ", "info", short(others, 400)))
+    # Where they may differ: sane values.
+    sane = (sm.get("reserved_bytes.all.current", -1) >= sm.get("allocated_bytes.all.current", 0)
+            and sm.get("segment.all.current", 0) >= 1
+            and sm.get("inactive_split_bytes.all.current", -1) <= sm["reserved_bytes.all.current"]
+            - sm["allocated_bytes.all.current"]
+            and sm.get("active_bytes.all.current", -1) >= sm["allocated_bytes.all.current"]
+            and sm.get("num_device_alloc", 0) >= sm.get("segment.all.current", 0))
+    row("reserved / segments / splits / active (sane)",
+        f"reserved {sn.get('reserved_bytes.all.current')} segs {sn.get('segment.all.current')}",
+        f"reserved {sm.get('reserved_bytes.all.current')} segs {sm.get('segment.all.current')}", sane)
+    row("memory_allocated / max_memory_allocated", short([nat["family"]["memory_allocated"],
+                                                          nat["family"]["max_memory_allocated"]]),
+        short([mg["family"]["memory_allocated"], mg["family"]["max_memory_allocated"]]),
+        [mg["family"][k] for k in ("memory_allocated", "max_memory_allocated")]
+        == [nat["family"][k] for k in ("memory_allocated", "max_memory_allocated")])
+    if "accelerator_stats" in nat or "accelerator_stats" in mg:
+        row("torch.accelerator.memory_stats keys", len(nat.get("accelerator_stats") or {}),
+            len(mg.get("accelerator_stats") or {}),
+            sorted(mg.get("accelerator_stats") or {}) == sorted(nat.get("accelerator_stats") or {}))
+    summary_ok = bool(mg["summary"]) and "PyTorch CUDA memory summary" in mg["summary"] and bool(mg["summary_end"])
+    row("memory_summary prints", len(nat["summary"] or ""), len(mg["summary"] or ""),
+        summary_ok and len(mg["summary"].splitlines()) == len(nat["summary"].splitlines()))
+    for when in ("after_reset_peak", "after_reset_accumulated"):
+        a, b = nat[when] or {}, mg[when] or {}
+        keys = [k for k in a if k.split(".")[0] in ("allocation", "allocated_bytes", "requested_bytes")]
+        d = {k: (a[k], b.get(k)) for k in keys if a[k] != b.get(k)}
+        row(f"memory_stats {when.replace('_', ' ')}", "", "", not d and sorted(a) == sorted(b), short(d, 300))
+    row("reset_accumulated: num_device_alloc, num_alloc_retries", short([(nat["after_reset_accumulated"] or {}).get(k)
+        for k in ("num_device_alloc", "num_alloc_retries")]), short([(mg["after_reset_accumulated"] or {}).get(k)
+        for k in ("num_device_alloc", "num_alloc_retries")]),
+        all((mg["after_reset_accumulated"] or {}).get(k) == 0 for k in ("num_device_alloc", "num_alloc_retries")))
+    row("get/set_per_process_memory_fraction", short(nat["fraction"]), short(mg["fraction"]),
+        mg["fraction"] == nat["fraction"])
+    row("caching_allocator_alloc/delete", short(nat["caching_allocator"]), short(mg["caching_allocator"]),
+        mg["caching_allocator"] == nat["caching_allocator"] == {"ptr_is_int": True, "allocated_delta": 4096,
+                                                                 "after_delete_delta": 0})
+    # Settings: the same answers (PyTorch's own parser runs first in both); memguard's
+    # max_split_size statistic follows the setting (PyTorch's keeps its start-up value).
+    answers_n = [(t, a.split(":")[0]) for t, a, _ in nat["settings"]]
+    answers_m = [(t, a.split(":")[0]) for t, a, _ in mg["settings"]]
+    row("_set_allocator_settings answers", short(answers_n, 80), short(answers_m, 80), answers_n == answers_m)
+    mg_split = {t: v for t, _, v in mg["settings"]}
+    row("_set_allocator_settings applied (memguard's max_split_size)", short([v for _, _, v in nat["settings"]]),
+        short([v for _, _, v in mg["settings"]]), mg_split.get("max_split_size_mb:256") == 256 * 1024 * 1024
+        and mg_split.get("garbage_collection_threshold:0.8") == -1)
+    on, om = nat["oom"], mg["oom"]
+    row("OutOfMemoryError type", on.get("is_torch_oom"), om.get("is_torch_oom"),
+        om.get("is_torch_oom") is True and om.get("fraction_is_torch_oom") is True)
+    mn = re.match(_TORCH_OOM, on.get("message", ""))
+    mm = re.match(_TORCH_OOM, om.get("message", ""))
+    row("OOM message: PyTorch's wording (native matches the pattern too)", bool(mn), bool(mm), bool(mn and mm),
+        "" if mm else om.get("message", "")[:600])
+    if mn and mm:
+        for g in ("alloc", "device", "total", "url"):
+            row(f"OOM message {g}", mn.group(g), mm.group(g), mn.group(g) == mm.group(g))
+        row("OOM message names this process", short(mn.group("procs")), short(mm.group("procs")),
+            ("this process" in mm.group("procs")) == ("this process" in mn.group("procs")))
+    fn_ = re.match(_TORCH_OOM, on.get("fraction_message", ""))
+    fm_ = re.match(_TORCH_OOM, om.get("fraction_message", ""))
+    row("OOM over the fraction: 'allowed' sentence", fn_ and fn_.group("allowed"), fm_ and fm_.group("allowed"),
+        bool(fn_ and fm_) and fn_.group("allowed") == fm_.group("allowed"),
+        "" if fm_ else om.get("fraction_message", "")[:600])
+    # Observers: device, the allocation tried, the limit or total, free bytes (free may differ).
+    cn, cm = on.get("observer_calls", []), om.get("observer_calls", [])
+    row("OOM observer called (device, alloc, total)", short(cn), short(cm),
+        len(cm) == len(cn) == 1 and cm[0][:3] == cn[0][:3])
+    fcn, fcm = on.get("fraction_observer_calls", []), om.get("fraction_observer_calls", [])
+    row("OOM observer over the fraction (device, alloc, limit)", short(fcn), short(fcm),
+        len(fcm) == len(fcn) == 1 and fcm[0][:3] == fcn[0][:3])
+    row("num_ooms after both", on.get("num_ooms"), om.get("num_ooms"), on.get("num_ooms") == om.get("num_ooms"))
+    row("GPU still works after the OOMs", nat["still_works"], mg["still_works"], mg["still_works"] == 1024.0)
+
+    print("\n| API | native | memguard | verdict | detail |\n|---|---|---|---|---|")
+    for api, n, m, verdict, why in rows:
+        print(f"| {api} | {short(n)} | {short(m)} | {verdict} | {why if verdict not in ('ok',) else ''} |")
+    print("\nnative OOM message:  ", on.get("message", "")[:700])
+    print("memguard OOM message:", om.get("message", "")[:900])
+    print("native summary:\n" + (nat["summary"] or "")[:1500])
+    print("memguard summary:\n" + (mg["summary"] or "")[:1500])
+    assert not bad, f"differs from PyTorch's allocator: {bad}"
