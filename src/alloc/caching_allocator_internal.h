@@ -6,6 +6,7 @@
 #pragma once
 
 #include "alloc/caching_allocator.h"
+#include "alloc/history.h"
 
 #include "alloc/ptr_map.h"
 #include "common/futex_lock.h"
@@ -40,6 +41,7 @@ struct Block {
     SiteId site = 0;
     bool allocated = false;
     bool deferred = false;  // freed during a capture with uses on other streams; no events yet
+    bool context = false;   // allocated while the history kept stacks (its snapshot has frames)
     int event_count = 0;    // outstanding events recorded at free
     int device = 0;
     std::vector<Stream> stream_uses;   // record_stream, other than the allocation stream
@@ -151,7 +153,7 @@ public:
                  int* error, OomReport* oom, AllocatedBlock* out);
     /// Takes the live block at ptr out of the map, calls before_reuse(ctx) and returns the block
     /// to the cache, all under the lock. False when ptr is not a live block of this device.
-    bool free(uintptr_t ptr, void (*before_reuse)(void*), void* ctx);
+    bool free(uintptr_t ptr, void (*before_reuse)(void*), void* ctx, SiteId free_site);
     bool record_stream(uintptr_t ptr, Stream stream);
     bool block_sizes(uintptr_t ptr, size_t* size, size_t* requested) const;
     bool empty_cache();
@@ -173,6 +175,9 @@ public:
         stats_.reset_accumulated();
     }
     std::vector<BlockInfo> snapshot() const;
+    // The memory history (history.cpp).
+    void set_history(const HistoryConfig& config);
+    DeviceSnapshot take_snapshot(MempoolId pool, bool include_trace);
     std::string check_invariants() const;
     void lock() { mu_.lock(); }
     void unlock() { mu_.unlock(); }
@@ -182,6 +187,8 @@ private:
         Block* head;  // the block at the segment's base address
         size_t size;
         BlockPool* pool;
+        SiteId site = 0;       // the allocation that made the pool grow
+        bool context = false;  // made while the history kept stacks
     };
     struct Capture {
         MempoolId id;
@@ -258,6 +265,11 @@ private:
     std::vector<Block*> deferred_;  // freed during a capture, with uses on other streams
     std::vector<Event> free_events_;
     std::vector<Block*> spare_blocks_;
+
+    // The memory history (history.h): written under the lock; one branch per event while off.
+    TraceRing trace_;
+    SiteId serving_site_ = 0;  // the allocation being served (its segment's site)
+    SiteId freeing_site_ = 0;  // the free being served (history with free stacks), else 0
 
     size_t limit_ = SIZE_MAX;  // memory-fraction limit on reserved bytes
     DeviceStats stats_;
