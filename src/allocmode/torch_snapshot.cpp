@@ -29,6 +29,9 @@ using namespace python;  // the C API resolved at run time (capi.h)
 track::Recorder* g_rec = nullptr;
 std::atomic<bool> g_history_on{false};  // _cuda_isHistoryEnabled
 std::atomic<bool> g_stacks_all{false};  // stacks='all': native frames too
+// The recorder's report epoch when the history was configured: a fork child starts its stack ids
+// over, so sites recorded before its fork would name the child's stacks (they get no frames).
+std::atomic<uint32_t> g_history_epoch{0};
 
 // --- building Python objects ---------------------------------------------------------------------
 
@@ -106,6 +109,10 @@ PyObject* frame_dict(const char* filename, long long line, const char* name) {
 class Frames {
 public:
     Frames(const std::vector<alloc::DeviceSnapshot>& snaps, track::Recorder& rec) {
+        if (rec.report_epoch() != g_history_epoch.load(std::memory_order_relaxed)) {
+            stale_ = true;  // sites of an earlier report (a fork parent's): no frames rather than wrong ones
+            return;
+        }
         std::unordered_set<uint32_t> native;
         auto want = [&](bool has, alloc::SiteId site) {
             if (has && site) sites_.emplace(site, nullptr);
@@ -134,7 +141,7 @@ public:
     /// A new reference to the frame list of `site` (empty when it has none); nullptr on failure.
     PyObject* list(bool has_context, alloc::SiteId site) {
         PyObject* l = nullptr;
-        if (!has_context || site == 0) {
+        if (!has_context || site == 0 || stale_) {
             l = empty();
         } else {
             auto it = sites_.find(site);
@@ -175,6 +182,7 @@ private:
     std::unordered_map<uint32_t, std::vector<uintptr_t>> native_ips_;
     std::unordered_map<uintptr_t, NativeFrame> symbols_;
     PyObject* empty_ = nullptr;  // owned
+    bool stale_ = false;
 };
 
 // --- the snapshot --------------------------------------------------------------------------------
@@ -351,6 +359,7 @@ PyObject* apply(const Request& r) {
     c.skip_mask = r.skip;
     c.clear = r.clear;
     al->set_history(c);
+    g_history_epoch.store(g_rec->report_epoch(), std::memory_order_relaxed);
     g_history_on.store(r.enabled, std::memory_order_relaxed);
     g_stacks_all.store(r.stacks == "all", std::memory_order_relaxed);
     g_history_free_stacks.store(r.enabled && c.context == alloc::ContextLevel::All, std::memory_order_relaxed);
