@@ -77,7 +77,9 @@ def main():
     result["memory_snapshot_len"] = len(torch.cuda.memory_snapshot())
 
     torch.cuda.memory._record_memory_history(max_entries=10000)
-    more = [allocate_here(n) for n in (5 * MIB, 700)]
+    # 5 MiB fits the 3 MiB block's 20 MiB segment; 30 MiB needs a segment of its own (segment_alloc).
+    more = [allocate_here(n) for n in (5 * MIB, 30 * MIB, 700)]
+    result["history_allocations"] = len(more)
     del kept[1]  # a 3 MiB block: free_requested / free_completed
     dump = os.path.join(os.path.dirname(os.path.abspath(out_path)), f"allocator_snapshot_{result['backend']}.pickle")
     torch.cuda.memory._dump_snapshot(dump)
