@@ -39,9 +39,10 @@ size_t DeviceCachingAllocator::segment_size(size_t size) {
     return round_up(size, kRoundLarge);
 }
 
-bool DeviceCachingAllocator::should_split(const Block* b, size_t size) const {
+bool DeviceCachingAllocator::should_split(const Block* b, size_t size, bool expandable) const {
     const size_t remaining = b->size - size;
-    if (b->pool->small) return remaining >= kMinBlockSize;
+    // With expandable segments on, PyTorch splits every block, cudaMalloc'ed ones too.
+    if (b->pool->small || expandable) return remaining >= kMinBlockSize;
     return size < config_.max_split_size && remaining > kSmallSize;
 }
 
@@ -58,21 +59,36 @@ BlockPool& DeviceCachingAllocator::pool_for(size_t size, Stream stream) {
     return size <= kSmallSize ? small_ : large_;
 }
 
-Block* DeviceCachingAllocator::take_free_block(BlockPool& pool, Stream stream, size_t size) {
+Block* DeviceCachingAllocator::take_free_block(BlockPool& pool, Stream stream, size_t size, bool expandable) {
     Block key;
     key.stream = stream;
     key.size = size;
     auto it = pool.blocks.lower_bound(&key);
     if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
+    if ((*it)->expandable) {
+        if (expandable) {
+            // A free block at the end of a segment's mapped part can grow into the unmapped rest:
+            // for best fit it counts as that large, so a later, tighter block is preferred and
+            // the segment's end stays free for requests that need it.
+            auto grown = [](const Block* b) { return b->size + (b->next && !b->next->mapped ? b->next->size : 0); };
+            for (auto next = std::next(it); (*it)->expandable && next != pool.blocks.end() &&
+                                            (*next)->stream == stream && grown(*next) < grown(*it);
+                 ++next)
+                it = next;
+        } else {
+            // Turned off at run time: the expandable blocks right above are skipped.
+            do {
+                ++it;
+            } while (it != pool.blocks.end() && (*it)->expandable && (*it)->stream == stream);
+            if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
+        }
+    }
     Block* b = *it;
     // An unsplittable cached block is not spent on a small request, nor on one much smaller.
     if (size < config_.max_split_size && b->size >= config_.max_split_size) return nullptr;
     if (size >= config_.max_split_size && b->size >= size + config_.max_non_split_rounding_size) return nullptr;
     pool.blocks.erase(it);
-    if (b->is_split()) {
-        stat_sub(stats_.inactive_split, &pool, 1);
-        stat_sub(stats_.inactive_split_bytes, &pool, b->size);
-    }
+    if (b->is_split()) split_sub(b, b->size);
     return b;
 }
 
@@ -100,7 +116,7 @@ Block* DeviceCachingAllocator::alloc_segment(BlockPool& pool, Stream stream, siz
     b->ptr = reinterpret_cast<uintptr_t>(p);
     b->pool = &pool;
     const bool context = trace_.context() >= ContextLevel::State;
-    segments_[b->ptr] = Segment{b, size, &pool, serving_site_, context};
+    segments_[b->ptr] = Segment{b, size, &pool, nullptr, serving_site_, context};
     trace_.record(TraceAction::SegmentAlloc, b->ptr, size, stream, serving_site_,
                   trace_.context() >= ContextLevel::Alloc, pool.owner ? pool.owner->id : MempoolId{});
     if (pool.owner) pool.owner->segments++;
@@ -111,45 +127,59 @@ Block* DeviceCachingAllocator::alloc_segment(BlockPool& pool, Stream stream, siz
     return b;
 }
 
-Block* DeviceCachingAllocator::try_allocate(size_t size, Stream stream, int* error, size_t* seg_size) {
+Block* DeviceCachingAllocator::grow(BlockPool& pool, Stream stream, size_t size, size_t seg_size, bool expandable,
+                                    int* error) {
+    if (!expandable) return alloc_segment(pool, stream, seg_size, error);
+    // The memory fraction is checked against the segment cudaMalloc would have taken, as PyTorch
+    // does; only the pages the request needs are then mapped.
+    const size_t reserved = static_cast<size_t>(stats_.reserved_bytes[kStatAll].current);
+    if (seg_size > limit_ || reserved > limit_ - seg_size) {
+        *error = kErrorMemoryAllocation;
+        return nullptr;
+    }
+    return alloc_expandable(pool, stream, size, error);
+}
+
+Block* DeviceCachingAllocator::try_allocate(size_t size, Stream stream, bool expandable, int* error, size_t* seg_size) {
     const bool capturing = capture_underway();
     if (!capturing) process_events();
     BlockPool& pool = pool_for(size, stream);
-    if (Block* b = take_free_block(pool, stream, size)) return b;
+    if (Block* b = take_free_block(pool, stream, size, expandable)) return b;
     const size_t alloc = segment_size(size);
     *seg_size = alloc;
     *error = kSuccess;
-    if (Block* b = alloc_segment(pool, stream, alloc, error)) return b;
+    if (Block* b = grow(pool, stream, size, alloc, expandable, error)) return b;
     if (*error != kErrorMemoryAllocation) return nullptr;
-    // Segments are never freed while a capture is in progress (cudaFree is not capture-safe and
-    // a capture's pool must keep its memory).
+    // Segments are never freed (nor pages unmapped) while a capture is in progress (cudaFree and
+    // the stream synchronization before an unmap are not capture-safe, and a capture's pool must
+    // keep its memory).
     if (capturing) return nullptr;
     if (release_oversize_blocks(pool, stream, size)) {
-        if (Block* b = alloc_segment(pool, stream, alloc, error)) return b;
+        if (Block* b = grow(pool, stream, size, alloc, expandable, error)) return b;
         if (*error != kErrorMemoryAllocation) return nullptr;
     }
     stats_.num_alloc_retries++;
     release_cached_blocks();
-    return alloc_segment(pool, stream, alloc, error);
+    return grow(pool, stream, size, alloc, expandable, error);
 }
 
-void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, SiteId site) {
+void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, SiteId site, bool expandable) {
     BlockPool* pool = b->pool;
-    if (should_split(b, size)) {
+    if (should_split(b, size, expandable)) {
         Block* rest = new_block();
         rest->device = device_;
         rest->stream = b->stream;
         rest->size = b->size - size;
         rest->ptr = b->ptr + size;
         rest->pool = pool;
+        rest->expandable = b->expandable;
         rest->prev = b;
         rest->next = b->next;
         if (b->next) b->next->prev = rest;
         b->next = rest;
         b->size = size;
         pool->blocks.insert(rest);
-        stat_add(stats_.inactive_split, pool, 1);
-        stat_add(stats_.inactive_split_bytes, pool, rest->size);
+        split_add(rest, rest->size);
     }
     b->allocated = true;
     b->requested = requested;
@@ -179,9 +209,11 @@ void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId sit
     }
     const size_t size = round_size(requested);
     serving_site_ = site;
+    // Read once: a change at run time applies from the next allocation on.
+    const bool expandable = expandable_on_.load(std::memory_order_relaxed) && vmm_usable();
     int err = kSuccess;
     size_t seg_size = 0;
-    Block* b = try_allocate(size, stream, &err, &seg_size);
+    Block* b = try_allocate(size, stream, expandable, &err, &seg_size);
     bool rescued = false;
     // Loaded only here: std::atomic_load of a shared_ptr takes a lock, too dear for every malloc.
     std::shared_ptr<const OomRescue> rescue;
@@ -201,7 +233,7 @@ void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId sit
         rescued = true;
         if (may_have_freed) {
             live_.reserve_one();  // other threads may have filled the map while the lock was released
-            b = try_allocate(size, stream, &err, &seg_size);
+            b = try_allocate(size, stream, expandable, &err, &seg_size);
         }
     }
     if (!b) {
@@ -214,7 +246,7 @@ void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId sit
         *error = err;
         return nullptr;
     }
-    hand_out(b, size, requested, site);
+    hand_out(b, size, requested, site, expandable);
     live_.insert(b->ptr, b);
     if (out) {
         out->size = b->size;
@@ -385,19 +417,21 @@ void DeviceCachingAllocator::free_block(Block* b) {
     stat_sub(stats_.active_bytes, pool, b->size);
     try_merge(b, b->prev);
     try_merge(b, b->next);
-    if (b->is_split()) {
-        stat_add(stats_.inactive_split, pool, 1);
-        stat_add(stats_.inactive_split_bytes, pool, b->size);
-    }
+    if (b->is_split()) split_add(b, b->size);
     pool->blocks.insert(b);
 }
 
+// Merges the free neighbour src into dst (which is in no set). Blocks merge only with blocks of
+// the same kind: mapped with mapped, unmapped with unmapped.
 bool DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
-    if (!src || !src->is_cached()) return false;
+    if (!src || !src->is_cached() || src->mapped != dst->mapped) return false;
     BlockPool* pool = dst->pool;
-    pool->blocks.erase(src);
-    stat_sub(stats_.inactive_split, pool, 1);
-    stat_sub(stats_.inactive_split_bytes, pool, src->size);
+    if (src->mapped) {
+        pool->blocks.erase(src);
+        split_sub(src, src->size);
+    } else {
+        pool->unmapped.erase(src);
+    }
     if (src == dst->prev) {
         dst->ptr = src->ptr;
         dst->prev = src->prev;
@@ -418,8 +452,9 @@ bool DeviceCachingAllocator::try_merge(Block* dst, Block* src) {
 // CachingAllocator
 
 CachingAllocator::CachingAllocator(DeviceBackend& backend, int device_count, AllocatorConfig config) {
+    expandable_.store(config.expandable_segments, std::memory_order_relaxed);
     for (int d = 0; d < device_count; ++d)
-        devices_.push_back(std::make_unique<DeviceCachingAllocator>(backend, d, config));
+        devices_.push_back(std::make_unique<DeviceCachingAllocator>(backend, d, config, expandable_));
 }
 
 CachingAllocator::~CachingAllocator() = default;

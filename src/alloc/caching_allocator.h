@@ -4,6 +4,7 @@
 // to PyTorch's CUDACachingAllocator are in docs/architecture.md ("Allocator").
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -46,6 +47,10 @@ struct AllocatorConfig {
     /// Round requests above 1 MiB up to one of this many steps per power-of-two interval
     /// (roundup_power2_divisions); 0 or 1: plain 512-byte rounding.
     unsigned roundup_power2_divisions = 0;
+    /// Grow the pools with the driver's virtual memory calls (PYTORCH_CUDA_ALLOC_CONF
+    /// expandable_segments:True): one reserved range per pool and stream, mapped page by page.
+    /// CachingAllocator::set_expandable_segments changes it at run time.
+    bool expandable_segments = false;
 };
 
 /// What the allocator hands the OOM rescue callback.
@@ -101,6 +106,10 @@ struct BlockInfo {
     SiteId site = 0;
     MempoolId pool;  // {0,0}: the default pools
     bool small_pool = false;
+    /// In an expandable segment. `segment` is then the start of the block's mapped run: PyTorch
+    /// reports each contiguous mapped range of an expandable segment as one segment. Unmapped
+    /// address space is not reported.
+    bool expandable = false;
     enum class State { Allocated, Pending, Free } state = State::Free;  // Pending: waits for events
 };
 
@@ -168,6 +177,13 @@ public:
 
     void set_oom_rescue(OomRescue rescue);
 
+    /// expandable_segments at run time (torch.cuda.memory._set_allocator_settings): from the next
+    /// allocation on, new memory comes from expandable segments (true) or cudaMalloc'ed ones
+    /// (false). Expandable blocks already cached are not handed out while it is off; they go on
+    /// being freed, unmapped and reused once it is on again, as in PyTorch.
+    void set_expandable_segments(bool enabled) noexcept { expandable_.store(enabled, std::memory_order_relaxed); }
+    bool expandable_segments() const noexcept { return expandable_.load(std::memory_order_relaxed); }
+
     DeviceStats stats(int device) const;
     void reset_peak_stats(int device);
     void reset_accumulated_stats(int device);
@@ -192,6 +208,7 @@ public:
 private:
     bool free_impl(void* ptr, int device_hint, void (*before_reuse)(void*), void* ctx, SiteId free_site);
 
+    std::atomic<bool> expandable_{false};
     std::vector<std::unique_ptr<DeviceCachingAllocator>> devices_;
     std::shared_ptr<const OomRescue> rescue_;  // read and replaced with std::atomic_load/store
 };

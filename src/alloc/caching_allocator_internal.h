@@ -29,6 +29,7 @@ constexpr size_t kMaxRequest = size_t{1} << 56;  // 64 PiB: larger requests fail
 
 struct BlockPool;
 struct PrivatePool;
+struct ExpandableSegment;
 
 struct Block {
     Stream stream = 0;
@@ -42,7 +43,11 @@ struct Block {
     bool allocated = false;
     bool deferred = false;  // freed during a capture with uses on other streams; no events yet
     bool context = false;   // allocated while the history kept stacks (its snapshot has frames)
-    int event_count = 0;    // outstanding events recorded at free
+    // Backed by physical memory. Only blocks of expandable segments are ever unmapped: address
+    // space of the segment's reserved range, whole pages, in their pool's `unmapped` set.
+    bool mapped = true;
+    ExpandableSegment* expandable = nullptr;  // the segment of a block of an expandable segment
+    int event_count = 0;                      // outstanding events recorded at free
     int device = 0;
     std::vector<Stream> stream_uses;   // record_stream, other than the allocation stream
     std::vector<Stream> capture_uses;  // those made on a capturing stream (no events for them)
@@ -57,6 +62,15 @@ struct BlockLess {
     bool operator()(const Block* a, const Block* b) const noexcept {
         if (a->stream != b->stream) return a->stream < b->stream;
         if (a->size != b->size) return a->size < b->size;
+        return a->ptr < b->ptr;
+    }
+};
+
+// Unmapped address space of expandable segments, per stream by address (the lowest address that
+// fits is mapped first, so that a segment stays in one piece).
+struct BlockAddrLess {
+    bool operator()(const Block* a, const Block* b) const noexcept {
+        if (a->stream != b->stream) return a->stream < b->stream;
         return a->ptr < b->ptr;
     }
 };
@@ -115,6 +129,7 @@ struct BlockPool {
         : blocks(BlockLess{}, CachedAllocator<Block*>(&nodes)), small(small_), owner(owner_) {}
     NodeCache nodes;  // declared before the set: outlives it
     std::set<Block*, BlockLess, CachedAllocator<Block*>> blocks;
+    std::set<Block*, BlockAddrLess> unmapped;  // unmapped blocks of its expandable segments
     const bool small;
     PrivatePool* const owner;  // nullptr: a default pool
 };
@@ -123,15 +138,33 @@ struct PrivatePool {
     explicit PrivatePool(MempoolId id_) : id(id_), small(true, this), large(false, this) {}
     MempoolId id;
     int use_count = 1;  // captures and pool handles that still use it
-    int segments = 0;   // device allocations it holds
+    int segments = 0;   // device allocations (cudaMalloc'ed or expandable segments) it holds
     BlockPool small;
     BlockPool large;
 };
 
+// One reserved range of address space that a pool of one stream grows into, page by page (PyTorch's
+// ExpandableSegment). handles[i] is the physical memory mapped at page i (0: none).
+struct ExpandableSegment {
+    uintptr_t base = 0;
+    size_t page = 0;   // bytes per page: 2 MiB (small pool) or 20 MiB (large pool), granularity-rounded
+    size_t pages = 0;  // the range holds this many pages
+    Stream stream = 0;
+    std::vector<PhysHandle> handles;
+    size_t mapped_bytes = 0;
+    size_t size() const noexcept { return page * pages; }
+};
+
 class DeviceCachingAllocator {
 public:
-    DeviceCachingAllocator(DeviceBackend& backend, int device, const AllocatorConfig& config)
-        : backend_(backend), device_(device), config_(config), small_(true, nullptr), large_(false, nullptr) {
+    DeviceCachingAllocator(DeviceBackend& backend, int device, const AllocatorConfig& config,
+                           const std::atomic<bool>& expandable)
+        : backend_(backend),
+          device_(device),
+          config_(config),
+          expandable_on_(expandable),
+          small_(true, nullptr),
+          large_(false, nullptr) {
         stats_.max_split_size = config_.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(config_.max_split_size);
         spare_blocks_.reserve(kMaxSpareBlocks);  // recycle() then never allocates
     }
@@ -146,6 +179,7 @@ public:
             }
         }
         for (Block* b : spare_blocks_) delete b;
+        // Expandable segments are forgotten, like cudaMalloc'ed ones: no device calls at exit.
     }
 
     /// A block's address, entered in the live-block map; nullptr with *error set.
@@ -185,10 +219,11 @@ public:
 private:
     struct Segment {
         Block* head;  // the block at the segment's base address
-        size_t size;
+        size_t size;  // of an expandable segment: its whole reserved range
         BlockPool* pool;
-        SiteId site = 0;       // the allocation that made the pool grow
-        bool context = false;  // made while the history kept stacks
+        ExpandableSegment* expandable;  // nullptr: a cudaMalloc'ed segment
+        SiteId site = 0;                // the allocation that made the pool grow
+        bool context = false;           // made while the history kept stacks
     };
     struct Capture {
         MempoolId id;
@@ -200,13 +235,14 @@ private:
     static size_t segment_size(size_t size);
     bool capture_underway() const { return !captures_.empty() || backend_.any_capture_active(device_); }
 
-    Block* try_allocate(size_t size, Stream stream, int* error, size_t* seg_size);
+    Block* try_allocate(size_t size, Stream stream, bool expandable, int* error, size_t* seg_size);
     BlockPool& pool_for(size_t size, Stream stream);
-    Block* take_free_block(BlockPool& pool, Stream stream, size_t size);
+    Block* take_free_block(BlockPool& pool, Stream stream, size_t size, bool expandable);
     Block* alloc_segment(BlockPool& pool, Stream stream, size_t size, int* error);
-    void hand_out(Block* b, size_t size, size_t requested, SiteId site);
+    Block* grow(BlockPool& pool, Stream stream, size_t size, size_t seg_size, bool expandable, int* error);
+    void hand_out(Block* b, size_t size, size_t requested, SiteId site, bool expandable);
     void free_locked(Block* b);
-    bool should_split(const Block* b, size_t size) const;
+    bool should_split(const Block* b, size_t size, bool expandable) const;
     void free_block(Block* b);
     bool try_merge(Block* dst, Block* src);
     void insert_events(Block* b);
@@ -216,6 +252,18 @@ private:
     void release_pool_blocks(BlockPool& pool);
     bool release_oversize_blocks(BlockPool& pool, Stream stream, size_t size);
     bool release_cached_blocks();
+
+    // Expandable segments (caching_allocator_expandable.cpp).
+    bool vmm_usable();
+    Block* alloc_expandable(BlockPool& pool, Stream stream, size_t size, int* error);
+    Block* find_expandable_block(BlockPool& pool, Stream stream, size_t size, int* error);
+    bool map_block(Block* to_map, size_t size, int* error);
+    bool unmap_block(Block* b);
+    void release_expandable_segment(Block* b);
+    int map_pages(ExpandableSegment& es, size_t begin, size_t end);
+    // A new free block of `es` linked between prev and next (either may be null), in its set.
+    Block* new_piece(ExpandableSegment& es, BlockPool& pool, uintptr_t ptr, size_t size, bool mapped, Block* prev,
+                     Block* next);
     void fill_oom_report(OomReport* r, size_t requested, size_t size, size_t seg_size, int error, bool rescued);
     Event get_event();
     void put_event(Event e) { free_events_.push_back(e); }
@@ -234,6 +282,19 @@ private:
             delete b;
     }
 
+    // inactive_split counts free pieces of split segments that cannot be returned; PyTorch leaves
+    // out the blocks of expandable segments, whose free pages can always be unmapped.
+    void split_add(const Block* b, uint64_t bytes) {
+        if (b->expandable) return;
+        stat_add(stats_.inactive_split, b->pool, 1);
+        stat_add(stats_.inactive_split_bytes, b->pool, bytes);
+    }
+    void split_sub(const Block* b, uint64_t bytes) {
+        if (b->expandable) return;
+        stat_sub(stats_.inactive_split, b->pool, 1);
+        stat_sub(stats_.inactive_split_bytes, b->pool, bytes);
+    }
+
     void stat_add(StatArray& a, const BlockPool* pool, uint64_t n) {
         a[kStatAll].add(n);
         a[pool->small ? kStatSmallPool : kStatLargePool].add(n);
@@ -247,7 +308,8 @@ private:
     DeviceBackend& backend_;
     const int device_;
     const AllocatorConfig config_;
-    mutable FutexLock mu_;  // the device lock (common/futex_lock.h)
+    const std::atomic<bool>& expandable_on_;  // the allocator's expandable_segments setting
+    mutable FutexLock mu_;                    // the device lock (common/futex_lock.h)
 
     BlockPool small_;
     BlockPool large_;
@@ -265,6 +327,10 @@ private:
     std::vector<Block*> deferred_;  // freed during a capture, with uses on other streams
     std::vector<Event> free_events_;
     std::vector<Block*> spare_blocks_;
+    std::vector<std::unique_ptr<ExpandableSegment>> expandable_;
+    enum class Vmm { Unknown, Usable, Unusable } vmm_ = Vmm::Unknown;
+    size_t granularity_ = 0;   // of physical memory on this device (vmm_usable)
+    size_t total_memory_ = 0;  // the device's memory: each reserved range is 1 1/8 of it
 
     // The memory history (history.h): written under the lock; one branch per event while off.
     TraceRing trace_;

@@ -35,10 +35,27 @@ bool DeviceCachingAllocator::release_segment(Block* b) {
 }
 
 void DeviceCachingAllocator::release_pool_blocks(BlockPool& pool) {
-    std::vector<Block*> whole;
-    for (Block* b : pool.blocks)
-        if (!b->is_split()) whole.push_back(b);
+    // Whole cudaMalloc'ed segments are freed; of expandable segments, the wholly free pages of
+    // every free block are unmapped, and a segment left with nothing mapped gives back its range.
+    std::vector<Block*> whole, expandable;
+    for (Block* b : pool.blocks) {
+        if (b->expandable)
+            expandable.push_back(b);
+        else if (!b->is_split())
+            whole.push_back(b);
+    }
     for (Block* b : whole) release_segment(b);
+    // Unmapping changes the set and merges only with unmapped neighbours: the blocks gathered,
+    // all mapped, stay valid.
+    for (Block* b : expandable) {
+        if (unmap_block(b) && !b->prev && !b->next) release_expandable_segment(b);
+    }
+    // A range whose first mapping failed (out of memory) has no mapped block: it goes too, so a
+    // released private pool leaves nothing behind (PyTorch keeps such a range until it is used).
+    std::vector<Block*> empty;
+    for (Block* b : pool.unmapped)
+        if (!b->prev && !b->next) empty.push_back(b);
+    for (Block* b : empty) release_expandable_segment(b);
 }
 
 bool DeviceCachingAllocator::release_oversize_blocks(BlockPool& pool, Stream stream, size_t size) {
@@ -49,12 +66,15 @@ bool DeviceCachingAllocator::release_oversize_blocks(BlockPool& pool, Stream str
     key.stream = stream;
     key.size = std::max(size, config_.max_split_size);
     auto it = pool.blocks.lower_bound(&key);
-    if (it != pool.blocks.end() && (*it)->stream == stream && !(*it)->is_split()) return release_segment(*it);
+    // Expandable segments are never released here (PyTorch's rule): their pages go at the next
+    // step, release_cached_blocks.
+    if (it != pool.blocks.end() && (*it)->stream == stream && !(*it)->is_split() && !(*it)->expandable)
+        return release_segment(*it);
     std::vector<Block*> candidates;
     for (auto r = std::make_reverse_iterator(it); r != pool.blocks.rend(); ++r) {
         Block* b = *r;
         if (b->stream != stream || b->size < config_.max_split_size) break;
-        if (!b->is_split()) candidates.push_back(b);
+        if (!b->is_split() && !b->expandable) candidates.push_back(b);
     }
     size_t released = 0;
     for (Block* b : candidates) {

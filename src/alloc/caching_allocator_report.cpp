@@ -29,7 +29,7 @@ void DeviceCachingAllocator::fill_oom_report(OomReport* r, size_t requested, siz
     std::unordered_map<SiteId, SiteUsage> by_site;
     for (const auto& [base, seg] : segments_) {
         for (const Block* b = seg.head; b; b = b->next) {
-            if (!b->allocated) continue;
+            if (!b->allocated) continue;  // unmapped blocks never are
             SiteUsage& u = by_site[b->site];
             u.site = b->site;
             u.bytes += b->size;
@@ -46,9 +46,13 @@ std::vector<BlockInfo> DeviceCachingAllocator::snapshot() const {
     std::lock_guard<FutexLock> lock(mu_);
     std::vector<BlockInfo> out;
     for (const auto& [base, seg] : segments_) {
+        uintptr_t run = base;  // where the block's mapped run starts (an expandable segment has several)
         for (const Block* b = seg.head; b; b = b->next) {
+            if (!b->mapped) continue;
+            if (!b->prev || !b->prev->mapped) run = b->ptr;
             BlockInfo i;
-            i.segment = base;
+            i.segment = run;
+            i.expandable = b->expandable != nullptr;
             i.ptr = b->ptr;
             i.size = b->size;
             i.requested = b->requested;
@@ -75,27 +79,60 @@ std::string DeviceCachingAllocator::check_invariants() const {
         a[kStatAll].update(d);
         a[p->small ? kStatSmallPool : kStatLargePool].update(d);
     };
+    size_t unmapped_seen = 0;
     for (const auto& [base, seg] : segments_) {
         if (seg.head == nullptr || seg.head->ptr != base || seg.head->prev != nullptr)
             return "segment head wrong at " + std::to_string(base);
-        add(expect.segment, seg.pool, 1);
-        add(expect.reserved_bytes, seg.pool, static_cast<int64_t>(seg.size));
+        const ExpandableSegment* es = seg.expandable;
+        if (!es) {
+            add(expect.segment, seg.pool, 1);
+            add(expect.reserved_bytes, seg.pool, static_cast<int64_t>(seg.size));
+        } else if (es->base != base || es->size() != seg.size || es->handles.size() != es->pages) {
+            return "expandable segment disagrees with its range at " + std::to_string(base);
+        }
         if (seg.pool->owner) pool_segments[seg.pool->owner]++;
         uintptr_t at = base;
+        size_t mapped_bytes = 0;
         const Block* last = nullptr;
         for (const Block* b = seg.head; b; last = b, b = b->next) {
             if (b->ptr != at) return "blocks do not tile segment " + std::to_string(base);
             if (b->prev != last) return "broken prev link in segment " + std::to_string(base);
             if (b->pool != seg.pool || b->stream != seg.head->stream) return "block pool/stream differs from segment";
             if (b->size == 0 || b->size % kMinBlockSize != 0) return "block size not a multiple of 512";
+            if (b->expandable != es)
+                return "block and segment disagree on being expandable at " + std::to_string(b->ptr);
             at += b->size;
+            if (es) {
+                // Mapped blocks lie on pages with physical memory, unmapped ones are whole pages without.
+                const size_t first = (b->ptr - base) / es->page;
+                const size_t past = (b->ptr + b->size - base + es->page - 1) / es->page;
+                if (!b->mapped && ((b->ptr - base) % es->page != 0 || b->size % es->page != 0))
+                    return "unmapped block not made of whole pages at " + std::to_string(b->ptr);
+                for (size_t i = first; i < past && i < es->pages; ++i)
+                    if ((es->handles[i] != 0) != b->mapped)
+                        return "page " + std::to_string(i) + " of segment " + std::to_string(base) +
+                               (b->mapped ? " has no physical memory under a mapped block"
+                                          : " is mapped under an unmapped block");
+                if (b->mapped) mapped_bytes += b->size;
+            } else if (!b->mapped) {
+                return "unmapped block in a cudaMalloc'ed segment at " + std::to_string(b->ptr);
+            }
+            if (!b->mapped) {
+                unmapped_seen++;
+                if (b->allocated || !b->is_cached()) return "unmapped block in use at " + std::to_string(b->ptr);
+                if (!b->pool->unmapped.count(const_cast<Block*>(b)) || b->pool->blocks.count(const_cast<Block*>(b)))
+                    return "unmapped block not in its pool's unmapped set at " + std::to_string(b->ptr);
+                if (last && !last->mapped) return "two adjacent unmapped blocks at " + std::to_string(b->ptr);
+                continue;
+            }
             const bool in_pool = b->pool->blocks.count(const_cast<Block*>(b)) != 0;
             if (b->is_cached() != in_pool)
                 return "cached block and pool membership disagree at " + std::to_string(b->ptr);
             if (b->is_cached()) {
                 cached_seen++;
-                if (last && last->is_cached()) return "two adjacent free blocks at " + std::to_string(b->ptr);
-                if (b->is_split()) {
+                if (last && last->mapped && last->is_cached())
+                    return "two adjacent free blocks at " + std::to_string(b->ptr);
+                if (b->is_split() && !es) {
                     add(expect.inactive_split, b->pool, 1);
                     add(expect.inactive_split_bytes, b->pool, static_cast<int64_t>(b->size));
                 }
@@ -114,13 +151,25 @@ std::string DeviceCachingAllocator::check_invariants() const {
             }
         }
         if (at != base + seg.size) return "blocks do not cover segment " + std::to_string(base);
+        if (es) {
+            if (mapped_bytes != es->mapped_bytes)
+                return "expandable segment's mapped bytes wrong at " + std::to_string(base);
+            add(expect.reserved_bytes, seg.pool, static_cast<int64_t>(mapped_bytes));
+        }
     }
+    if (expandable_.size() != static_cast<size_t>(std::count_if(segments_.begin(), segments_.end(), [](const auto& s) {
+            return s.second.expandable != nullptr;
+        })))
+        return "expandable segments and the segment map disagree";
     size_t pooled = small_.blocks.size() + large_.blocks.size();
+    size_t pooled_unmapped = small_.unmapped.size() + large_.unmapped.size();
     for (const auto& [id, p] : pools_) {
         pooled += p->small.blocks.size() + p->large.blocks.size();
+        pooled_unmapped += p->small.unmapped.size() + p->large.unmapped.size();
         if (p->segments != pool_segments[p.get()]) return "private pool segment count wrong";
     }
     if (pooled != cached_seen) return "pool sets hold blocks that are not in any segment";
+    if (pooled_unmapped != unmapped_seen) return "unmapped sets hold blocks that are not in any segment";
     if (live_.size() != allocated_seen) return "live-block map holds blocks that are not allocated";
     const std::pair<const char*, std::pair<const StatArray*, const StatArray*>> arrays[] = {
         {"segment", {&expect.segment, &stats_.segment}},

@@ -112,16 +112,34 @@ DeviceSnapshot DeviceCachingAllocator::take_snapshot(MempoolId pool, bool includ
     for (const auto& [base, seg] : segments_) {  // by address
         const MempoolId owner = seg.pool->owner ? seg.pool->owner->id : MempoolId{};
         if (pool != MempoolId{} && owner != pool) continue;
+        // An expandable segment is one segment per contiguous mapped run (as PyTorch reports it);
+        // unmapped address space is left out.
         SnapshotSegment s;
-        s.device = device_;
-        s.address = base;
-        s.total_size = seg.size;
-        s.stream = seg.head->stream;
-        s.large = !seg.pool->small;
-        s.pool = owner;
-        s.has_context = seg.context;
-        s.site = seg.context ? seg.site : 0;
+        bool open = false;
+        auto close = [&] {
+            if (!open) return;
+            total_active += s.active_size;
+            out.segments.push_back(std::move(s));
+            s = SnapshotSegment{};
+            open = false;
+        };
         for (const Block* b = seg.head; b; b = b->next) {
+            if (!b->mapped) {
+                close();
+                continue;
+            }
+            if (!open) {
+                open = true;
+                s.device = device_;
+                s.address = b->ptr;
+                s.stream = seg.head->stream;
+                s.large = !seg.pool->small;
+                s.expandable = seg.expandable != nullptr;
+                s.pool = owner;
+                s.has_context = seg.context;
+                s.site = seg.context ? seg.site : 0;
+            }
+            s.total_size += b->size;
             SnapshotBlock k;
             k.address = b->ptr;
             k.size = b->size;
@@ -138,8 +156,7 @@ DeviceSnapshot DeviceCachingAllocator::take_snapshot(MempoolId pool, bool includ
             }
             s.blocks.push_back(k);
         }
-        total_active += s.active_size;
-        out.segments.push_back(std::move(s));
+        close();
     }
     trace_.record(TraceAction::Snapshot, 0, total_active, 0, 0, false);
     if (include_trace) out.trace = trace_.entries();

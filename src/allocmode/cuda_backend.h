@@ -1,11 +1,14 @@
-// The allocator core's device backend over the real CUDA runtime (MEMGUARD_ALLOCATOR=memguard).
-// Every function is the real one, found at run time like the hooks' (cuda/real.h): memguard never links
-// cudart and never calls its own hooks from here. The segments it obtains are recorded as A/F
-// records (kind device, api cudaMalloc) with the stacks of the tensor allocation that made the
-// pool grow, which the caller sets for the calling thread (SegmentContext).
+// The allocator core's device backend over the real CUDA runtime and driver
+// (MEMGUARD_ALLOCATOR=memguard). Every function is the real one, found at run time like the hooks'
+// (cuda/real.h): memguard never links cudart or libcuda and never calls its own hooks from here.
+// The segments it obtains are recorded as A/F records (kind device, api cudaMalloc), and the
+// driver's virtual memory calls of expandable segments as the hooks record them (V/v, N/n, Q/q),
+// with the stacks of the tensor allocation that made the pool grow, which the caller sets for the
+// calling thread (SegmentContext).
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 
 #include "alloc/backend.h"
 #include "track/recorder.h"
@@ -50,10 +53,26 @@ public:
     bool stream_capturing(int device, alloc::Stream stream) override;
     bool any_capture_active(int device) override;
     int exchange_capture_mode(int* mode) override;
+    int total_memory(int device, size_t* bytes) override;
+    int vmm_granularity(int device, size_t* bytes) override;
+    int vmm_reserve(int device, size_t size, uintptr_t* va) override;
+    int vmm_address_free(int device, uintptr_t va, size_t size) override;
+    int vmm_create(int device, size_t size, alloc::PhysHandle* handle) override;
+    int vmm_release(int device, alloc::PhysHandle handle) override;
+    int vmm_map(int device, uintptr_t va, size_t size, alloc::PhysHandle handle) override;
+    int vmm_set_access(int device, uintptr_t va, size_t size) override;
+    int vmm_unmap(int device, uintptr_t va, size_t size) override;
+    int stream_synchronize(int device, alloc::Stream stream) override;
 
 private:
     track::Recorder& rec_;
 };
+
+/// The virtual-memory order lock of the driver hooks (runtime/fork.h): reserves and creates are
+/// made under it, address frees and releases made and recorded under it, so that the report keeps
+/// a freed value's v/n before its reuse's V/N whichever of the hooks and this backend made them.
+/// Set once at start-up; without it (tests) nothing is locked.
+void set_vmm_order_lock(std::mutex* lock) noexcept;
 
 /// cudaGetDeviceCount through the real runtime; 0 when there is none.
 int real_device_count() noexcept;

@@ -71,9 +71,12 @@ TorchAllocConf parse_torch_alloc_conf(const char* value) {
                                           "requests are rounded to 512 bytes");
             }
         } else if (key == "expandable_segments") {
-            if (val == "True" || val == "true" || val == "1") {
-                c.notes.push_back(where + ": memguard's allocator does not use expandable segments; its segments "
-                                          "are cudaMalloc'ed (set MEMGUARD_ALLOCATOR=native to keep them)");
+            // PyTorch takes exactly True or False (and refuses anything else).
+            if (val == "True" || val == "False") {
+                c.expandable_segments = val == "True";
+            } else {
+                c.notes.push_back(where + ": expected True or False, as PyTorch; memguard's allocator keeps "
+                                          "expandable segments off");
             }
         } else if (key == "backend") {
             if (val != "native") {

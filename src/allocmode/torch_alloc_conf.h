@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@ struct TorchAllocConf {
     size_t max_split_size = static_cast<size_t>(-1);  // max_split_size_mb (bytes); SIZE_MAX: none
     size_t max_non_split_rounding = 20u << 20;        // max_non_split_rounding_mb (bytes)
     unsigned roundup_power2_divisions = 0;            // roundup_power2_divisions (one number)
+    std::optional<bool> expandable_segments;          // expandable_segments:True|False, when given
     /// One line per setting memguard's allocator does not apply, or does not accept (what it
     /// does instead).
     std::vector<std::string> notes;

@@ -241,6 +241,9 @@ PyObject* trace_dict(const alloc::TraceEntry& e, Frames& frames) {
 PyObject* settings_dict() {
     const char* env = secure_getenv("PYTORCH_CUDA_ALLOC_CONF");
     const TorchAllocConf conf = parse_torch_alloc_conf(env);
+    // The allocator's setting (_set_allocator_settings may have changed it), else the variable's.
+    const alloc::CachingAllocator* al = existing_allocator();
+    const bool expandable = al ? al->expandable_segments() : conf.expandable_segments.value_or(false);
     Ref d(capi()->PyDict_New());
     if (!d) return nullptr;
     PyObject* o = d.get();
@@ -256,7 +259,7 @@ PyObject* settings_dict() {
     bool ok = put(o, "PYTORCH_CUDA_ALLOC_CONF", py_str(env ? env : "")) &&
               put(o, "max_split_size", py_int(max_split)) &&
               put(o, "garbage_collection_threshold", capi()->PyFloat_FromDouble(0.0)) &&
-              put(o, "expandable_segments", py_bool(false)) && put(o, "pinned_num_register_threads", py_int(1)) &&
+              put(o, "expandable_segments", py_bool(expandable)) && put(o, "pinned_num_register_threads", py_int(1)) &&
               put(o, "release_lock_on_cudamalloc", py_bool(false)) &&
               put(o, "pinned_use_cuda_host_register", py_bool(false)) &&
               put(o, "graph_capture_record_stream_reuse", py_bool(false)) &&

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <optional>
 
 #include "allocmode/cuda_backend.h"
 #include "allocmode/torch_alloc_conf.h"
@@ -25,6 +26,7 @@ using track::Recorder;
 
 std::atomic<alloc::CachingAllocator*> g_allocator{nullptr};
 std::mutex g_create_mu;
+std::optional<bool> g_expandable_set;  // by set_expandable_segments before the allocator exists; g_create_mu
 thread_local bool t_rescue_ran = false;
 
 alloc::CachingAllocator* create_allocator(Recorder& rec, int device_count) {
@@ -41,6 +43,7 @@ alloc::CachingAllocator* create_allocator(Recorder& rec, int device_count) {
     config.max_split_size = conf.max_split_size;
     config.max_non_split_rounding_size = conf.max_non_split_rounding;
     config.roundup_power2_divisions = conf.roundup_power2_divisions;
+    config.expandable_segments = g_expandable_set.value_or(conf.expandable_segments.value_or(false));
     static CudaBackend* backend = new CudaBackend(rec);  // never destroyed, like the allocator
     a = new alloc::CachingAllocator(*backend, n, config);
     a->set_oom_rescue([&rec](const alloc::OomRescueInfo& info) {
@@ -222,6 +225,19 @@ void deallocate(Recorder& rec, void* ptr, int device) {
         return;
     }
     if (!freed) warn_unknown_pointer(ptr);
+}
+
+void set_expandable_segments(bool enabled) {
+    std::lock_guard<std::mutex> lock(g_create_mu);  // not lost to an allocator being created
+    g_expandable_set = enabled;
+    if (alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire)) a->set_expandable_segments(enabled);
+}
+
+bool expandable_segments() {
+    std::lock_guard<std::mutex> lock(g_create_mu);
+    if (alloc::CachingAllocator* a = g_allocator.load(std::memory_order_acquire)) return a->expandable_segments();
+    if (g_expandable_set) return *g_expandable_set;
+    return parse_torch_alloc_conf(secure_getenv("PYTORCH_CUDA_ALLOC_CONF")).expandable_segments.value_or(false);
 }
 
 std::vector<std::pair<std::string, int64_t>> stats_of(int device) {

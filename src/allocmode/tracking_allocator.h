@@ -34,6 +34,15 @@ void* allocate(track::Recorder& rec, size_t size, int device, uintptr_t stream);
 /// The free of `ptr` (not null), recorded before the block can be reused. Never throws.
 void deallocate(track::Recorder& rec, void* ptr, int device);
 
+/// expandable_segments at run time (torch.cuda.memory._set_allocator_settings, PyTorch allows
+/// turning it on and off): applies from the next allocation on; before the allocator exists, it
+/// is created with this value instead of PYTORCH_CUDA_ALLOC_CONF's. Blocks already in expandable
+/// segments stay where they are (CachingAllocator::set_expandable_segments).
+void set_expandable_segments(bool enabled);
+/// Whether new memory comes from expandable segments now (the setting, before the allocator
+/// exists: the last set_expandable_segments, else PYTORCH_CUDA_ALLOC_CONF's).
+bool expandable_segments();
+
 /// torch.cuda.memory_stats() items of `device`; empty when the device does not exist.
 std::vector<std::pair<std::string, int64_t>> stats_of(int device);
 /// Resets the peak (accumulated) statistics of `device`; true when the device is valid.

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sys/auxv.h>
 
+#include "allocmode/cuda_backend.h"
 #include "allocmode/torch_bridge.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -33,6 +34,9 @@ void initialize_once() noexcept {
         for (const std::string& problem : parsed.problems) MG_LOG_WARN("{}", problem);
         recorder().init(parsed.config);
         register_fork_handlers(parsed.config.enabled);
+        // Allocator mode's expandable segments reserve and create through the driver as the hooks
+        // see others do: one order lock for both (runtime/fork.h).
+        allocmode::set_vmm_order_lock(&vmm_order_lock());
         if (parsed.config.enabled) {
             if (parsed.config.allocator == AllocatorMode::Memguard) allocmode::arm_torch_switch(recorder());
             python::install({parsed.config.collect_compile_garbage, parsed.config.python_stacks,

@@ -90,6 +90,11 @@ public:
     void record_address_free(uintptr_t va, uint64_t size);
     /// cuMemCreate: physical memory `handle` of `size` bytes on `device` (-1: not a device) (N).
     void record_create(uintptr_t handle, uint64_t size, int device, const uintptr_t* ips, int n);
+    /// record_reserve / record_create with stacks already interned (allocator mode's expandable
+    /// segments: the stacks of the tensor allocation that made the pool grow).
+    void record_reserve_interned(uintptr_t va, uint64_t size, uint32_t stack_id, uint32_t python_stack_id);
+    void record_create_interned(uintptr_t handle, uint64_t size, int device, uint32_t stack_id,
+                                uint32_t python_stack_id);
     /// cuMemRelease of `handle` (n).
     void record_release(uintptr_t handle);
     /// cuMemMap of `size` bytes of `handle` from `offset` at `va` (Q).

@@ -10,7 +10,12 @@ void Recorder::record_reserve(uintptr_t va, uint64_t size, const uintptr_t* ips,
     if (!ensure_started()) return;
     uint32_t py = python_stack();
     uint32_t sid = intern(ips, n);
-    emit(format::rec::Reserve{now(), current_tid(), va, size, sid, py});
+    record_reserve_interned(va, size, sid, py);
+}
+
+void Recorder::record_reserve_interned(uintptr_t va, uint64_t size, uint32_t stack_id, uint32_t python_stack_id) {
+    if (!ensure_started()) return;
+    emit(format::rec::Reserve{now(), current_tid(), va, size, stack_id, python_stack_id});
 }
 
 void Recorder::record_address_free(uintptr_t va, uint64_t size) {
@@ -20,13 +25,19 @@ void Recorder::record_address_free(uintptr_t va, uint64_t size) {
 
 void Recorder::record_create(uintptr_t handle, uint64_t size, int device, const uintptr_t* ips, int n) {
     if (!ensure_started()) return;
-    if (device >= 0) gpu_seen_.store(true, std::memory_order_relaxed);
     uint32_t py = python_stack();
     uint32_t sid = intern(ips, n);
+    record_create_interned(handle, size, device, sid, py);
+}
+
+void Recorder::record_create_interned(uintptr_t handle, uint64_t size, int device, uint32_t stack_id,
+                                      uint32_t python_stack_id) {
+    if (!ensure_started()) return;
+    if (device >= 0) gpu_seen_.store(true, std::memory_order_relaxed);
     uint64_t tid = current_tid();
     // No stream is named: a capture owns the handle when this thread is capturing.
     uint32_t owner = captures_.owner_for(StreamArg{}, tid).id;
-    emit(format::rec::Create{now(), tid, handle, size, device, sid, py, owner});
+    emit(format::rec::Create{now(), tid, handle, size, device, stack_id, python_stack_id, owner});
 }
 
 void Recorder::record_release(uintptr_t handle) {

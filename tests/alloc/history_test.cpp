@@ -236,3 +236,45 @@ TEST_F(HistoryTest, PoolFilter) {
 
 }  // namespace
 }  // namespace memguard::alloc
+
+namespace memguard::alloc {
+namespace {
+
+TEST(HistoryExpandable, MappedRunsAreSegmentsAndMapsAreTraced) {
+    FakeBackend fake(1, 1024 * MiB);
+    AllocatorConfig cfg;
+    cfg.expandable_segments = true;
+    CachingAllocator alloc(fake, 1, cfg);
+    HistoryConfig c;
+    c.enabled = true;
+    c.context = ContextLevel::All;
+    c.max_entries = 1000;
+    alloc.set_history(c);
+    int err = 0;
+    void* a = alloc.malloc(0, 30 * MiB, kS1, 21, &err);  // maps two 20 MiB pages
+    ASSERT_NE(a, nullptr);
+    DeviceSnapshot s = alloc.take_snapshot(0);
+    ASSERT_EQ(s.segments.size(), 1u);  // the mapped run, not the whole reserved range
+    EXPECT_TRUE(s.segments[0].expandable);
+    EXPECT_EQ(s.segments[0].address, u(a));
+    EXPECT_EQ(s.segments[0].total_size, 40 * MiB);
+    EXPECT_EQ(s.segments[0].allocated_size, 30 * MiB);
+    ASSERT_FALSE(s.trace.empty());
+    EXPECT_EQ(trace_action_name(s.trace[0].action), std::string("segment_map"));
+    EXPECT_EQ(s.trace[0].addr, u(a));
+    EXPECT_EQ(s.trace[0].size, 40 * MiB);
+    EXPECT_EQ(s.trace[0].site, 21u);
+    EXPECT_EQ(trace_action_name(s.trace[1].action), std::string("alloc"));
+    alloc.free(a);
+    ASSERT_TRUE(alloc.empty_cache());
+    s = alloc.take_snapshot(0);
+    EXPECT_TRUE(s.segments.empty());  // nothing mapped
+    bool unmapped = false;
+    for (const TraceEntry& e : s.trace) unmapped = unmapped || e.action == TraceAction::SegmentUnmap;
+    EXPECT_TRUE(unmapped);
+    EXPECT_EQ(alloc.check_invariants(0), "");
+    EXPECT_EQ(fake.misuses(), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace memguard::alloc

@@ -71,7 +71,7 @@ private:
 // The independent model of what the allocator handed out.
 class Model {
 public:
-    explicit Model(FakeBackend& fake) : fake_(fake) {}
+    Model(FakeBackend& fake, bool expandable) : fake_(fake), expandable_(expandable) {}
 
     void on_alloc(void* ptr, size_t size, size_t requested, Stream stream, MempoolId pool) {
         const auto p = reinterpret_cast<uintptr_t>(ptr);
@@ -89,7 +89,12 @@ public:
             it = done ? busy_.erase(it) : std::next(it);
         }
         size_t len = 0;
-        const uintptr_t base = fake_.segment_of(0, p, &len);
+        uintptr_t base = fake_.segment_of(0, p, &len);
+        // Expandable segments: the reserved range is the segment, and the block must be mapped.
+        if (base == 0 && expandable_) {
+            base = fake_.reservation_of(0, p, &len);
+            if (base != 0 && !fake_.accessible(0, p, size)) violation("block not mapped with access set", p);
+        }
         if (base == 0 || p + size > base + len) {
             violation("block outside any live device segment", p);
         } else {
@@ -141,8 +146,27 @@ public:
         expect("reserved_bytes.all.current", st.reserved_bytes[kStatAll].current,
                static_cast<int64_t>(fake_.live_bytes(0)));
         expect("segment.all.current", st.segment[kStatAll].current, static_cast<int64_t>(fake_.live_segments(0)));
-        expect("num_device_alloc", st.num_device_alloc, static_cast<int64_t>(fake_.malloc_calls()));
-        expect("num_device_free", st.num_device_free, static_cast<int64_t>(fake_.free_calls()));
+        if (!expandable_) {
+            expect("num_device_alloc", st.num_device_alloc, static_cast<int64_t>(fake_.malloc_calls()));
+            expect("num_device_free", st.num_device_free, static_cast<int64_t>(fake_.free_calls()));
+        } else {
+            // One count per mapping (unmapping) call of one or more pages, as PyTorch counts.
+            const FakeBackend::VmmCounts v = fake_.vmm(0);
+            const auto mallocs = static_cast<int64_t>(fake_.malloc_calls());
+            const auto frees = static_cast<int64_t>(fake_.free_calls());
+            if (st.num_device_alloc < mallocs || st.num_device_alloc > mallocs + static_cast<int64_t>(v.maps))
+                violation("num_device_alloc " + std::to_string(st.num_device_alloc) +
+                              " is not cudaMallocs plus "
+                              "mapping calls",
+                          0);
+            if (st.num_device_free < frees || st.num_device_free > frees + static_cast<int64_t>(v.unmaps))
+                violation("num_device_free " + std::to_string(st.num_device_free) +
+                              " is not cudaFrees plus "
+                              "unmapping calls",
+                          0);
+            if (v.mapped_bytes != v.physical_bytes) violation("physical memory that is not mapped", 0);
+            if (v.inaccessible_mappings != 0) violation("a mapping without access set", 0);
+        }
         for (const std::string& m : fake_.misuses()) violation("device misuse: " + m, 0);
         ++checks_;
     }
@@ -179,6 +203,7 @@ private:
         MempoolId pool;
     };
     FakeBackend& fake_;
+    const bool expandable_;
     std::mutex mu_;
     std::map<uintptr_t, Live> live_;
     std::multimap<uintptr_t, Busy> busy_;
@@ -381,7 +406,7 @@ void run_stress(const Params& prm) {
     FakeBackend fake(1, prm.capacity);
     fake.set_auto_complete_after(4);
     CachingAllocator alloc(fake, 1, prm.config);
-    Model model(fake);
+    Model model(fake, prm.config.expandable_segments);
     fake.set_free_hook([&](int, uintptr_t base, size_t len) { model.on_segment_free(base, len); });
     alloc.set_oom_rescue(
         [](const OomRescueInfo& info) { return Worker::current ? Worker::current->rescue(info) : false; });
@@ -401,6 +426,8 @@ void run_stress(const Params& prm) {
     const DeviceStats st = alloc.stats(0);
     EXPECT_EQ(st.reserved_bytes[kStatAll].current, 0);
     EXPECT_EQ(st.active[kStatAll].current, 0);
+    EXPECT_EQ(fake.vmm(0).live_reservations, 0u);
+    EXPECT_EQ(fake.vmm(0).live_handles, 0u);
     model.check(alloc);
 
     uint64_t ops = 0, ooms = 0, captures = 0, rescues = 0;
@@ -444,6 +471,17 @@ TEST(Stress, EightThreadsWithMaxSplitSizeAndRounding) {
     p.capacity = 3072 * MiB;
     p.config.max_split_size = 32 * MiB;  // requests go up to 64 MiB: oversize blocks are common
     p.config.roundup_power2_divisions = 4;
+    run_stress(p);
+}
+
+TEST(Stress, EightThreadsWithExpandableSegments) {
+    Params p;
+    p.seed = env_u64("MEMGUARD_STRESS_SEED", 4);
+    p.threads = 8;
+    p.ops_per_thread = env_u64("MEMGUARD_STRESS_OPS", 250000) / 2;
+    p.check_every = 250;
+    p.capacity = 3072 * MiB;
+    p.config.expandable_segments = true;
     run_stress(p);
 }
 

@@ -205,6 +205,27 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
     return CUDA_SUCCESS;
 }
 
+// A context is always current (the runtime's primary one), on a device of 16 GiB that has the
+// virtual memory calls and no GPUDirect RDMA.
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext* ctx) {
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    static int primary;
+    *ctx = reinterpret_cast<CUcontext>(&primary);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
+    if (!bytes || device != 0) return CUDA_ERROR_INVALID_VALUE;
+    *bytes = size_t{16} << 30;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUdevice device) {
+    if (!value || device != 0) return CUDA_ERROR_INVALID_VALUE;
+    *value = attrib == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ? 1 : 0;
+    return CUDA_SUCCESS;
+}
+
 // ---- allocation ---------------------------------------------------------------------------------
 // The CUDA 2.0 ABI: 32-bit device addresses and sizes. Bookkeeping only (never dereferenced).
 CUresult CUDAAPI cuMemAlloc(unsigned int* dptr, unsigned int size) {

@@ -40,6 +40,9 @@ PARTS = [
     ("allocator-mode", 170, "allocator mode: training, graphs, compile, statistics, OOM rescue, by hand, "
                         "snapshots and memory history"),
     ("allocator-mode-reports", 15, "the CLI on allocator-mode reports: top, cycles, native cut, exports"),
+    # an estimate (not yet run on the H200): seven processes of about 10 s
+    ("allocator-mode-expandable", 90, "allocator mode with expandable segments: the driver's calls, values, "
+                                      "peak reserved against PyTorch's"),
     ("compile-window", 80, "benchmark: the compile window with inductor on CUDA (its own limit: 580 s)"),
     ("launch", 90, "memguard run, pytest --memguard and the gates (the installed wheel's with --wheel)"),
     ("insight-library", 60, "steps from optimizer hooks, tag bytes against real tensors, OOM context (native, allocator mode)"),

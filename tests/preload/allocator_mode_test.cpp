@@ -274,15 +274,43 @@ TEST_F(AllocatorMode, UnknownPointerIsIgnoredWithOneWarning) {
 
 TEST_F(AllocatorMode, PyTorchAllocConfSettingsItCannotApplyAreNamedOnce) {
     Env e = env();
-    e["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True,max_split_size_mb:512";
+    e["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:true,max_split_size_mb:512,garbage_collection_threshold:0.5";
     ChildResult result = run("pluggable_alloc", {"basic"}, e);
     ASSERT_EQ(result.exit_code, 0) << describe(result);
     auto lines = lines_containing(result.err, "PYTORCH_CUDA_ALLOC_CONF");
-    ASSERT_EQ(lines.size(), 1u) << result.err;
-    EXPECT_NE(lines[0].find("expandable_segments:True: memguard's allocator does not use expandable segments"),
-              std::string::npos)
-        << lines[0];
+    ASSERT_EQ(lines.size(), 2u) << result.err;
+    EXPECT_NE(lines[0].find("expandable_segments:true: expected True or False"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[1].find("garbage_collection_threshold:0.5: not used"), std::string::npos) << lines[1];
     EXPECT_EQ(raw_records(report_for(result.pid), "T").size(), 3u);
+}
+
+// expandable_segments:True over the fake driver (loaded as the real runtime loads libcuda): the
+// pools grow by mapping pages, recorded as the driver hooks record PyTorch's own expandable
+// segments, and no segment is cudaMalloc'ed.
+TEST_F(AllocatorMode, ExpandableSegmentsGrowThroughTheDriversVirtualMemoryCalls) {
+    Env e = env();
+    e["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True";
+    const std::string cudart = Paths::fake_cudart();
+    e["LD_PRELOAD"] += ":" + cudart.substr(0, cudart.rfind('/')) + "/libcuda.so.1";
+    ChildResult result = run("pluggable_alloc", {"basic"}, e);
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    EXPECT_EQ(lines_containing(result.err, "PYTORCH_CUDA_ALLOC_CONF").size(), 0u) << result.err;
+    const std::string path = report_for(result.pid);
+    std::map<std::string, std::vector<std::vector<std::string>>> by;
+    for (const auto& rec : raw_records(path, "TtAVNQqnv")) by[rec[0]].push_back(rec);
+    EXPECT_EQ(by["T"].size(), 3u);
+    EXPECT_EQ(by["A"].size(), 0u) << "a segment was cudaMalloc'ed";
+    // Blocks on two streams, small and large: a range per pool and stream, pages mapped in them.
+    EXPECT_GE(by["V"].size(), 2u);
+    EXPECT_GE(by["N"].size(), 2u);
+    EXPECT_EQ(by["Q"].size(), by["N"].size());
+    // The basic scenario ends with empty_cache after freeing everything: every page goes.
+    EXPECT_EQ(by["q"].size(), by["Q"].size());
+    EXPECT_EQ(by["n"].size(), by["N"].size());
+    EXPECT_EQ(by["v"].size(), by["V"].size());
+    auto r = load(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->warnings.size(), 0u);
 }
 
 TEST_F(AllocatorMode, BadAllocatorValueWarnsOnceAndKeepsNative) {

@@ -22,17 +22,29 @@ TEST(TorchAllocConf, AppliesTheSettingsTheAllocatorHas) {
 
 TEST(TorchAllocConf, SaysWhatItDoesNotApply) {
     auto c = parse_torch_alloc_conf(
-        "expandable_segments:True,max_split_size_mb:10,roundup_power2_divisions:[256:8,>:4],"
-        "garbage_collection_threshold:0.6,backend:cudaMallocAsync,expandable_segments:False");
+        "expandable_segments:true,max_split_size_mb:10,roundup_power2_divisions:[256:8,>:4],"
+        "garbage_collection_threshold:0.6,backend:cudaMallocAsync");
     EXPECT_EQ(c.max_split_size, static_cast<size_t>(-1));
     EXPECT_EQ(c.roundup_power2_divisions, 0u);
+    EXPECT_FALSE(c.expandable_segments.has_value());
     ASSERT_EQ(c.notes.size(), 5u);
-    EXPECT_NE(c.notes[0].find("does not use expandable segments"), std::string::npos) << c.notes[0];
+    EXPECT_NE(c.notes[0].find("expandable_segments:true: expected True or False"), std::string::npos) << c.notes[0];
     EXPECT_NE(c.notes[1].find("max_split_size_mb:10: expected a number of MB above 20"), std::string::npos)
         << c.notes[1];
     EXPECT_NE(c.notes[2].find("one power of two"), std::string::npos) << c.notes[2];
     EXPECT_NE(c.notes[3].find("garbage_collection_threshold:0.6: not used"), std::string::npos) << c.notes[3];
     EXPECT_NE(c.notes[4].find("MEMGUARD_ALLOCATOR=native to use cudaMallocAsync"), std::string::npos) << c.notes[4];
+}
+
+// expandable_segments takes PyTorch's two words; the last item wins, as in PyTorch.
+TEST(TorchAllocConf, ExpandableSegmentsIsApplied) {
+    EXPECT_FALSE(parse_torch_alloc_conf("max_split_size_mb:128").expandable_segments.has_value());
+    auto on = parse_torch_alloc_conf("expandable_segments:True");
+    EXPECT_EQ(on.expandable_segments, std::optional<bool>(true));
+    EXPECT_TRUE(on.notes.empty());
+    auto last = parse_torch_alloc_conf("expandable_segments:True, expandable_segments:False");
+    EXPECT_EQ(last.expandable_segments, std::optional<bool>(false));
+    EXPECT_TRUE(last.notes.empty());
 }
 
 // Each note becomes a log line: a control character in the value is escaped, not echoed.

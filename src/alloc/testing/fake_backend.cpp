@@ -24,6 +24,8 @@ FakeBackend::FakeBackend(int devices, size_t capacity) {
         // of the fake address space never fails an allocation the capacity allows.
         dev.base = (uintptr_t{0x100} + static_cast<uintptr_t>(d) * 0x100) << 32;
         dev.free_ranges[dev.base] = std::max<size_t>(capacity, size_t{1} << 20) * 4;
+        // Reserved ranges come from the upper half of the device's 1 TiB of fake addresses.
+        dev.next_reserve = dev.base + (uintptr_t{1} << 39);
         devices_.push_back(std::move(dev));
     }
 }
@@ -229,6 +231,274 @@ int FakeBackend::exchange_capture_mode(int* mode) {
 }
 
 int FakeBackend::thread_capture_mode() { return t_capture_mode; }
+
+// --- the driver's virtual memory calls -----------------------------------------------------------
+
+bool FakeBackend::vmm_capture_misuse(const char* call, bool allowed_relaxed) {
+    if (captures_.empty() || (allowed_relaxed && t_capture_mode == kCaptureModeRelaxed)) return false;
+    misuse(std::string(call) +
+           (allowed_relaxed ? " during a capture outside relaxed capture mode" : " during a capture"));
+    return true;
+}
+
+void FakeBackend::drop_handle_if_gone(Device& dev, PhysHandle h) {
+    auto it = handles_.find(h);
+    if (it == handles_.end() || !it->second.second.released || it->second.second.maps > 0) return;
+    // As in CUDA: the memory of a released handle goes with its last mapping.
+    dev.used -= it->second.second.size;
+    dev.counts.physical_bytes -= it->second.second.size;
+    dev.counts.live_handles--;
+    handles_.erase(it);
+}
+
+int FakeBackend::total_memory(int d, size_t* bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Device* dev = device(d);
+    if (!dev) return kErrorInvalidDevice;
+    *bytes = dev->capacity;
+    return kSuccess;
+}
+
+int FakeBackend::vmm_granularity(int d, size_t* bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!device(d)) return kErrorInvalidDevice;
+    if (granularity_ == 0) return kErrorNotSupported;
+    *bytes = granularity_;
+    return kSuccess;
+}
+
+int FakeBackend::vmm_reserve(int d, size_t size, uintptr_t* va) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Device* dev = device(d);
+    if (!dev) return kErrorInvalidDevice;
+    if (granularity_ == 0) return kErrorNotSupported;
+    if (vmm_capture_misuse("vmm_reserve", true)) return kErrorStreamCaptureUnsupported;
+    if (size == 0 || size % granularity_ != 0) {
+        misuse("vmm_reserve of a size that is not a multiple of the granularity");
+        return kErrorInvalidValue;
+    }
+    *va = dev->next_reserve;
+    dev->next_reserve += size + granularity_;  // a gap: ranges never touch
+    dev->reserved[*va] = size;
+    dev->counts.reserves++;
+    dev->counts.live_reservations++;
+    return kSuccess;
+}
+
+int FakeBackend::vmm_address_free(int d, uintptr_t va, size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Device* dev = device(d);
+    if (!dev) return kErrorInvalidDevice;
+    if (vmm_capture_misuse("vmm_address_free", false)) return kErrorStreamCaptureUnsupported;
+    auto it = dev->reserved.find(va);
+    if (it == dev->reserved.end() || it->second != size) {
+        misuse("vmm_address_free of a range that was not reserved as a whole");
+        return kErrorInvalidValue;
+    }
+    auto m = dev->mappings.lower_bound(va);
+    if (m != dev->mappings.end() && m->first < va + size) {
+        misuse("vmm_address_free of a range that still has mappings");
+        return kErrorInvalidValue;
+    }
+    dev->reserved.erase(it);
+    dev->counts.address_frees++;
+    dev->counts.live_reservations--;
+    return kSuccess;
+}
+
+int FakeBackend::vmm_create(int d, size_t size, PhysHandle* handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Device* dev = device(d);
+    if (!dev) return kErrorInvalidDevice;
+    if (granularity_ == 0) return kErrorNotSupported;
+    if (vmm_capture_misuse("vmm_create", true)) return kErrorStreamCaptureUnsupported;
+    if (size == 0 || size % granularity_ != 0) {
+        misuse("vmm_create of a size that is not a multiple of the granularity");
+        return kErrorInvalidValue;
+    }
+    if (vmm_create_fail_count_ > 0) {
+        --vmm_create_fail_count_;
+        return vmm_create_fail_error_;
+    }
+    if (dev->used + size > dev->capacity) return kErrorMemoryAllocation;  // CUDA_ERROR_OUT_OF_MEMORY
+    const PhysHandle h = next_handle_++;
+    handles_[h] = {d, Handle{size, 0, false}};
+    dev->used += size;
+    dev->counts.creates++;
+    dev->counts.live_handles++;
+    dev->counts.physical_bytes += size;
+    *handle = h;
+    return kSuccess;
+}
+
+int FakeBackend::vmm_release(int d, PhysHandle handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Device* dev = device(d);
+    if (!dev) return kErrorInvalidDevice;
+    if (vmm_capture_misuse("vmm_release", true)) return kErrorStreamCaptureUnsupported;
+    auto it = handles_.find(handle);
+    if (it == handles_.end() || it->second.second.released || it->second.first != d) {
+        misuse("vmm_release of an unknown or released handle");
+        return kErrorInvalidValue;
+    }
+    it->second.second.released = true;
+    dev->counts.releases++;
+    drop_handle_if_gone(*dev, handle);
+    return kSuccess;
+}
+
+int FakeBackend::vmm_map(int d, uintptr_t va, size_t size, PhysHandle handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Device* dev = device(d);
+    if (!dev) return kErrorInvalidDevice;
+    if (vmm_capture_misuse("vmm_map", true)) return kErrorStreamCaptureUnsupported;
+    if (vmm_map_fail_count_ > 0) {
+        --vmm_map_fail_count_;
+        return vmm_map_fail_error_;
+    }
+    auto h = handles_.find(handle);
+    if (h == handles_.end() || h->second.second.released || h->second.first != d || size != h->second.second.size) {
+        misuse("vmm_map of an unknown or released handle, or not of its whole size");
+        return kErrorInvalidValue;
+    }
+    if (size == 0 || size % granularity_ != 0 || va % granularity_ != 0) {
+        misuse("vmm_map of a range not aligned to the granularity");
+        return kErrorInvalidValue;
+    }
+    auto r = dev->reserved.upper_bound(va);
+    if (r == dev->reserved.begin() || va + size > std::prev(r)->first + std::prev(r)->second) {
+        misuse("vmm_map outside a reserved range");
+        return kErrorInvalidValue;
+    }
+    auto m = dev->mappings.lower_bound(va);
+    const bool overlaps_next = m != dev->mappings.end() && m->first < va + size;
+    const bool overlaps_prev = m != dev->mappings.begin() && std::prev(m)->first + std::prev(m)->second.size > va;
+    if (overlaps_next || overlaps_prev) {
+        misuse("vmm_map over a range that is already mapped");
+        return kErrorInvalidValue;
+    }
+    dev->mappings[va] = Mapping{size, handle, false};
+    h->second.second.maps++;
+    dev->counts.maps++;
+    dev->counts.mapped_bytes += size;
+    return kSuccess;
+}
+
+int FakeBackend::vmm_set_access(int d, uintptr_t va, size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Device* dev = device(d);
+    if (!dev) return kErrorInvalidDevice;
+    if (vmm_capture_misuse("vmm_set_access", true)) return kErrorStreamCaptureUnsupported;
+    // The range must be covered by mappings, end to end.
+    uintptr_t at = va;
+    auto m = dev->mappings.find(va);
+    std::vector<Mapping*> covered;
+    while (at < va + size && m != dev->mappings.end() && m->first == at) {
+        covered.push_back(&m->second);
+        at += m->second.size;
+        ++m;
+    }
+    if (size == 0 || at != va + size) {
+        misuse("vmm_set_access on a range that is not wholly mapped");
+        return kErrorInvalidValue;
+    }
+    for (Mapping* x : covered) x->access = true;
+    dev->counts.set_access++;
+    return kSuccess;
+}
+
+int FakeBackend::vmm_unmap(int d, uintptr_t va, size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Device* dev = device(d);
+    if (!dev) return kErrorInvalidDevice;
+    if (vmm_capture_misuse("vmm_unmap", true)) return kErrorStreamCaptureUnsupported;
+    uintptr_t at = va;
+    auto m = dev->mappings.find(va);
+    std::vector<std::map<uintptr_t, Mapping>::iterator> whole;
+    while (at < va + size && m != dev->mappings.end() && m->first == at) {
+        whole.push_back(m);
+        at += m->second.size;
+        ++m;
+    }
+    if (size == 0 || at != va + size) {
+        misuse("vmm_unmap of a range that is not whole mappings");
+        return kErrorInvalidValue;
+    }
+    for (auto it : whole) {
+        const PhysHandle h = it->second.handle;
+        dev->counts.mapped_bytes -= it->second.size;
+        dev->mappings.erase(it);
+        handles_.at(h).second.maps--;
+        drop_handle_if_gone(*dev, h);
+    }
+    dev->counts.unmaps++;
+    return kSuccess;
+}
+
+int FakeBackend::stream_synchronize(int d, Stream stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Device* dev = device(d);
+    if (!dev) return kErrorInvalidDevice;
+    if (vmm_capture_misuse("stream_synchronize", false)) return kErrorStreamCaptureUnsupported;
+    completed_[stream] = std::max(completed_[stream], submitted_[stream]);
+    dev->counts.stream_syncs++;
+    return kSuccess;
+}
+
+void FakeBackend::set_vmm_granularity(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    granularity_ = bytes;
+}
+
+void FakeBackend::fail_next_vmm_creates(int n, int error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    vmm_create_fail_count_ = n;
+    vmm_create_fail_error_ = error;
+}
+
+void FakeBackend::fail_next_vmm_maps(int n, int error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    vmm_map_fail_count_ = n;
+    vmm_map_fail_error_ = error;
+}
+
+FakeBackend::VmmCounts FakeBackend::vmm(int d) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (d < 0 || d >= static_cast<int>(devices_.size())) return {};
+    VmmCounts c = devices_[d].counts;
+    c.inaccessible_mappings = 0;
+    for (const auto& [va, m] : devices_[d].mappings)
+        if (!m.access) c.inaccessible_mappings++;
+    return c;
+}
+
+uintptr_t FakeBackend::reservation_of(int d, uintptr_t va, size_t* size) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (d < 0 || d >= static_cast<int>(devices_.size())) return 0;
+    const auto& r = devices_[d].reserved;
+    auto it = r.upper_bound(va);
+    if (it == r.begin()) return 0;
+    --it;
+    if (va >= it->first + it->second) return 0;
+    if (size) *size = it->second;
+    return it->first;
+}
+
+bool FakeBackend::accessible(int d, uintptr_t va, size_t size) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (d < 0 || d >= static_cast<int>(devices_.size())) return false;
+    const auto& maps = devices_[d].mappings;
+    auto it = maps.upper_bound(va);
+    if (it == maps.begin()) return false;
+    --it;
+    uintptr_t at = va;
+    while (at < va + size) {
+        if (it == maps.end() || it->first > at || it->first + it->second.size <= at || !it->second.access) return false;
+        at = it->first + it->second.size;
+        ++it;
+    }
+    return true;
+}
 
 void FakeBackend::fail_next_mallocs(int n, int error) {
     std::lock_guard<std::mutex> lock(mu_);
