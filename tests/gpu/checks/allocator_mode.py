@@ -159,11 +159,19 @@ def alloc_mode_by_hand(ctx):
     assert mg["result"] == nat["result"]
 
 
-@check("allocator-mode", "allocator mode: _snapshot keys and allocated blocks equal PyTorch's; "
-                         "_record_memory_history + _dump_snapshot load in torch.cuda._memory_viz")
+@check("allocator-mode", "allocator mode: _snapshot keys and allocated blocks equal PyTorch's (with and without "
+                         "expandable segments); _record_memory_history + _dump_snapshot load in torch.cuda._memory_viz")
 def alloc_mode_snapshot(ctx):
-    mg = workload(ctx, "allocator_snapshot", "memguard", True, env=MEMGUARD_MODE)
-    nat = workload(ctx, "allocator_snapshot", "native", True, env=NATIVE_MODE)
+    for conf in ("", "expandable_segments:True"):
+        print(f"--- PYTORCH_CUDA_ALLOC_CONF={conf!r}")
+        _snapshot_pair(ctx, conf)
+
+
+def _snapshot_pair(ctx, conf):
+    suffix = "_expandable" if conf else ""
+    env = {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else {}
+    mg = workload(ctx, "allocator_snapshot", "memguard" + suffix, True, env=dict(MEMGUARD_MODE, **env))
+    nat = workload(ctx, "allocator_snapshot", "native" + suffix, True, env=dict(NATIVE_MODE, **env))
     print(f"backend memguard {mg['backend']}, native {nat['backend']} (torch {mg['torch']})")
     assert mg["backend"] == "pluggable" and nat["backend"] == "native"
     for phase in ("plain", "history"):
@@ -183,7 +191,10 @@ def alloc_mode_snapshot(ctx):
         if action in m["trace_keys"]:
             print(f"trace keys of {action}: memguard {m['trace_keys'][action]} native {k}")
             assert m["trace_keys"][action] == k, action
-    for a in ("alloc", "segment_alloc", "free_requested", "free_completed", "snapshot"):
+    grow = "segment_map" if conf else "segment_alloc"
+    print(f"expandable segments: memguard {mg['history']['expandable']} native {nat['history']['expandable']}")
+    assert mg["history"]["expandable"] == nat["history"]["expandable"] == [bool(conf)]
+    for a in ("alloc", grow, "free_requested", "free_completed", "snapshot"):
         assert a in m["actions"], a
     assert m["actions"].count("alloc") == n["actions"].count("alloc"), "one alloc entry per tensor in both"
     print(f"alloc entries whose frames name {mg['alloc_line']} of allocator_snapshot.py: memguard "

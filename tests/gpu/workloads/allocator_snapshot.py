@@ -57,6 +57,7 @@ def describe(snap):
         "allocated_sizes": sorted(b["size"] for b in blocks if b["state"] == "active_allocated"),
         "requested_sizes": sorted(b["requested_size"] for b in blocks if b["state"] == "active_allocated"),
         "segment_types": sorted(s["segment_type"] for s in segs),
+        "expandable": sorted({s["is_expandable"] for s in segs}),
         "actions": [e["action"] for e in entries],
         "devices": len(traces),
     }
@@ -81,7 +82,8 @@ def main():
     more = [allocate_here(n) for n in (5 * MIB, 30 * MIB, 700)]
     result["history_allocations"] = len(more)
     del kept[1]  # a 3 MiB block: free_requested / free_completed
-    dump = os.path.join(os.path.dirname(os.path.abspath(out_path)), f"allocator_snapshot_{result['backend']}.pickle")
+    dump = os.path.splitext(os.path.abspath(out_path))[0] + ".pickle"
+    result["conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     torch.cuda.memory._dump_snapshot(dump)
     torch.cuda.memory._record_memory_history(None)
     with open(dump, "rb") as f:
