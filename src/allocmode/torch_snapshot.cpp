@@ -329,7 +329,7 @@ PyObject* argument(PyObject* args, PyObject* kwargs, ptrdiff_t i, const char* na
     return kwargs ? a->PyDict_GetItemString(kwargs, name) : nullptr;
 }
 
-/// A str argument: false (and *present false) for None or absent; `bad` when not a str.
+/// A str argument into *out; *present false for None or absent. False (exception set) when not a str.
 bool string_arg(PyObject* v, std::string* out, bool* present) {
     const CApi* a = capi();
     *present = v && v != a->none;
