@@ -115,7 +115,10 @@ Block* DeviceCachingAllocator::alloc_segment(BlockPool& pool, Stream stream, siz
     b->ptr = reinterpret_cast<uintptr_t>(p);
     b->pool = &pool;
     const bool oversize = size >= config_.max_split_size;
-    segments_[b->ptr] = Segment{b, size, &pool, nullptr, oversize};
+    const bool context = trace_.context() >= ContextLevel::State;
+    segments_[b->ptr] = Segment{b, size, &pool, nullptr, oversize, serving_site_, context};
+    trace_.record(TraceAction::SegmentAlloc, b->ptr, size, stream, serving_site_,
+                  trace_.context() >= ContextLevel::Alloc, pool.owner ? pool.owner->id : MempoolId{});
     if (pool.owner) pool.owner->segments++;
     stat_add(stats_.segment, &pool, 1);
     stat_add(stats_.reserved_bytes, &pool, size);
@@ -195,6 +198,9 @@ void DeviceCachingAllocator::hand_out(Block* b, size_t size, size_t requested, S
     b->allocated = true;
     b->requested = requested;
     b->site = site;
+    b->context = trace_.context() >= ContextLevel::State;
+    trace_.record(TraceAction::Alloc, b->ptr, requested, b->stream, site, trace_.context() >= ContextLevel::Alloc,
+                  pool->owner ? pool->owner->id : MempoolId{});
     stat_add(stats_.allocation, pool, 1);
     stat_add(stats_.allocated_bytes, pool, b->size);
     stat_add(stats_.requested_bytes, pool, requested);
@@ -219,6 +225,7 @@ void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId sit
         return nullptr;
     }
     const size_t size = round_size(requested);
+    serving_site_ = site;
     // Read once: a change at run time applies from the next allocation on.
     const bool expandable = expandable_on_.load(std::memory_order_relaxed) && vmm_usable();
     int err = kSuccess;
@@ -249,6 +256,10 @@ void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId sit
     if (!b) {
         if (err == kErrorMemoryAllocation) stats_.num_ooms++;
         if (oom) fill_oom_report(oom, requested, size, seg_size, err, rescued);
+        if (err == kErrorMemoryAllocation) {
+            trace_.record(TraceAction::Oom, oom ? oom->device_free : 0, size, stream, site,
+                          trace_.context() >= ContextLevel::Alloc);
+        }
         *error = err;
         return nullptr;
     }
@@ -266,12 +277,20 @@ void* DeviceCachingAllocator::malloc(size_t requested, Stream stream, SiteId sit
 // ---------------------------------------------------------------------------------------------
 // Free and stream-ordered reuse
 
-bool DeviceCachingAllocator::free(uintptr_t ptr, void (*before_reuse)(void*), void* ctx) {
+bool DeviceCachingAllocator::free(uintptr_t ptr, void (*before_reuse)(void*), void* ctx, SiteId free_site) {
     std::lock_guard<FutexLock> lock(mu_);
     auto* b = static_cast<Block*>(live_.erase(ptr));
     if (!b) return false;
     before_reuse(ctx);
+    if (trace_.enabled()) {
+        // The free's own stacks when they are kept, else the allocation's (as PyTorch does).
+        const bool own = free_site != 0 && trace_.context() >= ContextLevel::All;
+        freeing_site_ = own ? free_site : 0;
+        trace_.record(TraceAction::FreeRequested, b->ptr, b->requested, b->stream, own ? free_site : b->site,
+                      own || b->context, b->pool->owner ? b->pool->owner->id : MempoolId{});
+    }
     free_locked(b);
+    freeing_site_ = 0;
     return true;
 }
 
@@ -285,7 +304,8 @@ void DeviceCachingAllocator::free_locked(Block* b) {
         stats_.oversize_allocations.sub(1);
     }
     // The requested bytes stay counted until the block is back in its pool (free_block), as
-    // PyTorch's allocator counts them: with the active bytes, not the allocated ones.
+    // PyTorch's allocator counts them: with the active bytes, not the allocated ones (b->requested stays
+    // for the history's free_completed entry too; free_block clears it).
     if (b->stream_uses.empty()) {
         free_block(b);
         return;
@@ -407,6 +427,12 @@ void DeviceCachingAllocator::synchronize_and_free_events() {
 
 void DeviceCachingAllocator::free_block(Block* b) {
     BlockPool* pool = b->pool;
+    if (trace_.enabled()) {
+        const bool own = freeing_site_ != 0;  // completed inside the free that kept its stacks
+        trace_.record(TraceAction::FreeCompleted, b->ptr, b->requested, b->stream, own ? freeing_site_ : b->site,
+                      own || b->context, pool->owner ? pool->owner->id : MempoolId{});
+    }
+    b->context = false;
     stat_sub(stats_.active, pool, 1);
     stat_sub(stats_.active_bytes, pool, b->size);
     stat_sub(stats_.requested_bytes, pool, b->requested);
@@ -487,12 +513,13 @@ void* CachingAllocator::malloc(int device, size_t size, Stream stream, SiteId si
     return devices_[device]->malloc(size, stream, site, &rescue_, &err, oom, block);
 }
 
-bool CachingAllocator::free_impl(void* ptr, int device_hint, void (*before_reuse)(void*), void* ctx) {
+bool CachingAllocator::free_impl(void* ptr, int device_hint, void (*before_reuse)(void*), void* ctx, SiteId free_site) {
     const auto p = reinterpret_cast<uintptr_t>(ptr);
-    if (device_hint >= 0 && device_hint < device_count() && devices_[device_hint]->free(p, before_reuse, ctx))
+    if (device_hint >= 0 && device_hint < device_count() &&
+        devices_[device_hint]->free(p, before_reuse, ctx, free_site))
         return true;
     for (int d = 0; d < device_count(); ++d)
-        if (d != device_hint && devices_[d]->free(p, before_reuse, ctx)) return true;
+        if (d != device_hint && devices_[d]->free(p, before_reuse, ctx, free_site)) return true;
     return false;
 }
 

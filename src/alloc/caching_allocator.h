@@ -118,6 +118,8 @@ struct BlockInfo {
 };
 
 class DeviceCachingAllocator;
+struct HistoryConfig;   // alloc/history.h
+struct DeviceSnapshot;  // alloc/history.h
 
 /// All devices' allocators, each with its map of live blocks. Thread-safe.
 class CachingAllocator {
@@ -145,13 +147,14 @@ public:
     /// free there, so a record of the address's next allocation always comes after it. False,
     /// without calling it, when ptr is not a live block. `before_reuse` runs with the device's
     /// lock held: it must not call into this allocator. `device_hint`: the device ptr is on, when
-    /// the caller knows it (looked at first; -1: unknown).
+    /// the caller knows it (looked at first; -1: unknown). `free_site`: the free's own site, for
+    /// the memory history when it keeps free stacks (0: none).
     template <typename F>
-    bool free(void* ptr, F&& before_reuse, int device_hint = -1) {
+    bool free(void* ptr, F&& before_reuse, int device_hint = -1, SiteId free_site = 0) {
         using Fn = std::remove_reference_t<F>;
         return free_impl(
             ptr, device_hint, [](void* f) { (*static_cast<Fn*>(f))(); },
-            const_cast<void*>(static_cast<const void*>(&before_reuse)));
+            const_cast<void*>(static_cast<const void*>(&before_reuse)), free_site);
     }
     /// The block is also used on `stream`: it is reused only after that stream's work queued
     /// before free() completed (Tensor.record_stream).
@@ -206,13 +209,19 @@ public:
     void unlock_after_fork();
 
     std::vector<BlockInfo> snapshot(int device) const;
+    /// Memory history on every device (alloc/history.h, history.cpp); takes each device's lock.
+    void set_history(const HistoryConfig& config);
+    /// `device`'s segments (only private pool `pool`'s unless it is {0,0}) and, with
+    /// `include_trace`, its trace, copied under its lock; records a Snapshot entry first. Empty
+    /// for an unknown device.
+    DeviceSnapshot take_snapshot(int device, MempoolId pool = {}, bool include_trace = true);
     /// Checks the internal invariants of `device` (blocks tile their segments, no two free
     /// neighbours, pools hold exactly the free blocks, stats equal the sums over blocks).
     /// Returns "" or what is wrong. For tests; takes the device lock.
     std::string check_invariants(int device) const;
 
 private:
-    bool free_impl(void* ptr, int device_hint, void (*before_reuse)(void*), void* ctx);
+    bool free_impl(void* ptr, int device_hint, void (*before_reuse)(void*), void* ctx, SiteId free_site);
 
     std::atomic<bool> expandable_{false};
     std::vector<std::unique_ptr<DeviceCachingAllocator>> devices_;

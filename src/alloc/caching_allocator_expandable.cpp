@@ -126,7 +126,8 @@ Block* DeviceCachingAllocator::find_expandable_block(BlockPool& pool, Stream str
     es->stream = stream;
     es->handles.assign(pages, 0);
     Block* b = new_piece(*es, pool, va, es->size(), false, nullptr, nullptr);
-    segments_[va] = Segment{b, es->size(), &pool, es.get(), false};
+    segments_[va] =
+        Segment{b, es->size(), &pool, es.get(), false, serving_site_, trace_.context() >= ContextLevel::State};
     if (pool.owner) pool.owner->segments++;
     expandable_.push_back(std::move(es));
     return b;
@@ -172,6 +173,8 @@ bool DeviceCachingAllocator::map_block(Block* to_map, size_t size, int* error) {
     const size_t bytes = (end - begin) * es.page;
     es.mapped_bytes += bytes;
     BlockPool& pool = *to_map->pool;
+    trace_.record(TraceAction::SegmentMap, to_map->ptr, bytes, es.stream, serving_site_,
+                  trace_.context() >= ContextLevel::Alloc, pool.owner ? pool.owner->id : MempoolId{});
     pool.unmapped.erase(to_map);
     to_map->mapped = true;
     if (bytes < to_map->size) {
@@ -207,6 +210,11 @@ bool DeviceCachingAllocator::unmap_block(Block* b) {
     const size_t bytes = (end - begin) * es.page;
     es.mapped_bytes -= bytes;
     BlockPool& pool = *b->pool;
+    if (trace_.enabled()) {
+        const Segment& seg = segments_.at(es.base);
+        trace_.record(TraceAction::SegmentUnmap, start, bytes, es.stream, seg.site, seg.context,
+                      pool.owner ? pool.owner->id : MempoolId{});
+    }
     pool.blocks.erase(b);
     // A block's head never moves here: a block starting at the segment's base starts on a page.
     if (start > b->ptr) new_piece(es, pool, b->ptr, start - b->ptr, true, b->prev, b);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "alloc/caching_allocator.h"
+#include "alloc/history.h"
 
 #include "alloc/ptr_map.h"
 #include "common/futex_lock.h"
@@ -41,6 +42,7 @@ struct Block {
     SiteId site = 0;
     bool allocated = false;
     bool deferred = false;  // freed during a capture with uses on other streams; no events yet
+    bool context = false;   // allocated while the history kept stacks (its snapshot has frames)
     // Backed by physical memory. Only blocks of expandable segments are ever unmapped: address
     // space of the segment's reserved range, whole pages, in their pool's `unmapped` set.
     bool mapped = true;
@@ -186,7 +188,7 @@ public:
                  int* error, OomReport* oom, AllocatedBlock* out);
     /// Takes the live block at ptr out of the map, calls before_reuse(ctx) and returns the block
     /// to the cache, all under the lock. False when ptr is not a live block of this device.
-    bool free(uintptr_t ptr, void (*before_reuse)(void*), void* ctx);
+    bool free(uintptr_t ptr, void (*before_reuse)(void*), void* ctx, SiteId free_site);
     bool record_stream(uintptr_t ptr, Stream stream);
     bool block_sizes(uintptr_t ptr, size_t* size, size_t* requested) const;
     bool empty_cache();
@@ -218,6 +220,9 @@ public:
         stats_.reset_accumulated();
     }
     std::vector<BlockInfo> snapshot() const;
+    // The memory history (history.cpp).
+    void set_history(const HistoryConfig& config);
+    DeviceSnapshot take_snapshot(MempoolId pool, bool include_trace);
     std::string check_invariants() const;
     void lock() { mu_.lock(); }
     void unlock() { mu_.unlock(); }
@@ -229,6 +234,8 @@ private:
         BlockPool* pool;
         ExpandableSegment* expandable;  // nullptr: a cudaMalloc'ed segment
         bool oversize;                  // counted in oversize_segments
+        SiteId site = 0;                // the allocation that made the pool grow
+        bool context = false;           // made while the history kept stacks
     };
     struct Capture {
         MempoolId id;
@@ -328,6 +335,11 @@ private:
     enum class Vmm { Unknown, Usable, Unusable } vmm_ = Vmm::Unknown;
     size_t granularity_ = 0;   // of physical memory on this device (vmm_usable)
     size_t total_memory_ = 0;  // the device's memory: each reserved range is 1 1/8 of it
+
+    // The memory history (history.h): written under the lock; one branch per event while off.
+    TraceRing trace_;
+    SiteId serving_site_ = 0;  // the allocation being served (its segment's site)
+    SiteId freeing_site_ = 0;  // the free being served (history with free stacks), else 0
 
     size_t limit_ = SIZE_MAX;  // memory-fraction limit on reserved bytes
     size_t total_ = 0;         // the device's total memory, once a cudaMemGetInfo told it

@@ -18,6 +18,11 @@ constexpr int kErrorInvalidValue = 1;  // cudaErrorInvalidValue
 bool DeviceCachingAllocator::release_segment(Block* b) {
     if (backend_.segment_free(device_, reinterpret_cast<void*>(b->ptr)) != kSuccess) return false;
     BlockPool* pool = b->pool;
+    if (trace_.enabled()) {
+        const Segment& seg = segments_.at(b->ptr);
+        trace_.record(TraceAction::SegmentFree, b->ptr, b->size, b->stream, seg.site, seg.context,
+                      pool->owner ? pool->owner->id : MempoolId{});
+    }
     pool->blocks.erase(b);
     if (pool->owner) pool->owner->segments--;
     auto seg = segments_.find(b->ptr);

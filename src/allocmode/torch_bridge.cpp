@@ -4,6 +4,7 @@
 
 #include "allocmode/api.h"
 #include "allocmode/torch_memory_api.h"
+#include "allocmode/torch_snapshot.h"
 #include "allocmode/tracking_allocator.h"
 #include "common/log.h"
 #include "python/allocator_mode.h"
@@ -158,12 +159,8 @@ PyMethodDef
 
 // --- what a pluggable allocator cannot do ---------------------------------------------------------
 
-enum Limit { kSnapshots, kGraphTrees, kNumLimits };
+enum Limit { kGraphTrees, kNumLimits };
 const char* const kLimitText[kNumLimits] = {
-    "memory snapshots and memory history (torch.cuda.memory._snapshot, _record_memory_history) are not "
-    "available with MEMGUARD_ALLOCATOR=memguard: PyTorch does not support them for a pluggable allocator. "
-    "memguard's report has every block with its stacks (memguard top, memguard export --memory-viz); for "
-    "PyTorch's own snapshots run with MEMGUARD_ALLOCATOR=native",
     "CUDA graph trees (torch.compile mode=\"reduce-overhead\") need to checkpoint PyTorch's own allocator "
     "pools, which a pluggable allocator cannot do: they fail with MEMGUARD_ALLOCATOR=memguard. Use "
     "MEMGUARD_ALLOCATOR=native for them (plain torch.cuda.graph capture works in both modes)",
@@ -220,9 +217,7 @@ void patch_torch(PyObject* torch_c) {
         Limit limit;
     };
     for (const Limited& l :
-         {Limited{"_cuda_memorySnapshot", kSnapshots}, Limited{"_cuda_record_memory_history", kSnapshots},
-          Limited{"_cuda_record_memory_history_legacy", kSnapshots}, Limited{"_cuda_getCheckpointState", kGraphTrees},
-          Limited{"_cuda_setCheckpointPoolState", kGraphTrees},
+         {Limited{"_cuda_getCheckpointState", kGraphTrees}, Limited{"_cuda_setCheckpointPoolState", kGraphTrees},
           Limited{"_cuda_checkPoolLiveAllocations", kGraphTrees}}) {
         Ref original(a->PyObject_GetAttrString(torch_c, l.name));
         Ref pair(original ? a->PyTuple_New(2) : nullptr);
@@ -322,7 +317,8 @@ void install(PyObject* torch_c) {
     }
     g_allocator = allocator.release();
     patch_torch(torch_c);
-    patch_memory_api(torch_c);  // torch_memory_api.h
+    patch_memory_api(torch_c);                         // torch_memory_api.h
+    install_snapshot_functions(torch_c, *g_recorder);  // snapshots and memory history (torch_snapshot.h)
     static const track::Recorder::TensorCounters kTensorCounters{&tensor_counters, &reset_tensor_peak};
     g_recorder->set_tensor_counters(&kTensorCounters);
     g_recorder->set_allocator_mode();

@@ -13,6 +13,7 @@
 #include "allocmode/torch_bridge.h"
 #include "allocmode/torch_error.h"
 #include "allocmode/torch_oom_message.h"
+#include "allocmode/torch_snapshot.h"
 #include "common/errno_keeper.h"
 #include "common/log.h"
 #include "cuda/real.h"
@@ -227,6 +228,7 @@ void deallocate(Recorder& rec, void* ptr, int device) {
     // is the one PyTorch recorded at allocation: the block is looked for there first.
     bool freed = false;
     try {
+        const alloc::SiteId free_site = history_free_site(rec);  // 0 unless the memory history wants it
         freed = a &&
                 a->free(
                     ptr,
@@ -234,7 +236,7 @@ void deallocate(Recorder& rec, void* ptr, int device) {
                         ErrnoKeeper keep_errno;
                         rec.record_block_free(reinterpret_cast<uintptr_t>(ptr), python::collecting_on_this_thread());
                     },
-                    device);
+                    device, free_site);
     } catch (...) {
         // Out of host memory inside the core (its free lists): the block stays out of the
         // cache, which loses its memory but not the program.

@@ -70,6 +70,11 @@ CApi* load() {
     resolve(api->PyErr_Occurred, "PyErr_Occurred");
     resolve(api->Py_IncRef, "Py_IncRef");
     resolve(api->Py_DecRef, "Py_DecRef");
+    resolve(api->PyList_New, "PyList_New");
+    resolve(api->PyFloat_FromDouble, "PyFloat_FromDouble");
+    resolve(api->PyBool_FromLong, "PyBool_FromLong");
+    resolve(api->PyErr_SetString, "PyErr_SetString");
+    if (auto** exc = static_cast<PyObject**>(dlsym(RTLD_DEFAULT, "PyExc_RuntimeError"))) api->exc_runtime_error = *exc;
     api->none = static_cast<PyObject*>(dlsym(RTLD_DEFAULT, "_Py_NoneStruct"));
     api->false_ = static_cast<PyObject*>(dlsym(RTLD_DEFAULT, "_Py_FalseStruct"));
     return api;

@@ -86,8 +86,14 @@ struct CApi {
     PyObject* (*PyErr_Occurred)() = nullptr;
     void (*Py_IncRef)(PyObject*) = nullptr;
     void (*Py_DecRef)(PyObject*) = nullptr;
-    PyObject* none = nullptr;    // &_Py_NoneStruct
-    PyObject* false_ = nullptr;  // &_Py_FalseStruct
+    // Optional (allocator mode's snapshots, allocmode/torch_snapshot.cpp): checked where used.
+    PyObject* (*PyList_New)(ptrdiff_t) = nullptr;
+    PyObject* (*PyFloat_FromDouble)(double) = nullptr;
+    PyObject* (*PyBool_FromLong)(long) = nullptr;
+    void (*PyErr_SetString)(PyObject*, const char*) = nullptr;
+    PyObject* exc_runtime_error = nullptr;  // PyExc_RuntimeError's value
+    PyObject* none = nullptr;               // &_Py_NoneStruct
+    PyObject* false_ = nullptr;             // &_Py_FalseStruct
 
     bool complete() const;
 };

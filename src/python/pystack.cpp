@@ -130,6 +130,10 @@ struct Tables {
     std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frames;        // GIL path
     std::unordered_map<ContentKey, uint32_t, ContentKeyHash> contents;  // a p record -> its id (both paths)
     std::unordered_map<std::vector<uint32_t>, uint32_t, StackHash> stacks;
+    // By id, for the reverse lookups of allocator mode's snapshots (index id - 1; the keys of
+    // `contents` and `stacks`, whose nodes never move).
+    std::vector<const ContentKey*> frame_by_id;
+    std::vector<const std::vector<uint32_t>*> stack_by_id;
     // GIL-free caches.
     uint64_t generations = 0;
     std::unordered_map<const void*, CodeSnapshot> codes;
@@ -150,6 +154,8 @@ struct Tables {
         frames.clear();
         contents.clear();
         stacks.clear();
+        frame_by_id.clear();
+        stack_by_id.clear();
         drop_caches();
         frame_ids = 0;
         epoch = rec.report_epoch();
@@ -210,6 +216,7 @@ uint32_t intern_frame(Tables& t, const Captured& c, track::Recorder& rec) {
                                                    0);
     if (new_frame) {
         fit->second = ++t.frame_ids;
+        t.frame_by_id.push_back(&fit->first);
         write_frame(fit->second, fit->first.line, fit->first.name, fit->first.filename, rec);
     }
     it->second = fit->second;
@@ -232,6 +239,7 @@ CachedFrame frame_without_gil(Tables& t, const RawKey& key, const CodeView& view
                                                    0);
     if (new_frame) {
         fit->second = ++t.frame_ids;
+        t.frame_by_id.push_back(&fit->first);
         write_frame(fit->second, fit->first.line, fit->first.name, fit->first.filename, rec);
     }
     it->second = CachedFrame{fit->second, &code, code.generation};
@@ -243,6 +251,7 @@ uint32_t intern_stack(Tables& t, std::vector<uint32_t> ids, track::Recorder& rec
     auto [it, inserted] = t.stacks.try_emplace(std::move(ids), 0);
     if (inserted) {
         it->second = static_cast<uint32_t>(t.stacks.size());
+        t.stack_by_id.push_back(&it->first);
         format::Line s;
         format::encode(format::rec::PyStack{it->second, format::Tail<uint32_t>{it->first.data(), it->first.size()}}, s);
         rec.append_records(s.finish());
@@ -298,6 +307,18 @@ uint32_t stack_without_gil(Tables& t, const RawFrame* raw, int n, track::Recorde
 }
 
 }  // namespace
+
+bool python_stack_frames(uint32_t id, std::vector<PythonFrameText>* out) {
+    Tables& t = tables();
+    std::lock_guard<std::mutex> lock(t.mu);
+    if (id == 0 || id > t.stack_by_id.size() || t.epoch != recorder().report_epoch()) return false;
+    for (uint32_t f : *t.stack_by_id[id - 1]) {
+        if (f == 0 || f > t.frame_by_id.size()) return false;
+        const ContentKey& k = *t.frame_by_id[f - 1];
+        out->push_back(PythonFrameText{k.line, k.name, k.filename});
+    }
+    return true;
+}
 
 void lock_stack_tables_for_fork() noexcept { tables().mu.lock(); }
 void unlock_stack_tables_after_fork() noexcept { tables().mu.unlock(); }

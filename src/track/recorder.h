@@ -164,6 +164,12 @@ public:
         if (!ensure_started() || n <= 0) return 0;
         return intern(ips, n);
     }
+    /// The frames of interned native stacks (id -> return addresses), for in-process views
+    /// (allocator mode's snapshots). Not for the hook path.
+    void stack_frames(const std::unordered_set<uint32_t>& ids,
+                      std::unordered_map<uint32_t, std::vector<uintptr_t>>* out) {
+        stacks_.frames_of(ids, out);
+    }
     /// The calling thread's Python stack id from the provider; 0 when none.
     uint32_t python_stack_id() const noexcept { return python_stack(); }
     /// Like record_alloc, with stacks interned by the caller (the allocator's segments carry the

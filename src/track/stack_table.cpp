@@ -53,6 +53,19 @@ uint32_t StackTable::intern_shared(uint64_t h, const uintptr_t* ips, int n, OnNe
     return id;
 }
 
+void StackTable::frames_of(const std::unordered_set<uint32_t>& ids,
+                           std::unordered_map<uint32_t, std::vector<uintptr_t>>* out) {
+    if (ids.empty()) return;
+    for (auto& s : shards_) {
+        std::lock_guard<std::mutex> lock(s.mu);
+        for (const auto& [h, e] : s.by_hash) {
+            if (ids.count(e.id) == 0) continue;
+            const uintptr_t* f = s.frames.data() + e.offset;
+            (*out)[e.id].assign(f, f + e.n);
+        }
+    }
+}
+
 void StackTable::clear() {
     for (auto& s : shards_) {
         s.by_hash.clear();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace memguard::track {
@@ -20,6 +21,10 @@ public:
 
     /// Number of distinct stacks.
     uint32_t size() const { return next_id_.load(std::memory_order_relaxed) - 1; }
+
+    /// The frames of the stacks whose ids are in `ids`, into `out` (id -> frames): one pass over the
+    /// table, each shard under its lock. Not for the hook path.
+    void frames_of(const std::unordered_set<uint32_t>& ids, std::unordered_map<uint32_t, std::vector<uintptr_t>>* out);
 
     /// Drops everything (fork child). Only valid while no other thread uses the table.
     void clear();

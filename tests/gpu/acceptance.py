@@ -37,7 +37,8 @@ PARTS = [
     ("driver-entry-points", 40, "expandable segments, cudaMallocAsync, static cudart, NCCL and cuBLAS"),
     ("phases", 30, "phases against PyTorch's counters; NVTX ranges as phases"),
     ("export-merge", 30, "memory_viz export read by PyTorch; DDP under torchrun and `memguard merge` (2 GPUs)"),
-    ("allocator-mode", 140, "allocator mode: training, graphs, compile, statistics, OOM rescue, by hand"),
+    ("allocator-mode", 190, "allocator mode: training, graphs, compile, statistics, OOM rescue, by hand, "
+                        "snapshots and memory history"),
     ("allocator-mode-reports", 15, "the CLI on allocator-mode reports: top, cycles, native cut, exports"),
     # an estimate (not yet run on the H200): seven processes of about 10 s
     ("allocator-mode-expandable", 90, "allocator mode with expandable segments: the driver's calls, values, "

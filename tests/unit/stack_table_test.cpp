@@ -36,6 +36,21 @@ TEST(StackTable, SameStackSameIdDistinctStacksDistinctIds) {
     EXPECT_EQ(table.size(), 3u);
 }
 
+TEST(StackTable, FramesOfReturnsTheAskedStacksOnly) {
+    StackTable table;
+    uintptr_t a[] = {1, 2, 3};
+    uintptr_t b[] = {4};
+    uintptr_t c[] = {5, 6};
+    uint32_t ia = table.intern(a, 3, nullptr, nullptr);
+    table.intern(b, 1, nullptr, nullptr);
+    uint32_t ic = table.intern(c, 2, nullptr, nullptr);
+    std::unordered_map<uint32_t, std::vector<uintptr_t>> out;
+    table.frames_of({ia, ic, 99}, &out);
+    EXPECT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[ia], (std::vector<uintptr_t>{1, 2, 3}));
+    EXPECT_EQ(out[ic], (std::vector<uintptr_t>{5, 6}));
+}
+
 TEST(StackTable, ClearStartsOverAtOne) {
     StackTable table;
     uintptr_t a[] = {9, 8};

@@ -291,3 +291,57 @@ def alloc_mode_memory_api(ctx):
     print("native summary:\n" + (nat["summary"] or "")[:1500])
     print("memguard summary:\n" + (mg["summary"] or "")[:1500])
     assert not bad, f"differs from PyTorch's allocator: {bad}"
+
+
+@check("allocator-mode", "allocator mode: _snapshot keys and allocated blocks equal PyTorch's (with and without "
+                         "expandable segments); _record_memory_history + _dump_snapshot load in torch.cuda._memory_viz")
+def alloc_mode_snapshot(ctx):
+    for conf in ("", "expandable_segments:True"):
+        print(f"--- PYTORCH_CUDA_ALLOC_CONF={conf!r}")
+        _snapshot_pair(ctx, conf)
+
+
+def _snapshot_pair(ctx, conf):
+    suffix = "_expandable" if conf else ""
+    env = {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else {}
+    mg = workload(ctx, "allocator_snapshot", "memguard" + suffix, True, env=dict(MEMGUARD_MODE, **env))
+    nat = workload(ctx, "allocator_snapshot", "native" + suffix, True, env=dict(NATIVE_MODE, **env))
+    print(f"backend memguard {mg['backend']}, native {nat['backend']} (torch {mg['torch']})")
+    assert mg["backend"] == "pluggable" and nat["backend"] == "native"
+    for phase in ("plain", "history"):
+        m, n = mg[phase], nat[phase]
+        for k in ("top_keys", "segment_keys", "block_keys", "frame_keys", "settings_keys"):
+            print(f"{phase} {k}: memguard {m[k]}\n{' ' * len(phase)} {' ' * len(k)}  native   {n[k]}")
+            assert m[k] == n[k], (phase, k)
+        print(f"{phase} allocated block sizes: memguard {m['allocated_sizes']} native {n['allocated_sizes']}")
+        print(f"{phase} requested sizes:       memguard {m['requested_sizes']} native {n['requested_sizes']}")
+        assert m["allocated_sizes"] == n["allocated_sizes"], phase
+        assert m["requested_sizes"] == n["requested_sizes"], phase
+        print(f"{phase} segment types: memguard {m['segment_types']} native {n['segment_types']}")
+    m, n = mg["history"], nat["history"]
+    print("trace actions memguard:", m["actions"])
+    print("trace actions native:  ", n["actions"])
+    for action, k in n["trace_keys"].items():
+        if action in m["trace_keys"]:
+            print(f"trace keys of {action}: memguard {m['trace_keys'][action]} native {k}")
+            assert m["trace_keys"][action] == k, action
+    grow = "segment_map" if conf else "segment_alloc"
+    print(f"expandable segments: memguard {mg['history']['expandable']} native {nat['history']['expandable']}")
+    assert mg["history"]["expandable"] == nat["history"]["expandable"] == [bool(conf)]
+    for a in ("alloc", grow, "free_requested", "free_completed", "snapshot"):
+        assert a in m["actions"], a
+    assert m["actions"].count("alloc") == n["actions"].count("alloc"), "one alloc entry per tensor in both"
+    print(f"alloc entries whose frames name {mg['alloc_line']} of allocator_snapshot.py: memguard "
+          f"{mg['alloc_entries_on_line']}/{mg['alloc_entries']} native {nat['alloc_entries_on_line']}/"
+          f"{nat['alloc_entries']}; live blocks on that line: memguard {mg['live_blocks_on_line']} native "
+          f"{nat['live_blocks_on_line']}")
+    print("memguard frames of one alloc entry:", mg["sample_frames"])
+    print("native   frames of one alloc entry:", nat["sample_frames"])
+    assert mg["alloc_entries_on_line"] == mg["alloc_entries"] == mg["history_allocations"]
+    assert mg["live_blocks_on_line"] == mg["history_allocations"]
+    print(f"_memory_viz html (bytes, is html): trace_plot memguard {mg['trace_plot_html']} native "
+          f"{nat['trace_plot_html']}; segment_plot memguard {mg['segment_plot_html']} native {nat['segment_plot_html']}; "
+          f"memory() lines naming allocate_here memguard {mg['memory_lines_with_line']} native "
+          f"{nat['memory_lines_with_line']}")
+    assert mg["trace_plot_html"][1] and mg["segment_plot_html"][1]
+    assert mg["memory_lines_with_line"] >= 2
