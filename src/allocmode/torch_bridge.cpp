@@ -139,6 +139,18 @@ PyObject* memory_stats(PyObject* self, PyObject* args) {
 PyMethodDef g_memory_stats_def{"_cuda_memoryStats", memory_stats, METH_VARARGS,
                                "memguard (MEMGUARD_ALLOCATOR=memguard): the allocator statistics of a device"};
 
+/// torch._C._accelerator_isAllocatorInitialized() (2.9 and later): torch.accelerator's statistics
+/// answer only when it is true, and PyTorch asks the allocator it registered for CUDA (its own
+/// caching allocator, never initialized once memguard's is PyTorch's). True once memguard's
+/// allocator exists, else PyTorch's answer.
+PyObject* allocator_initialized(PyObject* self, PyObject* args) {
+    if (existing_allocator() == nullptr) return call_original(self, args);
+    return capi()->PyBool_FromLong(1);
+}
+PyMethodDef g_allocator_initialized_def{"_accelerator_isAllocatorInitialized", allocator_initialized, METH_VARARGS,
+                                        "memguard (MEMGUARD_ALLOCATOR=memguard): whether the CUDA allocator is "
+                                        "initialized"};
+
 PyObject* reset_peak(PyObject* self, PyObject* args) {
     int device = device_arg(args);
     if (device < 0 || !g_bridge.reset_peak || !g_bridge.reset_peak(device)) return call_original(self, args);
@@ -204,7 +216,8 @@ void patch_torch(PyObject* torch_c) {
           Stat{"_cuda_resetAccumulatedMemoryStats", &g_reset_accumulated_def},
           Stat{"_accelerator_getDeviceStats", &g_memory_stats_def},
           Stat{"_accelerator_resetPeakStats", &g_reset_peak_def},
-          Stat{"_accelerator_resetAccumulatedStats", &g_reset_accumulated_def}}) {
+          Stat{"_accelerator_resetAccumulatedStats", &g_reset_accumulated_def},
+          Stat{"_accelerator_isAllocatorInitialized", &g_allocator_initialized_def}}) {
         Ref original(a->PyObject_GetAttrString(torch_c, s.name));
         if (!original) {
             a->PyErr_Clear();

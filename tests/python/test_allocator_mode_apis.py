@@ -256,6 +256,9 @@ def child(arm):
                        for k, v in mem.memory_stats_as_nested_dict(0).items()}
         r["nested_all"] = sorted(mem.memory_stats_as_nested_dict(0)["allocated_bytes"]["all"])
         r["accelerator_equal"] = torch._C._accelerator_getDeviceStats(0) == torch._C._cuda_memoryStats(0)
+        # torch.accelerator.memory_stats answers only when this is true (on this CPU build PyTorch's
+        # own raises: no accelerator); PyTorch 2.11 asks its own, never initialized, allocator.
+        r["accelerator_initialized"] = torch._C._accelerator_isAllocatorInitialized()
         free(p2)
         r["after_free"] = [mem.memory_allocated(0), mem.max_memory_allocated(0), mem.memory_reserved(0),
                            mem.max_memory_reserved(0)]
@@ -410,6 +413,7 @@ class AllocatorModeApis(harness.ChildTestCase):
         self.assertEqual(r["nested"], self.golden_nested)
         self.assertEqual(r["nested_all"], ["allocated", "current", "freed", "peak"])
         self.assertTrue(r["accelerator_equal"])
+        self.assertIs(r["accelerator_initialized"], True)
 
     def test_every_value_equals_pytorch_211_on_an_h200(self):
         r = self.result("golden")
