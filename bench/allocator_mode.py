@@ -16,6 +16,7 @@ rotates from one repetition to the next), all in one run. Arms:
   mg_nostack    LD_PRELOAD, MEMGUARD_ALLOCATOR=memguard, MEMGUARD_STACK_DEPTH=0,
                 MEMGUARD_PYTHON_STACKS=0 (the allocator with records but no stacks)
   mg_native, mg_python  (together only) memguard with native stacks only, with Python stacks only
+  mgb           (small_together, with --lib-b: the second build with full tracking)
   mgb_nostack   (together, with --lib-b: a second build of the library, to compare a change side
                 by side in one run; it takes the place of mg_native and mg_python) mg_nostack
                 with that build
@@ -66,6 +67,7 @@ STEP_ARMS = ARMS[:4]
 # `together` also splits full tracking's cost: native stacks only, and Python stacks only.
 TOGETHER_ARMS = ARMS + ("mg_native", "mg_python")
 AB_ARMS = ARMS + ("mgb_nostack",)  # together with --lib-b
+SMALL_AB_ARMS = STEP_ARMS + ("mgb",)  # small_together with --lib-b: mgb = --lib-b's library, full tracking
 # The latency tables' ratio columns (those whose two arms ran).
 RATIO_COLS = [("memguard", "native"), ("mg_nostack", "native"), ("floor", "native"), ("mg_nostack", "floor"),
               ("history", "native"), ("mg_native", "mg_nostack"), ("mg_python", "mg_nostack"),
@@ -244,7 +246,7 @@ def arm_env(args, arm):
         if k.startswith("MEMGUARD_"):
             del env[k]
     if arm.startswith("mg") or arm == "memguard":
-        env["LD_PRELOAD"] = os.path.abspath(args.lib_b if arm == "mgb_nostack" else args.lib)
+        env["LD_PRELOAD"] = os.path.abspath(args.lib_b if arm in ("mgb_nostack", "mgb") else args.lib)
         env["MEMGUARD_ALLOCATOR"] = "memguard"
         env["MEMGUARD_OUTPUT"] = os.path.join(args.tmp, "bench.%p.mgr")
         if arm in ("mg_nostack", "mg_python", "mgb_nostack"):
@@ -359,7 +361,8 @@ def run_all(args):
                                          slices=len(SIZES) * len(together_arms) * (args.rounds or (1 if args.quick else 3)),
                                          slice_s=0.25, arms=together_arms),
         "small_together": lambda: run_together(args, None, cpus, slices=10 if args.quick else 40, slice_s=2.0,
-                                               arms=STEP_ARMS, work=dict(small, compiled=False, steps=5)),
+                                               arms=SMALL_AB_ARMS if args.lib_b else STEP_ARMS,
+                                               work=dict(small, compiled=False, steps=5)),
     }
     for bench, run_once in together.items():
         if bench not in benches:
@@ -461,27 +464,30 @@ def print_tables(results):
                       + " |")
     st = results.get("small_together")
     if st and all(st.get(a) for a in STEP_ARMS):
-        runs = min(len(st[a]) for a in STEP_ARMS)
+        step_arms = SMALL_AB_ARMS if st.get("mgb") else STEP_ARMS
+        runs = min(len(st[a]) for a in step_arms)
         cols = [("history", "native"), ("memguard", "native"), ("mg_nostack", "native"), ("memguard", "mg_nostack")]
-        ms = {a: [] for a in STEP_ARMS}
+        if "mgb" in step_arms:
+            cols += [("mgb", "native"), ("mgb", "memguard")]
+        ms = {a: [] for a in step_arms}
         ratios = {c: [] for c in cols}
         per_run = []
         for k in range(runs):
-            sl = {a: st[a][k]["slices"] for a in STEP_ARMS}
+            sl = {a: st[a][k]["slices"] for a in step_arms}
             n = min(len(v) for v in sl.values())
-            ok = [r for r in range(n) if all(sl[a][r] == sl[a][r] for a in STEP_ARMS)]  # no NaN
-            for a in STEP_ARMS:
+            ok = [r for r in range(n) if all(sl[a][r] == sl[a][r] for a in step_arms)]  # no NaN
+            for a in step_arms:
                 ms[a] += [sl[a][r] for r in ok]
             for a, b in cols:
                 ratios[(a, b)] += [sl[a][r] / sl[b][r] for r in ok]
             per_run.append({c: med([sl[c[0]][r] / sl[c[1]][r] for r in ok]) for c in cols})
-        print(f"\n### GPT-style training step, eager_small, the four arms at once ({runs} run(s), "
+        print(f"\n### GPT-style training step, eager_small, the {len(step_arms)} arms at once ({runs} run(s), "
               f"{len(ratios[cols[0]])} slices of 2 s; median step ms per slice, and the median of the per-slice "
               "ratios)\n")
         print("| arm | step ms | max reserved MiB | ratio |")
         print("|---|---|---|---|")
         b_res = med([r["max_reserved"] for r in st["native"]])
-        for a in STEP_ARMS:
+        for a in step_arms:
             res = med([r["max_reserved"] for r in st[a]])
             print(f"| {a} | {med(ms[a]):.2f} | {res / 2**20:.0f} | {ratio(res, b_res):.3f} |")
         print("\n| run | " + " | ".join(f"{a} / {b}" for a, b in cols) + " |")
@@ -528,7 +534,8 @@ def print_tables(results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/lib/libmemguard.so")
-    ap.add_argument("--lib-b", default=None, help="together: a second build, run as the arm mgb_nostack")
+    ap.add_argument("--lib-b", default=None, help="a second build: together runs it as the arm mgb_nostack, "
+                    "small_together as mgb (full tracking)")
     ap.add_argument("--rounds", type=int, default=None,
                     help="together: rounds per pair of cores in each run (default 3; --quick 1). Processes of one "
                          "build differ by several percent for their whole life, so an A/B of two builds needs many "

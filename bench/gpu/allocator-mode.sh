@@ -8,7 +8,8 @@
 #                                          uses its library as LIB_B
 #   bench/gpu/allocator-mode.sh eager      eager_small and eager, 3 processes per arm, pinned (~7 min)
 #   bench/gpu/allocator-mode.sh compiled   compiled, 3 processes per arm, pinned (~5 min)
-#   bench/gpu/allocator-mode.sh small      small_together three times: the CPU-bound step, arms at once (~5 min)
+#   bench/gpu/allocator-mode.sh small      small_together three times: the CPU-bound step, arms at once (~5 min);
+#                                          LIB_B / REF_TREE add that build with full tracking as the arm mgb
 # Builds build-gpu/ (the library only, incrementally: build-lib.sh). Tables on stdout; JSON in $OUT (device
 # tool) or ./gpu-out, to merge later with `python3 bench/allocator_mode.py --tables A.json B.json`.
 set -euo pipefail
@@ -35,5 +36,6 @@ case $part in
                  --json "$out/together.json" ;;
     eager) python3 bench/allocator_mode.py --lib "$lib" --bench eager_small,eager --reps 3 --cpus $pin --json "$out/eager.json" ;;
     compiled) python3 bench/allocator_mode.py --lib "$lib" --bench compiled --reps 3 --cpus $pin --json "$out/compiled.json" ;;
-    small) python3 bench/allocator_mode.py --lib "$lib" --bench small_together --reps 3 --cpus $pin --json "$out/small.json" ;;
+    small) python3 bench/allocator_mode.py --lib "$lib" ${LIB_B:+--lib-b "$LIB_B"} --bench small_together --reps 3 --cpus $pin \
+               --json "$out/small.json" ;;
 esac

@@ -43,9 +43,16 @@ using memguard::runtime::ensure_initialized;
 using memguard::runtime::recorder;
 
 MG_EXPORT void* memguard_alloc(size_t size, int device, cudaStream_t stream) {
+    // Where this function's return address is: its caller is the first frame of the tensor's
+    // stack, found there again by the thread's StackMemo (track/stack_memo.h) without unwinding.
+    const uintptr_t* ret_slot = nullptr;
+#if defined(__x86_64__)
+    ret_slot = static_cast<const uintptr_t*>(__builtin_frame_address(0)) + 1;
+    if (*ret_slot != reinterpret_cast<uintptr_t>(__builtin_return_address(0))) ret_slot = nullptr;
+#endif
     ensure_initialized();
     if (size == 0) return nullptr;
-    return memguard::allocmode::allocate(recorder(), size, device, reinterpret_cast<uintptr_t>(stream));
+    return memguard::allocmode::allocate(recorder(), size, device, reinterpret_cast<uintptr_t>(stream), ret_slot);
 }
 
 MG_EXPORT void memguard_free(void* ptr, size_t size, int device, cudaStream_t stream) {

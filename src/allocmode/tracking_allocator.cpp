@@ -159,7 +159,7 @@ alloc::CachingAllocator* allocator(Recorder& rec, int device_count) {
     return a ? a : create_allocator(rec, device_count);  // on every allocation: the created case inline
 }
 
-void* allocate(Recorder& rec, size_t size, int device, uintptr_t stream) {
+void* allocate(Recorder& rec, size_t size, int device, uintptr_t stream, const uintptr_t* ret_slot) {
     alloc::CachingAllocator* a = allocator(rec);
     if (!a) {
         alloc::OomReport none;
@@ -171,9 +171,7 @@ void* allocate(Recorder& rec, size_t size, int device, uintptr_t stream) {
     ctx.stream = stream;
     if (rec.active()) {
         ErrnoKeeper keep_errno;
-        uintptr_t ips[Recorder::kStackCapacity];
-        int n = rec.capture_stack(ips);
-        ctx.stack_id = rec.intern_stack(ips, n);  // starts the report
+        ctx.stack_id = rec.capture_interned_stack(ret_slot);  // starts the report
         ctx.python_stack_id = rec.python_stack_id();
         ctx.record = rec.recording();
     }

@@ -28,8 +28,9 @@ alloc::CachingAllocator* allocator(track::Recorder& rec, int device_count = -1);
 alloc::CachingAllocator* existing_allocator() noexcept;
 
 /// An allocation of `size` bytes (> 0) on `device` for `stream`, recorded; throws PyTorch's
-/// out-of-memory error (or memguard's OutOfMemory) when it fails.
-void* allocate(track::Recorder& rec, size_t size, int device, uintptr_t stream);
+/// out-of-memory error (or memguard's OutOfMemory) when it fails. `ret_slot`: where the hook's
+/// return address is stored (Recorder::capture_interned_stack), or nullptr.
+void* allocate(track::Recorder& rec, size_t size, int device, uintptr_t stream, const uintptr_t* ret_slot = nullptr);
 
 /// The free of `ptr` (not null), recorded before the block can be reused. Never throws.
 void deallocate(track::Recorder& rec, void* ptr, int device);

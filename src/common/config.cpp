@@ -308,6 +308,9 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
     if (const char* v = getenv_fn("MEMGUARD_PYTHON_STACKS")) {
         parse_switch("MEMGUARD_PYTHON_STACKS", v, r.config.python_stacks, r.problems);
     }
+    if (const char* v = getenv_fn("MEMGUARD_STACK_MEMO")) {
+        parse_switch("MEMGUARD_STACK_MEMO", v, r.config.stack_memo, r.problems);
+    }
     if (const char* v = getenv_fn("MEMGUARD_NATIVE_BELOW_PYTHON")) {
         parse_switch("MEMGUARD_NATIVE_BELOW_PYTHON", v, r.config.native_below_python, r.problems);
     }

@@ -38,17 +38,18 @@ struct CyclesConfig {
 enum class AllocatorMode { Native, Memguard };
 
 struct Config {
-    bool enabled = true;                              // MEMGUARD_ENABLE
-    std::string output_template;                      // MEMGUARD_OUTPUT; empty means the default name
-    int stack_depth = 64;                             // MEMGUARD_STACK_DEPTH, 0..kMaxStackDepth (0: no stacks)
-    LogLevel log_level = LogLevel::Warn;              // MEMGUARD_LOG_LEVEL
-    bool collect_compile_garbage = true;              // MEMGUARD_COLLECT_COMPILE_GARBAGE
-    bool python_stacks = true;                        // MEMGUARD_PYTHON_STACKS
-    bool native_below_python = false;                 // MEMGUARD_NATIVE_BELOW_PYTHON: keep the interpreter's frames
-    bool compile_window = true;                       // MEMGUARD_COMPILE_WINDOW
-    bool steps = true;                                // MEMGUARD_STEPS: steps from optimizer hooks, step moments
-    bool explain_oom = true;                          // MEMGUARD_EXPLAIN_OOM: PyTorch's OOM observer, OOM moments
-    bool nvtx = true;                                 // MEMGUARD_NVTX: register as the NVTX injection library
+    bool enabled = true;                  // MEMGUARD_ENABLE
+    std::string output_template;          // MEMGUARD_OUTPUT; empty means the default name
+    int stack_depth = 64;                 // MEMGUARD_STACK_DEPTH, 0..kMaxStackDepth (0: no stacks)
+    LogLevel log_level = LogLevel::Warn;  // MEMGUARD_LOG_LEVEL
+    bool collect_compile_garbage = true;  // MEMGUARD_COLLECT_COMPILE_GARBAGE
+    bool python_stacks = true;            // MEMGUARD_PYTHON_STACKS
+    bool native_below_python = false;     // MEMGUARD_NATIVE_BELOW_PYTHON: keep the interpreter's frames
+    bool stack_memo = true;               // MEMGUARD_STACK_MEMO: allocator mode finds repeated stacks without unwinding
+    bool compile_window = true;           // MEMGUARD_COMPILE_WINDOW
+    bool steps = true;                    // MEMGUARD_STEPS: steps from optimizer hooks, step moments
+    bool explain_oom = true;              // MEMGUARD_EXPLAIN_OOM: PyTorch's OOM observer, OOM moments
+    bool nvtx = true;                     // MEMGUARD_NVTX: register as the NVTX injection library
     AllocatorMode allocator = AllocatorMode::Native;  // MEMGUARD_ALLOCATOR: native or memguard
     std::string run_id;        // MEMGUARD_RUN_ID, else TORCHELASTIC_RUN_ID: the header's I run_id ("": none)
     std::string run_manifest;  // MEMGUARD_RUN_MANIFEST: a file each report's path is appended to ("": none)

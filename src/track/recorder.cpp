@@ -1,5 +1,7 @@
 #include "track/recorder.h"
 
+#include "track/stack_memo.h"
+
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "format/encode.h"
 #include "memguard/memguard.h"
 #include "track/clock.h"
+#include "track/stack_memo.h"
 #include "track/system_clock.h"
 #include "track/unwind.h"
 #include "track/writer.h"
@@ -169,6 +172,57 @@ int Recorder::unwind_stack(uintptr_t* ips) const noexcept {
         for (int i = 0; i < keep; ++i) ips[i] = ips[i + skip];
     }
     return keep;
+}
+
+int Recorder::kept_frames(const uintptr_t* ips, int n, const TextRange* cut, int* skip) const noexcept {
+    int s = 0;
+    while (s < n && self_range_.contains(ips[s])) ++s;
+    int boundary = cut ? first_in(*cut, ips, s, n) : -1;
+    if (boundary >= 0) n = boundary + 1;
+    int keep = n - s;
+    if (keep > config_.stack_depth) keep = config_.stack_depth;
+    *skip = s;
+    return keep;
+}
+
+int Recorder::unwind_stack_with_slots(uintptr_t* ips, uintptr_t* slots) const noexcept {
+    // The cursor steps frame by frame, so it can stop where the kept stack ends: at the
+    // interpreter or the kept depth, memguard's own frames on top not counted.
+    const TextRange* cut = native_cut_.load(std::memory_order_acquire);
+    int n = unwinder_.capture_with_slots(ips, slots, kStackCapacity, config_.stack_depth, cut);
+    if (n < 0) return -1;
+    int skip = 0;
+    int keep = kept_frames(ips, n, cut, &skip);
+    if (skip > 0) {
+        for (int i = 0; i < keep; ++i) {
+            ips[i] = ips[i + skip];
+            slots[i] = slots[i + skip];
+        }
+    }
+    return keep;
+}
+
+uint32_t Recorder::capture_and_intern(const uintptr_t* ret_slot) {
+    if (ret_slot == nullptr || !config_.stack_memo) {
+        uintptr_t ips[kStackCapacity];
+        return intern_stack(ips, capture_stack(ips));
+    }
+    // The memo's ids are this report's (a fork child starts another) under this cut.
+    const uint32_t epoch = epoch_.load(std::memory_order_acquire) * 2 +
+                           (native_cut_.load(std::memory_order_acquire) != nullptr ? 1 : 0);
+    StackMemo* memo = StackMemo::for_this_thread();
+    if (memo) {
+        if (uint32_t id = memo->find(ret_slot, epoch)) return id;
+    }
+    uintptr_t ips[kStackCapacity];
+    if (!memo || !memo->remembering()) return intern_stack(ips, capture_stack(ips));
+    uintptr_t slots[kStackCapacity];
+    int n = unwind_stack_with_slots(ips, slots);
+    if (n < 0) return intern_stack(ips, capture_stack(ips));
+    uint32_t id = intern_stack(ips, n);
+    // Remembered only when its first frame is the hook's caller, read from ret_slot.
+    if (id != 0 && n > 0 && slots[0] == reinterpret_cast<uintptr_t>(ret_slot)) memo->remember(slots, ips, n, id, epoch);
+    return id;
 }
 
 bool Recorder::start_recording() {

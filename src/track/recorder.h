@@ -170,6 +170,16 @@ public:
                       std::unordered_map<uint32_t, std::vector<uintptr_t>>* out) {
         stacks_.frames_of(ids, out);
     }
+    /// capture_stack and intern_stack in one, for allocator mode's hot path: `ret_slot` is the
+    /// stack slot holding the hook's own return address (its caller is the first frame kept).
+    /// A stack of this thread seen before with every return address still in place is found in
+    /// the thread's StackMemo (stack_memo.h) without unwinding; otherwise the stack is unwound with
+    /// its slots and remembered. The ids are those capture_stack + intern_stack give. ret_slot
+    /// nullptr: no memo.
+    uint32_t capture_interned_stack(const uintptr_t* ret_slot) {
+        // MEMGUARD_STACK_DEPTH=0: inline, as capture_stack.
+        return config_.stack_depth > 0 ? capture_and_intern(ret_slot) : intern_stack(nullptr, 0);
+    }
     /// The calling thread's Python stack id from the provider; 0 when none.
     uint32_t python_stack_id() const noexcept { return python_stack(); }
     /// Like record_alloc, with stacks interned by the caller (the allocator's segments carry the
@@ -297,6 +307,14 @@ private:
     bool start_recording();
     /// capture_stack with a depth above 0.
     int unwind_stack(uintptr_t* ips) const noexcept;
+    /// unwind_stack with each kept frame's slot (Unwinder::capture_with_slots); -1 when the
+    /// unwinder cannot name slots.
+    int unwind_stack_with_slots(uintptr_t* ips, uintptr_t* slots) const noexcept;
+    /// capture_interned_stack with a stack depth above 0.
+    uint32_t capture_and_intern(const uintptr_t* ret_slot);
+    /// Kept frames of a raw capture: memguard's own frames on top dropped, cut at the interpreter
+    /// (cut, when set), at most `depth`; returns the first kept index in *skip.
+    int kept_frames(const uintptr_t* ips, int n, const TextRange* cut, int* skip) const noexcept;
     /// What the report says first (its version and the I records known at creation); the writer
     /// writes it when it creates the file.
     std::string header() const;

@@ -120,6 +120,33 @@ __attribute__((noinline)) int NativeUnwinder::capture(uintptr_t* ips, int max) n
     return n - 1;
 }
 
+__attribute__((noinline)) int NativeUnwinder::capture_with_slots(uintptr_t* ips, uintptr_t* slots, int capacity,
+                                                                 int max, const TextRange* stop) noexcept {
+    if (max <= 0 || capacity <= 0) return 0;
+    UnwindGate gate;
+    if (__builtin_expect(g_use_libgcc, 0)) return -1;
+    // libunwind's cursor, frame by frame (its slower path): unw_backtrace's fast trace does not
+    // say where it read each return address. The cursor starts at this function; its callers'
+    // instruction pointers are the return addresses unw_backtrace reports.
+    unw_context_t uc;
+    unw_cursor_t cursor;
+    if (unw_getcontext(&uc) != 0 || unw_init_local(&cursor, &uc) != 0) return -1;
+    int n = 0, own = 0;
+    while (n < capacity && n - own < max && unw_step(&cursor) > 0) {
+        unw_word_t ip = 0, sp = 0;
+        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || unw_get_reg(&cursor, UNW_REG_SP, &sp) < 0) break;
+        // A caller's stack pointer is just above the return address its call pushed.
+        uintptr_t slot = static_cast<uintptr_t>(sp) - sizeof(uintptr_t);
+        ips[n] = static_cast<uintptr_t>(ip);
+        slots[n] = unw_is_signal_frame(&cursor) <= 0 && *reinterpret_cast<const uintptr_t*>(slot) == ips[n] ? slot : 0;
+        if (n == own && own_code_.contains(ips[n])) ++own;
+        bool last = n >= own && stop && stop->contains(ips[n]);
+        ++n;
+        if (last) break;
+    }
+    return n;
+}
+
 const char* NativeUnwinder::name() const noexcept { return g_use_libgcc ? "libgcc" : "libunwind"; }
 
 #else

@@ -18,6 +18,16 @@ public:
     /// Fills `ips` (innermost first) with up to `max` return addresses of the calling thread,
     /// starting at the caller of capture(). Returns how many were written.
     virtual int capture(uintptr_t* ips, int max) noexcept = 0;
+    /// Like capture(), and for each frame the stack address its return address was read from:
+    /// `*slots[i] == ips[i]` when the stack is unwound, or `slots[i]` 0 where that does not hold
+    /// (a signal frame). For StackMemo, which checks those slots instead of unwinding again.
+    /// Stops after `max` frames beyond the leading ones in own_code() (at most `capacity` in
+    /// all), or after the first of them inside `stop` (when not null). -1 when this unwinder
+    /// cannot say.
+    virtual int capture_with_slots(uintptr_t* /*ips*/, uintptr_t* /*slots*/, int /*capacity*/, int /*max*/,
+                                   const TextRange* /*stop*/) noexcept {
+        return -1;
+    }
     /// The code of the caller's own frames on top of every stack (memguard's), which the
     /// recorder drops; empty when there is none to drop.
     virtual TextRange own_code() const noexcept = 0;
@@ -38,6 +48,8 @@ class NativeUnwinder final : public Unwinder {
 public:
     NativeUnwinder();
     int capture(uintptr_t* ips, int max) noexcept override;
+    int capture_with_slots(uintptr_t* ips, uintptr_t* slots, int capacity, int max,
+                           const TextRange* stop) noexcept override;
     TextRange own_code() const noexcept override { return own_code_; }
     const char* name() const noexcept override;
     void before_fork() noexcept override;

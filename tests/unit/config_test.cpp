@@ -115,6 +115,7 @@ static void expect_switch(const char* var, bool Config::*field, bool default_val
 
 TEST(Config, NativeBelowPythonDefaultsOffAndTurnsOn) {
     expect_switch("MEMGUARD_NATIVE_BELOW_PYTHON", &Config::native_below_python, false, "1", "deep");
+    expect_switch("MEMGUARD_STACK_MEMO", &Config::stack_memo, true, "0", "sometimes");
 }
 
 TEST(Config, NvtxSwitchDefaultsOnAndTurnsOff) { expect_switch("MEMGUARD_NVTX", &Config::nvtx, true, "0", "sometimes"); }
