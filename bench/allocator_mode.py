@@ -266,6 +266,10 @@ def check_backend(spec, result, stderr):
 
 def run_one(args, spec):
     env = arm_env(args, spec["arm"])
+    if spec.get("compiled"):
+        # A fresh inductor cache per process: a warm cache compiles differently from a cold one,
+        # so arms that ran after another would not compare (the project guide's rule).
+        env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor.", dir=args.tmp)
     with tempfile.NamedTemporaryFile("r", suffix=".json", dir=args.tmp, delete=False) as f:
         path = f.name
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(spec), path], env=env,
@@ -382,6 +386,8 @@ def run_all(args):
             for arm in order:
                 if arm not in STEP_ARMS or (kind == "compiled" and arm == "history"):
                     continue  # history's cost is measured on the eager steps; floor is latency only
+                if args.arms and arm not in args.arms.split(","):
+                    continue
                 spec = dict(small if kind == "eager_small" else step, arm=arm, bench="step",
                             compiled=kind == "compiled")
                 results[kind][arm].append(run_one(args, spec))
@@ -534,6 +540,8 @@ def print_tables(results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/lib/libmemguard.so")
+    ap.add_argument("--arms", default=None, help="latency and step benches: only these arms (comma-separated), "
+                    "e.g. native,memguard for paired runs of the compiled step")
     ap.add_argument("--lib-b", default=None, help="a second build: together runs it as the arm mgb_nostack, "
                     "small_together as mgb (full tracking)")
     ap.add_argument("--rounds", type=int, default=None,
