@@ -4,7 +4,8 @@
 # only finds dependencies; it never installs or builds one). Idempotent: packages already present
 # are left alone, and a libunwind already built is kept.
 #
-#   compilers and CMake; spdlog, fmt, GoogleTest (Debian packages); dpkg-dev and deb-src entries so
+#   compilers and CMake; spdlog, fmt, nlohmann/json (the CLI reads rank summaries with it),
+#   GoogleTest (Debian packages); dpkg-dev and deb-src entries so
 #   that tools/build-libunwind.sh can fetch Debian's libunwind source; CUDA headers
 #   from /usr/local/cuda when present, else the nvidia-cuda-runtime wheel from PyPI (NVTX headers:
 #   the nvidia-nvtx wheel); PyTorch's CPU
@@ -19,7 +20,7 @@ export DEBIAN_FRONTEND=noninteractive
 # clang, libclang-rt-dev: the libFuzzer harnesses (tests/fuzz; compiler-rt is only a recommendation
 # of clang). gcc's sanitizer runtimes (libasan, libtsan, libubsan) come with build-essential.
 # python3-venv: `python3 -m venv` (ensurepip) for the wheel's tests.
-packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip python3-venv librsvg2-bin clang libclang-rt-dev"
+packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip python3-venv librsvg2-bin clang libclang-rt-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -90,6 +90,8 @@ const std::vector<std::vector<std::string>> kCommands = {
     // Appended, so that the corpus's selector bytes keep their commands.
     {"cycles", "--explain", "IN"},
     {"cycles", "--explain", "--json", "IN", "--frames", "1"},
+    {"summarize", "IN"},
+    {"merge", "--json", "IN", "GOLDEN", "GOLDEN"},
 };
 
 std::string g_dir;                                   // this process's directory for the input and the output files

@@ -334,6 +334,54 @@ class LaunchTest(unittest.TestCase):
         self.assertEqual(t.returncode, 0, t.stderr)
         self.assertTrue(t.stdout.startswith("3 reports\n"), t.stdout)
 
+    # --- rank summaries and outlier ranks (docs/rank-summary.md) ----------------------------------------
+
+    def run_ranks_mib(self, sizes):
+        r = self.run_cli(["run"] + self.py("ranks_mib", ",".join(str(m) for m in sizes)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        files = [os.path.join(self.dir, f) for f in self.listed(r.stderr)]
+        self.assertEqual(len(files), len(sizes), r.stderr)
+        return r, sorted(files, key=lambda f: int(header(f)["rank"]))
+
+    def test_run_writes_rank_summaries_and_merge_finds_the_outlier(self):
+        sizes = [96, 96, 96, 1536, 96, 96]
+        r, files = self.run_ranks_mib(sizes)
+        self.assertIn(f"memguard: {len(sizes)} rank summaries beside the reports (REPORT.summary.json)\n", r.stderr)
+        for rank, f in enumerate(files):
+            with open(f + ".summary.json") as sf:
+                s = json.load(sf)
+            self.assertEqual((s["schema"], s["schema_version"]), ("memguard.rank_summary", 1))
+            self.assertEqual(s["rank"], rank)
+            self.assertEqual(s["report"], f)
+            self.assertEqual(s["report_bytes"], os.path.getsize(f))
+            self.assertEqual(s["run_id"], header(f)["run_id"])
+            self.assertEqual(s["peak"], {"bytes_of": "gpu", "bytes": (sizes[rank] + 1) << 20,
+                                         "time_ns": s["gpu"]["peak_time_ns"]})
+            self.assertEqual(s["gpu"]["live_bytes_at_exit"], sizes[rank] << 20)
+            self.assertEqual(s["sites_at_peak"]["top"][0]["bytes"], sizes[rank] << 20)
+        m = self.run_cli(["merge", "--json"])
+        self.assertEqual(m.returncode, 0, m.stderr)
+        j = json.loads(m.stdout)
+        self.assertEqual([x["from_summary"] for x in j["ranks"]], [True] * len(sizes))
+        self.assertEqual([o["rank"] for o in j["outliers"]["ranks"]], ["3"])
+        figures = {f["figure"]: f for f in j["outliers"]["ranks"][0]["figures"]}
+        self.assertEqual(figures["peak"]["bytes"], 1537 << 20)
+        self.assertEqual(figures["peak"]["median_bytes"], 97 << 20)
+        self.assertIn("site", figures)
+        text = self.run_cli(["merge"]).stdout
+        self.assertIn("1 outlier rank of 6 (", text)
+        self.assertIn("  rank 3: peak 1.50 GiB against a median of 97.00 MiB; ", text)
+        self.assertRegex(text, r"; site alloc at \S*launch_child.py:\d+ 1.50 GiB against a median of 96.00 MiB\n")
+        # Without the summaries merge reads the reports, and says the same.
+        for f in files:
+            os.unlink(f + ".summary.json")
+        self.assertEqual(self.run_cli(["merge"]).stdout, text)
+        # --no-summary: none written.
+        r = self.run_cli(["run", "--no-summary"] + self.py("alloc_exit", 0))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("summar", r.stderr)
+        self.assertEqual(glob.glob(os.path.join(self.dir, "*.summary.json")), [])
+
     def test_merge_does_not_guess_without_run_ids(self):
         empty = self.run_cli(["merge"])
         self.assertEqual((empty.returncode, empty.stderr), (2, "memguard: error: no memguard report in '.'\n"))
