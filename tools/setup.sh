@@ -10,7 +10,8 @@
 #   from /usr/local/cuda when present, else the nvidia-cuda-runtime wheel from PyPI (NVTX headers:
 #   the nvidia-nvtx wheel); PyTorch's CPU
 #   build for the Python tests; clang with its compiler-rt (libFuzzer) for the fuzz job of .ci/run;
-#   auditwheel and wheel for tools/build-wheel.sh, python3-venv for the wheel's tests (tests/wheel).
+#   auditwheel and wheel for tools/build-wheel.sh, python3-venv for the wheel's tests (tests/wheel);
+#   DuckDB's Python module, which queries `memguard export --jsonl` in a test (launch.jsonl_*).
 set -euo pipefail
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
@@ -71,6 +72,13 @@ if ! python3 -c "import auditwheel, wheel" 2>/dev/null; then
     echo "setup: installing auditwheel and wheel"
     python3 -m pip install -q auditwheel wheel 2>/dev/null ||
         python3 -m pip install -q --break-system-packages auditwheel wheel
+fi
+# DuckDB: the fleet export's test (tests/launch: launch.jsonl_export_queried_by_duckdb) runs the
+# documented query over `memguard export --jsonl` files with it (docs/fleet-export.md).
+if ! python3 -c "import duckdb" 2>/dev/null; then
+    echo "setup: installing duckdb"
+    python3 -m pip install -q duckdb 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages duckdb
 fi
 # libunwind, built PIC from Debian's source (docs/unwinding.md says why): the build's one
 # dependency that is not a package. -DMEMGUARD_LIBUNWIND_PREFIX=DIR points CMake elsewhere.

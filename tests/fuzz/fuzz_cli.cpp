@@ -90,6 +90,7 @@ const std::vector<std::vector<std::string>> kCommands = {
     // Appended, so that the corpus's selector bytes keep their commands.
     {"cycles", "--explain", "IN"},
     {"cycles", "--explain", "--json", "IN", "--frames", "1"},
+    {"export", "--jsonl", "IN", "-o", "out.jsonl"},
     {"summarize", "IN"},
     {"merge", "--json", "IN", "GOLDEN", "GOLDEN"},
 };

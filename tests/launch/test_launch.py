@@ -334,7 +334,7 @@ class LaunchTest(unittest.TestCase):
         self.assertEqual(t.returncode, 0, t.stderr)
         self.assertTrue(t.stdout.startswith("3 reports\n"), t.stdout)
 
-    # --- rank summaries and outlier ranks (docs/rank-summary.md) ----------------------------------------
+    # --- rank summaries, outlier ranks, the fleet export (docs/rank-summary.md, fleet-export.md) -------
 
     def run_ranks_mib(self, sizes):
         r = self.run_cli(["run"] + self.py("ranks_mib", ",".join(str(m) for m in sizes)))
@@ -381,6 +381,40 @@ class LaunchTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("summar", r.stderr)
         self.assertEqual(glob.glob(os.path.join(self.dir, "*.summary.json")), [])
+
+    def test_jsonl_export_queried_by_duckdb(self):
+        try:
+            import duckdb
+        except ImportError:
+            if os.environ.get("CI"):
+                raise  # tools/setup.sh installs it: CI must run this test
+            self.skipTest("the duckdb module is not installed (tools/setup.sh installs it)")
+        sizes = [64, 320, 128, 32]
+        _, files = self.run_ranks_mib(sizes)
+        for f in files:
+            e = self.run_cli(["export", "--jsonl", f, "-o", f + ".jsonl"])
+            self.assertEqual(e.returncode, 0, e.stderr)
+        pattern = os.path.join(self.dir, "*.jsonl")
+        con = duckdb.connect()
+        # The documented queries (docs/fleet-export.md): the view, then each rank's peak and its
+        # largest site.
+        con.execute(f"""
+            CREATE VIEW fleet AS
+              SELECT * FROM read_json('{pattern}', format = 'newline_delimited',
+                                      union_by_name = true, sample_size = -1)""")
+        rows = con.execute("""
+            SELECT s.run_id, s.rank, s.host, s.summary.peak.bytes AS peak, t.label, t.bytes
+            FROM fleet s JOIN fleet t ON t.record = 'site' AND t.report = s.report AND t.position = 0
+            WHERE s.record = 'summary'
+            ORDER BY peak DESC""").fetchall()
+        self.assertEqual([r[1] for r in rows], [1, 2, 0, 3])
+        self.assertEqual({r[0] for r in rows}, {header(files[0])["run_id"]})
+        self.assertEqual([r[3] for r in rows], [(m + 1) << 20 for m in sorted(sizes, reverse=True)])
+        self.assertEqual([r[5] for r in rows], [m << 20 for m in sorted(sizes, reverse=True)])
+        self.assertRegex(rows[0][4], r"^alloc at \S*launch_child.py:\d+$")
+        # Sites of all ranks as one table: the bytes at each rank's peak add up to its peak.
+        sums = dict(con.execute("SELECT rank, sum(bytes) FROM fleet WHERE record = 'site' GROUP BY rank").fetchall())
+        self.assertEqual(sums, {r: (m + 1) << 20 for r, m in enumerate(sizes)})
 
     def test_merge_does_not_guess_without_run_ids(self):
         empty = self.run_cli(["merge"])

@@ -208,11 +208,11 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
         if (v != "svg" && v != "html")
             throw UsageError("bad value '" + v + "' for --format: expected svg or html", command);
         args.format = v == "svg" ? Args::Svg : Args::Html;
-    } else if (command == "export" && (opt == "--memory-viz" || opt == "--perfetto")) {
+    } else if (command == "export" && (opt == "--memory-viz" || opt == "--perfetto" || opt == "--jsonl")) {
         cur.no_value(opt);
-        Args::Format f = opt == "--perfetto" ? Args::Perfetto : Args::MemoryViz;
+        Args::Format f = opt == "--perfetto" ? Args::Perfetto : opt == "--jsonl" ? Args::Jsonl : Args::MemoryViz;
         if (args.format != Args::NoFormat && args.format != f) {
-            throw UsageError("give one of --memory-viz and --perfetto, not both", command);
+            throw UsageError("give one of --memory-viz, --perfetto and --jsonl, not several", command);
         }
         args.format = f;
     } else {
@@ -335,7 +335,7 @@ void check_positional(const std::string& command, const std::vector<std::string>
         throw UsageError("'" + command + "' needs an output file: -o FILE", command);
     }
     if (command == "export" && args.format == Args::NoFormat) {
-        throw UsageError("'export' needs a format: --memory-viz or --perfetto", command);
+        throw UsageError("'export' needs a format: --memory-viz, --perfetto or --jsonl", command);
     }
     if (command == "plot") args.format = plot_format(args.output, args.format);
 }

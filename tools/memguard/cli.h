@@ -87,8 +87,8 @@ struct Args {
     std::vector<std::string> command_line;  // run: CMD ARGS...
     // plot, export
     std::string output;  // -o
-    // export: --memory-viz or --perfetto; plot: SVG or HTML, from the name, --format or the default
-    enum Format { NoFormat, MemoryViz, Perfetto, Svg, Html } format = NoFormat;
+    // export: --memory-viz, --perfetto or --jsonl; plot: SVG or HTML, from the name, --format or the default
+    enum Format { NoFormat, MemoryViz, Perfetto, Svg, Html, Jsonl } format = NoFormat;
     // the commands that show frames: where the module files and their debug files are
     std::string sysroot;    // --sysroot: module paths are looked up under it instead of /
     std::string debug_dir;  // --debug-dir: separate debug files by build-id, DIR/.build-id/xx/rest.debug

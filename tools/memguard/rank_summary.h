@@ -3,7 +3,7 @@
 // the categories and the largest sites at the peak, OOMs, collections, hazards and steps. At most
 // kRankSummaryMaxBytes whatever the run's length. `memguard run` writes one for every report of the
 // run, `memguard summarize FILE...` for any report; `memguard merge` reads them instead of the
-// reports when they are there and current.
+// reports when they are there and current, and `export --jsonl` carries the same object.
 //
 // Every figure comes from the analyses the other commands use (report::summarize, site_table_at_peak
 // and site_label, breakdown_at, find_ooms, step_rows and find_growth), so the summary says what
@@ -115,7 +115,7 @@ struct RankSummary {
 /// The summary of a loaded report; `frames`: frames of each kind per site.
 RankSummary make_rank_summary(const report::Report& r, size_t frames = kSummaryFrames);
 
-/// The summary's members into an object the caller has begun.
+/// The summary's members into an object the caller has begun (export --jsonl nests it).
 void rank_summary_members(report::JsonWriter& j, const RankSummary& s);
 /// The summary file's text: at most kRankSummaryMaxBytes (the smallest sites are left out, and
 /// `sites_cut` said, when it would be more).

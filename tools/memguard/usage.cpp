@@ -27,7 +27,7 @@ std::string synopsis(const std::string& command) {
     if (command == "run") return "memguard run [OPTIONS] [--] CMD [ARGS...]   (memguard help run for the options)";
     if (command == "env") return "memguard env [OPTIONS] [--json]   (memguard help env for the options)";
     if (command == "plot") return "memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]";
-    if (command == "export") return "memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]";
+    if (command == "export") return "memguard export --memory-viz|--perfetto|--jsonl FILE -o OUT [--frames K]";
     if (command == "summarize") return "memguard summarize FILE...";
     return "memguard run|env|summary|summarize|top|graphs|hazards|cycles|phases|steps|oom|diff|merge|plot|export|"
            "check ... "
@@ -56,7 +56,7 @@ usage:
   memguard diff A B [-n N] [--frames K] [--segments] [--fail-if EXPR]... [--json]
   memguard merge [DIR] [--run ID] | FILE... | --template TEMPLATE [--frames K] [--json]
   memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]
-  memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
+  memguard export --memory-viz|--perfetto|--jsonl FILE -o OUT [--frames K]
   memguard check FILE [--max-peak SIZE] [--max-tensor-peak SIZE] [--max-live-at-exit SIZE]
                  [--max-tensor-live-at-exit SIZE] [--max-gc-freed SIZE] [--no-hazards] [--no-oom] [--json]
   memguard help [COMMAND]
@@ -91,8 +91,9 @@ commands:
             directory (by run id); rank summaries stand for their reports
   plot      GPU memory over time as an SVG or HTML picture, with phases, captures, compiles,
             collections, OOM events and the peak marked
-  export    the report as a memory snapshot for pytorch.org/memory_viz (--memory-viz) or as
-            a Chrome trace for ui.perfetto.dev (--perfetto)
+  export    the report as a memory snapshot for pytorch.org/memory_viz (--memory-viz), as
+            a Chrome trace for ui.perfetto.dev (--perfetto), or as JSON lines for DuckDB,
+            Spark or a warehouse (--jsonl)
   check     a gate for CI: fails (exit 1) when the run exceeded a limit (peak, live at exit,
             bytes freed by garbage collections) or had hazards or OOM events; diff --fail-if
             gates a run against a baseline
@@ -499,7 +500,7 @@ options:
   -h, --help       show this help
 )";
 
-const char* const kExport = R"(usage: memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
+const char* const kExport = R"(usage: memguard export --memory-viz|--perfetto|--jsonl FILE -o OUT [--frames K]
 
 --memory-viz writes a memory snapshot in the format of torch.cuda.memory._snapshot() (a pickle,
 protocol 4, plain types only) that https://pytorch.org/memory_viz and torch.cuda._memory_viz
@@ -518,11 +519,17 @@ size, requested size and frames, as in PyTorch's own snapshot.
 their threads (NVTX start/end ranges and stream captures as async slices), garbage collections
 as slices on a track of their own, and compiles and marks as instants.
 
+--jsonl writes JSON lines for a query engine (DuckDB, Spark, a warehouse): one object per line,
+its "record" saying what it is: "summary" (the rank summary), "site" (each site at the peak),
+"phase" (each phase) and "step" (each step); every line has run_id, rank, host, pid and report,
+so that the exports of many ranks read as one table (docs/fleet-export.md: the schema and
+example queries).
 
 options:
   -o FILE          the file to write, '-' for standard output, or a character device or a FIFO
                    (see below)
-  --frames K       export up to K native and K Python frames per stack (default: all, up to 256)
+  --frames K       export up to K native and K Python frames per stack (default: all, up to 256;
+                   --jsonl: 6)
   --sysroot DIR    look up the module files the report names under DIR instead of /
   --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
   -h, --help       show this help
