@@ -30,19 +30,9 @@ public:
         j_.begin_object();
         j_.key("record").value(record);
         j_.key("schema_version").value(kFleetSchemaVersion);
-        j_.key("run_id");
-        if (s_.run_id.empty()) {
-            j_.null();
-        } else {
-            j_.value(s_.run_id);
-        }
+        json_text_or_null(j_.key("run_id"), s_.run_id);
         j_.key("rank").value_or_null(s_.rank);
-        j_.key("host");
-        if (s_.host.empty()) {
-            j_.null();
-        } else {
-            j_.value(s_.host);
-        }
+        json_text_or_null(j_.key("host"), s_.host);
         j_.key("pid").value_or_null(s_.pid);
         j_.key("report").value(s_.report);
         return j_;
@@ -73,13 +63,7 @@ void site_lines(Lines& lines, const report::Report& r, const RankSummary& s, siz
         j.key("bytes_of").value(s.bytes_of);
         j.key("position").value(static_cast<uint64_t>(i));
         j.key("label").value(site_label(f, r));
-        const std::string user = site_user_line(f, r);
-        j.key("user_line");
-        if (user.empty()) {
-            j.null();
-        } else {
-            j.value(user);
-        }
+        json_text_or_null(j.key("user_line"), site_user_line(f, r));
         const std::string key = site_key(f, r);
         j.key("key").value(key);
         j.key("frames").begin_array();

@@ -308,6 +308,14 @@ RankSummary make_rank_summary(const report::Report& r, size_t frames) {
     return out;
 }
 
+void json_text_or_null(report::JsonWriter& j, const std::string& text) {
+    if (text.empty()) {
+        j.null();
+    } else {
+        j.value(text);
+    }
+}
+
 void rank_summary_members(report::JsonWriter& j, const RankSummary& s) {
     j.key("schema").value(kRankSummarySchema);
     j.key("schema_version").value(kRankSummaryVersion);
@@ -315,14 +323,7 @@ void rank_summary_members(report::JsonWriter& j, const RankSummary& s) {
     j.key("report_bytes").value(s.report_bytes);
     j.key("complete").value(s.complete);
     j.key("lost_records").value(s.lost_records);
-    auto opt_string = [&](const char* key, const std::string& v) {
-        j.key(key);
-        if (v.empty()) {
-            j.null();
-        } else {
-            j.value(v);
-        }
-    };
+    auto opt_string = [&](const char* key, const std::string& v) { json_text_or_null(j.key(key), v); };
     opt_string("run_id", s.run_id);
     j.key("rank").value_or_null(s.rank);
     opt_string("host", s.host);

@@ -115,6 +115,9 @@ struct RankSummary {
 /// The summary of a loaded report; `frames`: frames of each kind per site.
 RankSummary make_rank_summary(const report::Report& r, size_t frames = kSummaryFrames);
 
+/// Writes `text`, or null when it is empty (the summary's "the report does not say").
+void json_text_or_null(report::JsonWriter& j, const std::string& text);
+
 /// The summary's members into an object the caller has begun (export --jsonl nests it).
 void rank_summary_members(report::JsonWriter& j, const RankSummary& s);
 /// The summary file's text: at most kRankSummaryMaxBytes (the smallest sites are left out, and
