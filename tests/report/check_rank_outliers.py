@@ -209,6 +209,32 @@ def check_summarize(cli, golden, tmp):
     check(not j["ranks"][0]["from_summary"] and j["ranks"][1]["from_summary"], "a stale summary is not used")
 
 
+def check_long_names(cli, golden, tmp):
+    """Names of thousands of control characters (escaped 6 bytes each in JSON) and long paths: every
+    string of the summary takes at most 256 bytes of its JSON, cut with '...'."""
+    d = os.path.join(tmp, "long")
+    os.mkdir(d)
+    lines = open(os.path.join(golden, "steps_growth.mgr")).read().split("\n")
+    for i, line in enumerate(lines):
+        w = line.split(" ")
+        if w[0] == "p":  # p ID LINE FUNCTION FILE
+            w[3] = "%01" * 300 + "x" * 3000 + str(i)
+            w[4] = w[4] + "/" + "%1b[31m" * 200
+            lines[i] = " ".join(w)
+    report = os.path.join(d, "long.mgr")
+    with open(report, "w") as f:
+        f.write("\n".join(lines))
+    run(cli, "summarize", report)
+    text = open(report + ".summary.json").read()
+    check(len(text.encode()) <= 64 * 1024, "long names: at most 64 KiB")
+    s = json.loads(text)
+    strings = [site["label"] for site in s["sites_at_peak"]["top"]] + \
+        [f for site in s["sites_at_peak"]["top"] for f in site["frames"]]
+    check(all(len(json.dumps(x, ensure_ascii=False)) <= 256 + 2 for x in strings), "long names: cut to 256 bytes")
+    check(any(x.endswith("...") for x in strings), "long names: a cut string ends with ...")
+    check(len(s["sites_at_peak"]["top"]) == s["sites_at_peak"]["count"], "long names: every site kept")
+
+
 def main():
     cli, golden = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     tmp = tempfile.mkdtemp(prefix="mgtest-outliers.")
@@ -217,6 +243,7 @@ def main():
         check_quiet_fleets(cli, tmp)
         check_bad_summaries(cli, tmp)
         check_summarize(cli, golden, tmp)
+        check_long_names(cli, golden, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{'FAILED' if FAILURES else 'passed'}: {len(FAILURES)} failures")

@@ -30,13 +30,30 @@ constexpr report::GcTrigger kTriggers[] = {report::GcTrigger::Automatic, report:
                                            report::GcTrigger::Step};
 constexpr uint64_t kMaxSummaryFile = 1 << 20;
 
-/// `s` cut to kSummaryTextBytes at a UTF-8 character boundary.
-std::string cut(std::string s) {
-    if (s.size() <= kSummaryTextBytes) return s;
-    size_t n = kSummaryTextBytes - 3;
-    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-    s.resize(n);
-    return s + "...";
+/// `s` cut so that it takes at most kSummaryTextBytes in the JSON text (escapes counted: a control
+/// character takes 6 bytes there), at a character boundary, with "..." where it was cut.
+std::string cut(const std::string& s) {
+    if (s.size() <= kSummaryTextBytes / 6) return s;  // fits however it is escaped
+    size_t json_bytes = 0, end = 0;
+    std::string escaped;
+    while (end < s.size()) {
+        size_t len = 1;  // the UTF-8 sequence's length by its first byte (JsonWriter checks the rest)
+        const auto c = static_cast<unsigned char>(s[end]);
+        if (c >= 0xF0) {
+            len = 4;
+        } else if (c >= 0xE0) {
+            len = 3;
+        } else if (c >= 0xC0) {
+            len = 2;
+        }
+        len = std::min(len, s.size() - end);
+        escaped.clear();
+        report::JsonWriter::escape(std::string_view(s).substr(end, len), escaped);
+        if (json_bytes + escaped.size() - 2 > kSummaryTextBytes - 3) break;
+        json_bytes += escaped.size() - 2;
+        end += len;
+    }
+    return end == s.size() ? s : s.substr(0, end) + "...";
 }
 
 std::string info(const report::Report& r, const char* key) {

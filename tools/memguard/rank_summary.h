@@ -29,7 +29,7 @@ constexpr size_t kSummarySites = 12;       // the largest sites at the peak kept
 constexpr size_t kSummaryFrames = 6;       // frames of each kind per site (merge's default --frames)
 constexpr size_t kSummaryOomEvents = 16;   // OOM events listed (all are counted)
 constexpr size_t kSummaryCategories = 32;  // categories at the peak listed (largest first)
-constexpr size_t kSummaryTextBytes = 256;  // a string from the report is cut to this many bytes
+constexpr size_t kSummaryTextBytes = 256;  // a string from the report takes at most this in the JSON
 
 struct SummarySite {
     std::string label;                // site_label: how every command names the site
