@@ -10,22 +10,24 @@ namespace memguard::cli {
 
 namespace {
 
-/// One figure over every rank, and how to name it in a rank that diverges.
+/// One figure over the ranks: the ranks that list it and their bytes (the peak: every rank); a rank
+/// that does not list it has `absent[rank]` of it (its kind's value for a part left out). Sparse,
+/// so that a fleet whose ranks each have sites of their own costs memory for the sites listed, not
+/// for sites x ranks; the values are made dense one figure at a time.
 struct Figure {
     Divergence::What what = Divergence::Peak;
     std::string name;
-    std::vector<uint64_t> values;  // one per rank
+    std::vector<std::pair<size_t, uint64_t>> listed;  // (rank, bytes), by rank
     bool high_only = false;
 };
 
 /// Adds the figures of named parts (categories or sites): `parts(s)` gives a rank's (key, bytes)
-/// pairs, `absent(s)` the value of a part the rank does not list.
-template <class Parts, class Absent>
+/// pairs. Two parts of one rank with one key are added up (sites whose stacks differ only in
+/// frames left out).
+template <class Parts>
 void add_parts(std::vector<Figure>& out, const std::vector<RankSummary>& ranks, Divergence::What what, bool high_only,
-               Parts parts, Absent absent) {
+               Parts parts) {
     std::unordered_map<std::string, size_t> index;  // key -> position in out
-    const size_t first = out.size();
-    std::vector<std::vector<char>> listed;  // per part, per rank: whether the rank lists it
     for (size_t i = 0; i < ranks.size(); ++i) {
         for (const auto& [key, bytes] : parts(ranks[i])) {
             auto [it, fresh] = index.emplace(key, out.size());
@@ -34,19 +36,14 @@ void add_parts(std::vector<Figure>& out, const std::vector<RankSummary>& ranks, 
                 f.what = what;
                 f.name = key;
                 f.high_only = high_only;
-                f.values.assign(ranks.size(), 0);
                 out.push_back(std::move(f));
-                listed.emplace_back(ranks.size(), 0);
             }
-            // Two sites of one rank can share a key (stacks that differ only in frames left out).
-            Figure& f = out[it->second];
-            f.values[i] = report::saturating_add(f.values[i], bytes);
-            listed[it->second - first][i] = 1;
-        }
-    }
-    for (size_t k = first; k < out.size(); ++k) {
-        for (size_t i = 0; i < ranks.size(); ++i) {
-            if (!listed[k - first][i]) out[k].values[i] = absent(ranks[i]);
+            std::vector<std::pair<size_t, uint64_t>>& listed = out[it->second].listed;
+            if (!listed.empty() && listed.back().first == i) {
+                listed.back().second = report::saturating_add(listed.back().second, bytes);
+            } else {
+                listed.emplace_back(i, bytes);
+            }
         }
     }
 }
@@ -88,43 +85,52 @@ OutlierFinding find_outlier_ranks(const std::vector<RankSummary>& ranks, const r
     std::vector<Figure> figures;
     Figure peak;
     peak.what = Divergence::Peak;
-    for (const RankSummary& s : ranks) peak.values.push_back(s.peak().peak_bytes);
+    for (size_t i = 0; i < ranks.size(); ++i) peak.listed.emplace_back(i, ranks[i].peak().peak_bytes);
     figures.push_back(std::move(peak));
-    add_parts(
-        figures, ranks, Divergence::Category, false,
-        [](const RankSummary& s) {
-            std::vector<std::pair<std::string, uint64_t>> v;
-            for (const SummaryCategory& c : s.categories) v.emplace_back(c.name, c.bytes);
-            return v;
-        },
-        [](const RankSummary& s) {
-            // A list cut at kSummaryCategories: a part it left out is at most its smallest.
-            return s.categories.size() >= kSummaryCategories ? s.categories.back().bytes : 0;
-        });
-    add_parts(
-        figures, ranks, Divergence::Site, true,
-        [](const RankSummary& s) {
-            std::vector<std::pair<std::string, uint64_t>> v;
-            for (const SummarySite& site : s.sites) v.emplace_back(site.key(), site.bytes);
-            return v;
-        },
-        [](const RankSummary& s) {
-            uint64_t smallest = UINT64_MAX;
-            for (const SummarySite& site : s.sites) smallest = std::min(smallest, site.bytes);
-            return s.site_count > s.sites.size() && !s.sites.empty() ? smallest : 0;
-        });
+    const size_t first_category = figures.size();
+    add_parts(figures, ranks, Divergence::Category, false, [](const RankSummary& s) {
+        std::vector<std::pair<std::string, uint64_t>> v;
+        for (const SummaryCategory& c : s.categories) v.emplace_back(c.name, c.bytes);
+        return v;
+    });
+    const size_t first_site = figures.size();
+    add_parts(figures, ranks, Divergence::Site, true, [](const RankSummary& s) {
+        std::vector<std::pair<std::string, uint64_t>> v;
+        for (const SummarySite& site : s.sites) v.emplace_back(site.key(), site.bytes);
+        return v;
+    });
+    // What a rank has of a part it does not list: 0, or, when its list was cut, at most the
+    // smallest part it lists (that bound is taken).
+    std::vector<uint64_t> absent_category(ranks.size(), 0), absent_site(ranks.size(), 0);
+    for (size_t i = 0; i < ranks.size(); ++i) {
+        const RankSummary& s = ranks[i];
+        if (s.categories.size() >= kSummaryCategories) absent_category[i] = s.categories.back().bytes;
+        if (s.site_count > s.sites.size() && !s.sites.empty()) {
+            absent_site[i] = UINT64_MAX;
+            for (const SummarySite& site : s.sites) absent_site[i] = std::min(absent_site[i], site.bytes);
+        }
+    }
     out.figures = figures.size();
     std::vector<OutlierRank> by_rank(ranks.size());
-    for (const Figure& f : figures) {
-        const report::FigureStats stats = report::figure_stats(f.values, rule);
+    std::vector<uint64_t> values(ranks.size());
+    for (size_t k = 0; k < figures.size(); ++k) {
+        const Figure& f = figures[k];
+        const std::vector<uint64_t>& absent = k >= first_site ? absent_site : absent_category;
+        if (k < first_category) {
+            values.assign(ranks.size(), 0);
+        } else {
+            values = absent;
+        }
+        for (const auto& [i, bytes] : f.listed) values[i] = bytes;
+        const report::FigureStats stats = report::figure_stats(values, rule);
         for (size_t i = 0; i < ranks.size(); ++i) {
-            if (!report::is_outlier(f.values[i], stats, f.high_only)) continue;
+            if (!report::is_outlier(values[i], stats, f.high_only)) continue;
             Divergence d;
             d.what = f.what;
             d.name = f.what == Divergence::Site   ? site_label_in(ranks[i], f.name)
                      : f.what == Divergence::Peak ? ranks[i].bytes_of
                                                   : f.name;
-            d.bytes = f.values[i];
+            d.bytes = values[i];
             d.stats = stats;
             by_rank[i].divergences.push_back(std::move(d));
         }
