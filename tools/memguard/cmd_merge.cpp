@@ -330,10 +330,15 @@ void json_outliers(report::JsonWriter& j, const std::vector<RankRow>& rows, cons
     j.begin_object();
     j.key("ranks_compared").value(static_cast<uint64_t>(rows.size()));
     j.key("figures").value(static_cast<uint64_t>(f.figures));
+    auto decimal = [](double v) {  // the rule's own finite constants: valid JSON numbers
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", v);
+        return std::string(buf);
+    };
     j.key("rule").begin_object();
-    j.key("k").number(std::to_string(static_cast<int>(rule.k)));
+    j.key("k").number(decimal(rule.k));
     j.key("min_bytes").value(rule.min_bytes);
-    j.key("min_share").number("0.2");
+    j.key("min_share").number(decimal(rule.min_share));
     j.end_object();
     j.key("ranks").begin_array();
     for (const OutlierRank& o : f.ranks) {
