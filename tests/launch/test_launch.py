@@ -381,6 +381,11 @@ class LaunchTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("summar", r.stderr)
         self.assertEqual(glob.glob(os.path.join(self.dir, "*.summary.json")), [])
+        # A run inside another: the outer one writes the summary, once.
+        r = self.run_cli(["run", self.cli, "run"] + self.py("alloc_exit", 0))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr.count("memguard: summary: "), 1, r.stderr)
+        self.assertEqual(len(glob.glob(os.path.join(self.dir, "*.summary.json"))), 1)
 
     def test_jsonl_export_queried_by_duckdb(self):
         try:

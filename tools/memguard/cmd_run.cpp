@@ -183,7 +183,8 @@ std::vector<std::string> read_manifest(const std::string& path) {
 /// A nested `memguard run` passes its reports on to the enclosing run's manifest.
 void pass_on(const std::vector<std::string>& reports, const char* outer) {
     if (!outer || outer[0] != '/') return;
-    int fd = ::open(outer, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    // Created when no process of the outer run has written it yet, as the library creates it.
+    int fd = ::open(outer, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return;
     for (const std::string& r : reports) {
         const std::string line = r + "\n";
@@ -280,7 +281,8 @@ int run_run(const Args& args) {
     }
     const std::vector<std::string> reports = read_manifest(dir.manifest());
     print_reports(reports, run_id);
-    if (!args.no_summary) write_summaries(reports);
+    // A run inside another passes its reports on: the outermost run summarizes them, once.
+    if (!args.no_summary && outer.empty()) write_summaries(reports);
     pass_on(reports, outer.empty() ? nullptr : outer.c_str());
     return outcome.status;
 }
