@@ -4,12 +4,14 @@
 # only finds dependencies; it never installs or builds one). Idempotent: packages already present
 # are left alone, and a libunwind already built is kept.
 #
-#   compilers and CMake; spdlog, fmt, GoogleTest (Debian packages); dpkg-dev and deb-src entries so
+#   compilers and CMake; spdlog, fmt, nlohmann/json (the CLI reads rank summaries with it),
+#   GoogleTest (Debian packages); dpkg-dev and deb-src entries so
 #   that tools/build-libunwind.sh can fetch Debian's libunwind source; CUDA headers
 #   from /usr/local/cuda when present, else the nvidia-cuda-runtime wheel from PyPI (NVTX headers:
 #   the nvidia-nvtx wheel); PyTorch's CPU
 #   build for the Python tests; clang with its compiler-rt (libFuzzer) for the fuzz job of .ci/run;
-#   auditwheel and wheel for tools/build-wheel.sh, python3-venv for the wheel's tests (tests/wheel).
+#   auditwheel and wheel for tools/build-wheel.sh, python3-venv for the wheel's tests (tests/wheel);
+#   DuckDB's Python module, which queries `memguard export --jsonl` in a test (launch.jsonl_*).
 set -euo pipefail
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
@@ -19,7 +21,7 @@ export DEBIAN_FRONTEND=noninteractive
 # clang, libclang-rt-dev: the libFuzzer harnesses (tests/fuzz; compiler-rt is only a recommendation
 # of clang). gcc's sanitizer runtimes (libasan, libtsan, libubsan) come with build-essential.
 # python3-venv: `python3 -m venv` (ensurepip) for the wheel's tests.
-packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip python3-venv librsvg2-bin clang libclang-rt-dev"
+packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip python3-venv librsvg2-bin clang libclang-rt-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -70,6 +72,13 @@ if ! python3 -c "import auditwheel, wheel" 2>/dev/null; then
     echo "setup: installing auditwheel and wheel"
     python3 -m pip install -q auditwheel wheel 2>/dev/null ||
         python3 -m pip install -q --break-system-packages auditwheel wheel
+fi
+# DuckDB: the fleet export's test (tests/launch: launch.jsonl_export_queried_by_duckdb) runs the
+# documented query over `memguard export --jsonl` files with it (docs/fleet-export.md).
+if ! python3 -c "import duckdb" 2>/dev/null; then
+    echo "setup: installing duckdb"
+    python3 -m pip install -q duckdb 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages duckdb
 fi
 # libunwind, built PIC from Debian's source (docs/unwinding.md says why): the build's one
 # dependency that is not a package. -DMEMGUARD_LIBUNWIND_PREFIX=DIR points CMake elsewhere.

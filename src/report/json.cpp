@@ -47,6 +47,7 @@ void JsonWriter::escape(std::string_view s, std::string& out) {
 }
 
 void JsonWriter::newline() {
+    if (compact_) return;
     out_.push_back('\n');
     out_.append(stack_.size() * 2, ' ');
 }
@@ -70,7 +71,7 @@ JsonWriter& JsonWriter::key(std::string_view k) {
     if (stack_.back().members++ > 0) out_.push_back(',');
     newline();
     escape(k, out_);
-    out_ += ": ";
+    out_ += compact_ ? ":" : ": ";
     after_key_ = true;
     return *this;
 }

@@ -1,7 +1,7 @@
 // A small streaming JSON writer: objects, arrays, strings (escaped, control characters C1 included
 // as \u00XX, invalid UTF-8 replaced by U+FFFD, so the output is always valid UTF-8 and safe on a
 // terminal), integers, exact decimal numbers, booleans and null. Pretty-printed with two-space
-// indentation.
+// indentation, or compact: one line, no spaces (a line of JSON lines).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,10 @@ namespace memguard::report {
 
 class JsonWriter {
 public:
+    JsonWriter() = default;
+    /// `compact`: the document on one line (str() still ends it with '\n').
+    explicit JsonWriter(bool compact) : compact_(compact) {}
+
     JsonWriter& begin_object();
     JsonWriter& end_object();
     JsonWriter& begin_array();
@@ -55,6 +59,7 @@ private:
     std::string out_;
     std::vector<Level> stack_;
     bool after_key_ = false;
+    bool compact_ = false;
 };
 
 }  // namespace memguard::report

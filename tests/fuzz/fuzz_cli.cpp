@@ -1,9 +1,9 @@
 // libFuzzer harness of the memguard commands: the input's first byte picks a command line (kCommands),
-// the rest is the report it reads. The commands run in this process through the CLI's own entry point
-// (tools/memguard/main.cpp, its main() renamed by the build), so argument handling, error reporting
-// and exit codes are the real ones; stdout goes to /dev/null, std::cerr to a buffer, and the files
-// plot and export write go to a directory of this process's own (removed at exit). diff and merge
-// read the input next to a golden report.
+// the rest is the report it reads (for SUMMARY, the rank summary it reads). The commands run in this
+// process through the CLI's own entry point (tools/memguard/main.cpp, its main() renamed by the
+// build), so argument handling, error reporting and exit codes are the real ones; stdout goes to
+// /dev/null, std::cerr to a buffer, and the files plot and export write go to a directory of this
+// process's own (removed at exit). diff and merge read the input next to a golden report.
 //
 // A finding: a crash, a sanitizer report, an exception that escapes, a hang (-timeout), too much
 // memory (-rss_limit_mb, -malloc_limit_mb), or exit code 1 ("internal error": a report that asks for
@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -90,6 +91,12 @@ const std::vector<std::vector<std::string>> kCommands = {
     // Appended, so that the corpus's selector bytes keep their commands.
     {"cycles", "--explain", "IN"},
     {"cycles", "--explain", "--json", "IN", "--frames", "1"},
+    {"export", "--jsonl", "IN", "-o", "out.jsonl"},
+    {"summarize", "IN"},
+    {"merge", "--json", "IN", "GOLDEN", "GOLDEN"},
+    // The input as a rank summary (merge reads FILE.summary.json as one).
+    {"merge", "--json", "SUMMARY", "GOLDEN", "GOLDEN"},
+    {"merge", "SUMMARY", "SUMMARY", "SUMMARY"},
 };
 
 std::string g_dir;                                   // this process's directory for the input and the output files
@@ -166,12 +173,17 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
     const std::vector<std::string>& command = kCommands[data[0] % kCommands.size()];
-    write_input(g_dir + "/in.mgr", data + 1, size - 1);
+    const bool summary = std::find(command.begin(), command.end(), "SUMMARY") != command.end();
+    write_input(g_dir + (summary ? "/in.summary.json" : "/in.mgr"), data + 1, size - 1);
     std::vector<std::string> words = {"memguard"};
     for (const std::string& w : command) {
         // Output files (out.*) go to the working directory too, new each time.
         bool out = w.rfind("out.", 0) == 0;
-        words.push_back(w == "IN" ? g_dir + "/in.mgr" : w == "GOLDEN" ? g_golden : out ? g_dir + "/" + w : w);
+        words.push_back(w == "IN"        ? g_dir + "/in.mgr"
+                        : w == "SUMMARY" ? g_dir + "/in.summary.json"
+                        : w == "GOLDEN"  ? g_golden
+                        : out            ? g_dir + "/" + w
+                                         : w);
         if (out) ::unlink(words.back().c_str());
     }
     std::vector<char*> argv;

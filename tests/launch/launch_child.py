@@ -12,6 +12,8 @@ Scenarios:
   env                   print LD_PRELOAD and the MEMGUARD_* variables as JSON; no allocation
   ranks N               a fake launcher: N children with RANK=0..N-1 (and LOCAL_RANK, WORLD_SIZE),
                         each allocating; exits 0 when all did
+  ranks_mib M0,M1,...   a fake launcher as `ranks`: rank R allocates MR MiB (in blocks of at most
+                        64 MiB), frees 1 MiB of it, exits 0
   mp METHOD N           allocate, then N multiprocessing workers (start method METHOD) allocate
   subprocess N          allocate, then N subprocesses (python launch_child.py alloc_exit 0)
 """
@@ -94,6 +96,20 @@ def main(argv):
             env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(n))
             procs.append(subprocess.Popen([sys.executable, __file__, "alloc_exit", "0"], env=env))
         sys.exit(max(p.wait() for p in procs))
+    if what == "ranks_mib":
+        sizes = [int(m) for m in argv[2].split(",")]
+        procs = []
+        for rank, mib in enumerate(sizes):
+            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(len(sizes)))
+            procs.append(subprocess.Popen([sys.executable, __file__, "alloc_mib", str(mib)], env=env))
+        sys.exit(max(p.wait() for p in procs))
+    if what == "alloc_mib":
+        left = int(argv[2])
+        while left > 0:
+            alloc(min(left, 64) << 20)
+            left -= min(left, 64)
+        _cuda.cudaFree(ctypes.c_void_p(alloc(1 << 20)))
+        sys.exit(0)
     if what == "mp":
         import multiprocessing
         alloc()

@@ -334,6 +334,93 @@ class LaunchTest(unittest.TestCase):
         self.assertEqual(t.returncode, 0, t.stderr)
         self.assertTrue(t.stdout.startswith("3 reports\n"), t.stdout)
 
+    # --- rank summaries, outlier ranks, the fleet export (docs/rank-summary.md, fleet-export.md) -------
+
+    def run_ranks_mib(self, sizes):
+        r = self.run_cli(["run"] + self.py("ranks_mib", ",".join(str(m) for m in sizes)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        files = [os.path.join(self.dir, f) for f in self.listed(r.stderr)]
+        self.assertEqual(len(files), len(sizes), r.stderr)
+        return r, sorted(files, key=lambda f: int(header(f)["rank"]))
+
+    def test_run_writes_rank_summaries_and_merge_finds_the_outlier(self):
+        sizes = [96, 96, 96, 1536, 96, 96]
+        r, files = self.run_ranks_mib(sizes)
+        self.assertIn(f"memguard: {len(sizes)} rank summaries beside the reports (REPORT.summary.json)\n", r.stderr)
+        for rank, f in enumerate(files):
+            with open(f + ".summary.json") as sf:
+                s = json.load(sf)
+            self.assertEqual((s["schema"], s["schema_version"]), ("memguard.rank_summary", 1))
+            self.assertEqual(s["rank"], rank)
+            self.assertEqual(s["report"], f)
+            self.assertEqual(s["report_bytes"], os.path.getsize(f))
+            self.assertEqual(s["run_id"], header(f)["run_id"])
+            self.assertEqual(s["peak"], {"bytes_of": "gpu", "bytes": (sizes[rank] + 1) << 20,
+                                         "time_ns": s["gpu"]["peak_time_ns"]})
+            self.assertEqual(s["gpu"]["live_bytes_at_exit"], sizes[rank] << 20)
+            self.assertEqual(s["sites_at_peak"]["top"][0]["bytes"], sizes[rank] << 20)
+        m = self.run_cli(["merge", "--json"])
+        self.assertEqual(m.returncode, 0, m.stderr)
+        j = json.loads(m.stdout)
+        self.assertEqual([x["from_summary"] for x in j["ranks"]], [True] * len(sizes))
+        self.assertEqual([o["rank"] for o in j["outliers"]["ranks"]], ["3"])
+        figures = {f["figure"]: f for f in j["outliers"]["ranks"][0]["figures"]}
+        self.assertEqual(figures["peak"]["bytes"], 1537 << 20)
+        self.assertEqual(figures["peak"]["median_bytes"], 97 << 20)
+        self.assertIn("site", figures)
+        text = self.run_cli(["merge"]).stdout
+        self.assertIn("1 outlier rank of 6 (", text)
+        self.assertIn("  rank 3: peak 1.50 GiB against a median of 97.00 MiB; ", text)
+        self.assertRegex(text, r"; site alloc at \S*launch_child.py:\d+ 1.50 GiB against a median of 96.00 MiB\n")
+        # Without the summaries merge reads the reports, and says the same.
+        for f in files:
+            os.unlink(f + ".summary.json")
+        self.assertEqual(self.run_cli(["merge"]).stdout, text)
+        # --no-summary: none written.
+        r = self.run_cli(["run", "--no-summary"] + self.py("alloc_exit", 0))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("summar", r.stderr)
+        self.assertEqual(glob.glob(os.path.join(self.dir, "*.summary.json")), [])
+        # A run inside another: the outer one writes the summary, once.
+        r = self.run_cli(["run", self.cli, "run"] + self.py("alloc_exit", 0))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr.count("memguard: summary: "), 1, r.stderr)
+        self.assertEqual(len(glob.glob(os.path.join(self.dir, "*.summary.json"))), 1)
+
+    def test_jsonl_export_queried_by_duckdb(self):
+        try:
+            import duckdb
+        except ImportError:
+            if os.environ.get("CI"):
+                raise  # tools/setup.sh installs it: CI must run this test
+            self.skipTest("the duckdb module is not installed (tools/setup.sh installs it)")
+        sizes = [64, 320, 128, 32]
+        _, files = self.run_ranks_mib(sizes)
+        for f in files:
+            e = self.run_cli(["export", "--jsonl", f, "-o", f + ".jsonl"])
+            self.assertEqual(e.returncode, 0, e.stderr)
+        pattern = os.path.join(self.dir, "*.jsonl")
+        con = duckdb.connect()
+        # The documented queries (docs/fleet-export.md): the view, then each rank's peak and its
+        # largest site.
+        con.execute(f"""
+            CREATE VIEW fleet AS
+              SELECT * FROM read_json('{pattern}', format = 'newline_delimited',
+                                      union_by_name = true, sample_size = -1)""")
+        rows = con.execute("""
+            SELECT s.run_id, s.rank, s.host, s.summary.peak.bytes AS peak, t.label, t.bytes
+            FROM fleet s JOIN fleet t ON t.record = 'site' AND t.report = s.report AND t.position = 0
+            WHERE s.record = 'summary'
+            ORDER BY peak DESC""").fetchall()
+        self.assertEqual([r[1] for r in rows], [1, 2, 0, 3])
+        self.assertEqual({r[0] for r in rows}, {header(files[0])["run_id"]})
+        self.assertEqual([r[3] for r in rows], [(m + 1) << 20 for m in sorted(sizes, reverse=True)])
+        self.assertEqual([r[5] for r in rows], [m << 20 for m in sorted(sizes, reverse=True)])
+        self.assertRegex(rows[0][4], r"^alloc at \S*launch_child.py:\d+$")
+        # Sites of all ranks as one table: the bytes at each rank's peak add up to its peak.
+        sums = dict(con.execute("SELECT rank, sum(bytes) FROM fleet WHERE record = 'site' GROUP BY rank").fetchall())
+        self.assertEqual(sums, {r: (m + 1) << 20 for r, m in enumerate(sizes)})
+
     def test_merge_does_not_guess_without_run_ids(self):
         empty = self.run_cli(["merge"])
         self.assertEqual((empty.returncode, empty.stderr), (2, "memguard: error: no memguard report in '.'\n"))

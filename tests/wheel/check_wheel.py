@@ -13,8 +13,9 @@ other CPython versions. --source: no wheel; the package straight from python/ (a
 the no-ops, the clear error of its missing native part, and, with --lib, its delegation to the
 embedded module of a built library. -k: only the named checks. --hide-build-deps: where
 `unshare -m` works (root), run in a private mount namespace with empty directories mounted over
-what the build used (spdlog's and fmt's headers, the CUDA toolkit, .deps/libunwind), so that the
-installed wheel demonstrably runs without them; elsewhere ldd and NEEDED are the evidence.
+what the build used (spdlog's, fmt's and nlohmann/json's headers, the CUDA toolkit,
+.deps/libunwind), so that the installed wheel demonstrably runs without them; elsewhere ldd and
+NEEDED are the evidence.
 
 Each check is a function decorated with @check (full) or @check(quick=True); it gets the Env
 and raises CheckFailed (or AssertionError) to fail. Add a check by adding a function. Exit status:
@@ -193,8 +194,8 @@ def native_dependencies(env):
 
 
 # Directories the build reads and the installed wheel must not need: hidden by --hide-build-deps.
-BUILD_DEP_DIRS = ["/usr/include/spdlog", "/usr/include/fmt", "/usr/local/include/spdlog", "/usr/local/include/fmt",
-                  "/usr/local/cuda", os.path.join(REPO, ".deps"), os.environ.get("MEMGUARD_LIBUNWIND_PREFIX", "")]
+BUILD_DEP_DIRS = ["/usr/include/spdlog", "/usr/include/fmt", "/usr/include/nlohmann", "/usr/local/include/spdlog",
+                  "/usr/local/include/fmt", "/usr/local/cuda", os.path.join(REPO, ".deps"), os.environ.get("MEMGUARD_LIBUNWIND_PREFIX", "")]
 HIDDEN_VAR = "MGTEST_WHEEL_HIDDEN"  # the directories hidden in this run, set by --hide-build-deps
 
 

@@ -208,11 +208,11 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
         if (v != "svg" && v != "html")
             throw UsageError("bad value '" + v + "' for --format: expected svg or html", command);
         args.format = v == "svg" ? Args::Svg : Args::Html;
-    } else if (command == "export" && (opt == "--memory-viz" || opt == "--perfetto")) {
+    } else if (command == "export" && (opt == "--memory-viz" || opt == "--perfetto" || opt == "--jsonl")) {
         cur.no_value(opt);
-        Args::Format f = opt == "--perfetto" ? Args::Perfetto : Args::MemoryViz;
+        Args::Format f = opt == "--perfetto" ? Args::Perfetto : opt == "--jsonl" ? Args::Jsonl : Args::MemoryViz;
         if (args.format != Args::NoFormat && args.format != f) {
-            throw UsageError("give one of --memory-viz and --perfetto, not both", command);
+            throw UsageError("give one of --memory-viz, --perfetto and --jsonl, not several", command);
         }
         args.format = f;
     } else {
@@ -286,6 +286,7 @@ Args::Command command_named(const std::string& name) {
     if (name == "check") return Args::Check;
     if (name == "run") return Args::Run;
     if (name == "env") return Args::Env;
+    if (name == "summarize") return Args::Summarize;
     return Args::Help;
 }
 
@@ -294,6 +295,11 @@ void check_positional(const std::string& command, const std::vector<std::string>
     if (command == "diff") {
         if (positional.size() < 2) throw UsageError("'diff' needs two report files, A and B", command);
         if (positional.size() > 2) throw UsageError("unexpected argument '" + positional[2] + "'", command);
+        args.files = positional;
+        return;
+    }
+    if (command == "summarize") {
+        if (positional.empty()) throw UsageError("'summarize' needs one or more report FILEs", command);
         args.files = positional;
         return;
     }
@@ -329,7 +335,7 @@ void check_positional(const std::string& command, const std::vector<std::string>
         throw UsageError("'" + command + "' needs an output file: -o FILE", command);
     }
     if (command == "export" && args.format == Args::NoFormat) {
-        throw UsageError("'export' needs a format: --memory-viz or --perfetto", command);
+        throw UsageError("'export' needs a format: --memory-viz, --perfetto or --jsonl", command);
     }
     if (command == "plot") args.format = plot_format(args.output, args.format);
 }
@@ -348,7 +354,7 @@ void parse_command(const std::vector<std::string>& argv, Args& args, const std::
             args.command = Args::Help;
             args.help_topic = command;
             return;
-        } else if (a == "--json" && command != "plot" && command != "export") {
+        } else if (a == "--json" && command != "plot" && command != "export" && command != "summarize") {
             cur.no_value(a);
             args.json = true;
         } else if ((a == "--sysroot" || a == "--debug-dir") && symbolizes(command)) {
@@ -437,6 +443,11 @@ void parse_launch(const std::vector<std::string>& argv, Args& args, const std::s
             args.json = true;
             continue;
         }
+        if (command == "run" && a == "--no-summary") {
+            no_value();
+            args.no_summary = true;
+            continue;
+        }
         if (a == "--library") {
             args.library = value();
             if (args.library.empty()) throw UsageError("option '--library' needs a non-empty value", command);
@@ -476,7 +487,7 @@ report::SymbolizerOptions& options() {
 bool symbolizes(const std::string& command) {
     return command == "summary" || command == "top" || command == "hazards" || command == "cycles" ||
            command == "diff" || command == "merge" || command == "plot" || command == "export" || command == "check" ||
-           command == "steps" || command == "oom";
+           command == "steps" || command == "oom" || command == "summarize";
 }
 
 void set_symbolizer_options(const Args& args) {

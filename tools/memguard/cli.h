@@ -51,7 +51,8 @@ struct Args {
         Export,
         Check,
         Run,
-        Env
+        Env,
+        Summarize
     } command = Help;
     std::string help_topic;  // for Help: "" or a command name
     std::string file;
@@ -76,6 +77,7 @@ struct Args {
     std::vector<std::string> files;
     bool marks = false;         // phases --marks: list the marks instead
     std::string rank_template;  // merge --template
+    bool no_summary = false;    // run --no-summary: no rank summaries after the run
     std::string run_id;         // merge --run: the reports of this run id (else the most recent run's)
     std::string directory;      // merge: the directory to find a run's reports in ("" with files or --template)
     // run, env
@@ -85,8 +87,8 @@ struct Args {
     std::vector<std::string> command_line;  // run: CMD ARGS...
     // plot, export
     std::string output;  // -o
-    // export: --memory-viz or --perfetto; plot: SVG or HTML, from the name, --format or the default
-    enum Format { NoFormat, MemoryViz, Perfetto, Svg, Html } format = NoFormat;
+    // export: --memory-viz, --perfetto or --jsonl; plot: SVG or HTML, from the name, --format or the default
+    enum Format { NoFormat, MemoryViz, Perfetto, Svg, Html, Jsonl } format = NoFormat;
     // the commands that show frames: where the module files and their debug files are
     std::string sysroot;    // --sysroot: module paths are looked up under it instead of /
     std::string debug_dir;  // --debug-dir: separate debug files by build-id, DIR/.build-id/xx/rest.debug
@@ -129,6 +131,7 @@ int run_export(const Args& args);
 int run_check(const Args& args);
 int run_run(const Args& args);
 int run_env(const Args& args);
+int run_summarize(const Args& args);  // summarize FILE...: the rank summaries (rank_summary.h)
 
 /// Whether a command shows the tensor blocks (allocator mode's T records: the sites PyTorch's
 /// tensors were allocated at, their bytes) rather than the GPU blocks (there, the segments the

@@ -1,10 +1,11 @@
-// memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
+// memguard export --memory-viz|--perfetto|--jsonl FILE -o OUT [--frames K]
 #include <cstdio>
 #include <iostream>
 
 #include "cli.h"
 #include "export.h"
 #include "output.h"
+#include "rank_summary.h"
 #include "report/units.h"
 
 namespace memguard::cli {
@@ -19,6 +20,9 @@ int run_export(const Args& args) {
         content = memory_viz_pickle(r, args.frames_given ? args.frames : 256, &notes);
         print_warnings(notes);
         what = "memory snapshot (open it at https://pytorch.org/memory_viz)";
+    } else if (args.format == Args::Jsonl) {
+        content = jsonl_export(r, args.frames_given ? args.frames : kSummaryFrames);
+        what = "JSON lines (summary, sites, phases, steps; docs/fleet-export.md)";
     } else {
         content = perfetto_json(r);
         what = "Chrome trace (open it at https://ui.perfetto.dev)";

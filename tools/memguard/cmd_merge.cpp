@@ -1,5 +1,7 @@
 // memguard merge FILES... | --template T [-n N] [--frames K] [--json]: one row per rank of a
-// distributed job, plus the maximum and the sum over the ranks.
+// distributed job, plus the maximum and the sum over the ranks, then the outlier ranks
+// (rank_outliers.h). Each rank is read from its rank summary when one is there and current
+// (rank_summary.h), else from its report; FILES may be summaries themselves.
 #include <dirent.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -19,6 +21,8 @@
 #include "common/text.h"
 #include "format/fields.h"
 #include "output.h"
+#include "rank_outliers.h"
+#include "rank_summary.h"
 #include "report/json.h"
 #include "report/saturate.h"
 #include "report/timeline.h"
@@ -79,7 +83,10 @@ std::vector<std::pair<size_t, std::string>> template_files(const std::string& tm
     for (size_t rank = 0; rank < 100000; ++rank) {
         std::vector<std::string> files = glob_files(rank_pattern(tmpl, rank));
         if (files.empty()) break;
-        for (std::string& f : files) out.emplace_back(rank, std::move(f));
+        for (std::string& f : files) {
+            // A report's summary beside it matches a template that does not end the name.
+            if (!is_summary_path(f)) out.emplace_back(rank, std::move(f));
+        }
     }
     if (out.empty()) {
         throw report::ReportError("no report matches template '" + tmpl + "' for rank 0 (looked for '" +
@@ -197,39 +204,73 @@ struct RankRow {
     int64_t gc_freed = 0;
     uint64_t phases = 0;
     bool complete = false;
-    std::string top_site;  // at the peak: in allocator mode the tensor blocks' at the tensor peak
+    bool from_summary = false;  // read from a rank summary, not the report
+    std::string top_site;       // at the peak: in allocator mode the tensor blocks' at the tensor peak
     uint64_t top_site_bytes = 0;
 };
 
-RankRow load_row(const std::string& path, size_t position, size_t frames) {
+/// A rank's summary: the file itself when it is one (FILE.summary.json); else the summary beside the
+/// report when it is current and made with the frames asked for (merge's default); else the report's.
+RankSummary load_summary(const std::string& path, size_t frames, bool* from_summary) {
+    *from_summary = true;
+    if (is_summary_path(path)) return read_rank_summary(path);
+    if (frames == kSummaryFrames) {
+        if (auto s = current_summary_beside(path)) return std::move(*s);
+    }
+    *from_summary = false;
     report::Report r = report::load_report(path);
     print_warnings(r.warnings);
-    report::Summary s = report::summarize(r);
+    return make_rank_summary(r, frames);
+}
+
+RankRow make_row(const RankSummary& s, const std::string& path, size_t position) {
     RankRow row;
-    auto rank = r.info.find("rank");
-    row.rank = rank != r.info.end() ? rank->second : std::to_string(position);
+    row.rank = s.rank ? std::to_string(*s.rank) : std::to_string(position);
     row.file = path;
-    row.peak = s.peak_bytes;
-    row.has_peak = s.peak_t.has_value();
-    row.peak_t = s.peak_t.value_or(0);
-    row.live_at_exit = s.live_bytes_at_exit;
-    row.oom_events = s.oom_events;
-    row.allocator_oom_events = s.tensor_oom_events;
-    row.tensors = !r.tensors.empty();
-    row.tensor_peak = s.tensor_peak_bytes;
-    report::SignedTotal gc_freed;  // the reports' values can be any int64 (report/saturate.h)
-    for (int64_t v : s.cuda_bytes_freed) gc_freed.add(v);
-    row.gc_freed = gc_freed.value();
-    row.phases = r.phases.size();
-    row.complete = r.complete;
-    PeakSite top = top_site_at_peak(r, frames, &s);
-    row.top_site = top.label;
-    row.top_site_bytes = top.bytes;
+    row.peak = s.gpu.peak_bytes;
+    row.has_peak = s.gpu.peak_time_ns.has_value();
+    row.peak_t = s.gpu.peak_time_ns.value_or(0);
+    row.live_at_exit = s.gpu.live_bytes_at_exit;
+    row.oom_events = s.cuda_oom_errors;
+    row.allocator_oom_events = s.allocator_ooms;
+    row.tensors = s.bytes_of == "tensors";
+    row.tensor_peak = s.tensors ? s.tensors->peak_bytes : 0;
+    row.gc_freed = s.collections_freed();
+    row.phases = s.phases;
+    row.complete = s.complete;
+    if (!s.sites.empty()) {
+        row.top_site = s.sites.front().label;
+        row.top_site_bytes = s.sites.front().bytes;
+    }
     return row;
 }
 
+/// Divergences shown per outlier rank in the text (JSON lists them all).
+constexpr size_t kDivergencesShown = 4;
+
+void print_outliers(const std::vector<RankRow>& rows, const OutlierFinding& f) {
+    if (!f.compared) return;
+    if (f.ranks.empty()) {
+        print("\nno outlier rank (%zu ranks; peak, categories and sites at the peak against their medians: %s)\n",
+              rows.size(), plural(f.figures, "figure", "figures").c_str());
+        return;
+    }
+    print("\n%s of %zu (peak, categories and sites at the peak against their medians over the ranks):\n",
+          plural(f.ranks.size(), "outlier rank", "outlier ranks").c_str(), rows.size());
+    for (const OutlierRank& o : f.ranks) {
+        std::string text;
+        for (size_t i = 0; i < o.divergences.size() && i < kDivergencesShown; ++i) {
+            text += (i == 0 ? "" : "; ") + divergence_text(o.divergences[i]);
+        }
+        if (o.divergences.size() > kDivergencesShown) {
+            text += "; and " + plural(o.divergences.size() - kDivergencesShown, "more figure", "more figures");
+        }
+        print("  rank %s: %s\n", rows[o.index].rank.c_str(), text.c_str());
+    }
+}
+
 void print_text(const std::vector<RankRow>& rows, const RankRow& max, const RankRow& sum, const Args& args,
-                const std::string& run_id) {
+                const std::string& run_id, const OutlierFinding& outliers) {
     // In allocator mode a column of the tensor peak (max_memory_allocated) beside the segments' peak.
     const bool tensors = std::any_of(rows.begin(), rows.end(), [](const RankRow& r) { return r.tensors; });
     auto tensor_peak = [tensors](const RankRow& r) {
@@ -262,6 +303,7 @@ void print_text(const std::vector<RankRow>& rows, const RankRow& max, const Rank
               report::human_bytes_signed(r->gc_freed).c_str());
     }
     if (tensors) print("\n* allocator mode: the largest site of the tensor blocks at the tensor peak\n");
+    print_outliers(rows, outliers);
 }
 
 void json_figures(report::JsonWriter& j, const RankRow& r) {
@@ -278,7 +320,52 @@ void json_figures(report::JsonWriter& j, const RankRow& r) {
     j.key("gc_cuda_bytes_freed").value(r.gc_freed);
 }
 
-void print_json(const std::vector<RankRow>& rows, const RankRow& max, const RankRow& sum, const std::string& run_id) {
+void json_outliers(report::JsonWriter& j, const std::vector<RankRow>& rows, const OutlierFinding& f) {
+    j.key("outliers");
+    if (!f.compared) {
+        j.null();
+        return;
+    }
+    const report::OutlierRule rule;
+    j.begin_object();
+    j.key("ranks_compared").value(static_cast<uint64_t>(rows.size()));
+    j.key("figures").value(static_cast<uint64_t>(f.figures));
+    auto decimal = [](double v) {  // the rule's own finite constants: valid JSON numbers
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", v);
+        return std::string(buf);
+    };
+    j.key("rule").begin_object();
+    j.key("k").number(decimal(rule.k));
+    j.key("min_bytes").value(rule.min_bytes);
+    j.key("min_share").number(decimal(rule.min_share));
+    j.end_object();
+    j.key("ranks").begin_array();
+    for (const OutlierRank& o : f.ranks) {
+        j.begin_object();
+        j.key("rank").value(rows[o.index].rank);
+        j.key("file").value(rows[o.index].file);
+        j.key("figures").begin_array();
+        for (const Divergence& d : o.divergences) {
+            j.begin_object();
+            j.key("figure").value(divergence_kind(d.what));
+            j.key("name").value(d.name);
+            j.key("bytes").value(d.bytes);
+            j.key("median_bytes").value(d.stats.median);
+            j.key("mad_bytes").value(d.stats.mad);
+            j.key("threshold_bytes").value(d.stats.threshold);
+            j.key("text").value(divergence_text(d));
+            j.end_object();
+        }
+        j.end_array();
+        j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+}
+
+void print_json(const std::vector<RankRow>& rows, const RankRow& max, const RankRow& sum, const std::string& run_id,
+                const OutlierFinding& outliers) {
     report::JsonWriter j;
     j.begin_object();
     if (!run_id.empty()) j.key("run_id").value(run_id);  // found by run id in a directory
@@ -288,6 +375,7 @@ void print_json(const std::vector<RankRow>& rows, const RankRow& max, const Rank
         j.key("rank").value(r.rank);
         j.key("file").value(r.file);
         j.key("complete").value(r.complete);
+        j.key("from_summary").value(r.from_summary);
         json_figures(j, r);
         j.key("peak_t");
         if (r.has_peak) {
@@ -316,6 +404,7 @@ void print_json(const std::vector<RankRow>& rows, const RankRow& max, const Rank
     j.key("sum").begin_object();
     json_figures(j, sum);
     j.end_object();
+    json_outliers(j, rows, outliers);
     j.end_object();
     std::cout << j.str();
 }
@@ -332,8 +421,15 @@ int run_merge(const Args& args) {
     } else {
         for (size_t i = 0; i < args.files.size(); ++i) files.emplace_back(i, args.files[i]);
     }
+    std::vector<RankSummary> summaries;
     std::vector<RankRow> rows;
-    for (const auto& [position, file] : files) rows.push_back(load_row(file, position, args.frames));
+    for (const auto& [position, file] : files) {
+        bool from_summary = false;
+        summaries.push_back(load_summary(file, args.frames, &from_summary));
+        rows.push_back(make_row(summaries.back(), file, position));
+        rows.back().from_summary = from_summary;
+    }
+    const OutlierFinding outliers = find_outlier_ranks(summaries);
     RankRow max, sum;
     max.rank = "max";
     sum.rank = "sum";
@@ -358,9 +454,9 @@ int run_merge(const Args& args) {
     sum.gc_freed = gc_sum.value();
     std::cout.flush();
     if (args.json) {
-        print_json(rows, max, sum, args.directory.empty() ? "" : run_id);
+        print_json(rows, max, sum, args.directory.empty() ? "" : run_id, outliers);
     } else {
-        print_text(rows, max, sum, args, args.directory.empty() ? "" : run_id);
+        print_text(rows, max, sum, args, args.directory.empty() ? "" : run_id, outliers);
     }
     return kExitOk;
 }

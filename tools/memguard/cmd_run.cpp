@@ -1,6 +1,7 @@
 // memguard run [OPTIONS] [--] CMD ARGS...: runs CMD with libmemguard.so preloaded and the options'
 // MEMGUARD_* variables set, waits for it, passes its exit status on (128+N when signal N ended
-// it), and lists the reports that the run's processes wrote, with the command that reads them.
+// it), lists the reports that the run's processes wrote, with the command that reads them, and
+// writes each report's rank summary beside it (REPORT.summary.json; not with --no-summary).
 //
 // The list: every process of the run inherits MEMGUARD_RUN_MANIFEST, a file in a private
 // temporary directory, and the library appends the absolute path of each report it creates to it
@@ -30,6 +31,7 @@
 #include "common/config.h"
 #include "common/text.h"
 #include "launch.h"
+#include "rank_summary.h"
 
 extern char** environ;
 
@@ -181,7 +183,8 @@ std::vector<std::string> read_manifest(const std::string& path) {
 /// A nested `memguard run` passes its reports on to the enclosing run's manifest.
 void pass_on(const std::vector<std::string>& reports, const char* outer) {
     if (!outer || outer[0] != '/') return;
-    int fd = ::open(outer, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    // Created when no process of the outer run has written it yet, as the library creates it.
+    int fd = ::open(outer, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return;
     for (const std::string& r : reports) {
         const std::string line = r + "\n";
@@ -237,6 +240,26 @@ void print_reports(const std::vector<std::string>& reports, const std::string& r
     std::cerr << "memguard: read " << (reports.size() == 1 ? "it" : "them") << ": " << text::printable(next) << "\n";
 }
 
+/// Writes the rank summary beside each report (rank_summary.h, docs/rank-summary.md), then says
+/// where; a report that cannot be read is one warning and gets none.
+void write_summaries(const std::vector<std::string>& reports) {
+    const std::string cwd = current_directory();
+    std::vector<std::string> written;
+    for (const std::string& r : reports) {
+        try {
+            written.push_back(write_rank_summary(r));
+        } catch (const std::exception& e) {
+            std::cerr << "memguard: warning: no summary of " << text::printable(shown_path(r, cwd)) << ": "
+                      << text::printable(e.what()) << "\n";
+        }
+    }
+    if (written.size() == 1) {
+        std::cerr << "memguard: summary: " << text::printable(shown_path(written[0], cwd)) << "\n";
+    } else if (!written.empty()) {
+        std::cerr << "memguard: " << written.size() << " rank summaries beside the reports (REPORT.summary.json)\n";
+    }
+}
+
 }  // namespace
 
 int run_run(const Args& args) {
@@ -258,6 +281,8 @@ int run_run(const Args& args) {
     }
     const std::vector<std::string> reports = read_manifest(dir.manifest());
     print_reports(reports, run_id);
+    // A run inside another passes its reports on: the outermost run summarizes them, once.
+    if (!args.no_summary && outer.empty()) write_summaries(reports);
     pass_on(reports, outer.empty() ? nullptr : outer.c_str());
     return outcome.status;
 }

@@ -43,6 +43,7 @@ int dispatch(const Args& args) {
     case Args::Check: return run_check(args);
     case Args::Run: return run_run(args);
     case Args::Env: return run_env(args);
+    case Args::Summarize: return run_summarize(args);
     }
     return kExitInternal;
 }

@@ -260,6 +260,11 @@ std::string site_label(const SiteFrames& s, const report::Report& r) {
     return s.stack_id == 0 ? "(no stack)" : "(stack " + std::to_string(s.stack_id) + ")";
 }
 
+std::string site_user_line(const SiteFrames& s, const report::Report& r) {
+    const SiteUser u = site_user(s, r);
+    return u.frame.found ? site_user_text(u) : std::string();
+}
+
 void json_site_frames(report::JsonWriter& j, const SiteFrames& s, const report::Report& r) {
     const SiteUser u = site_user(s, r);
     j.key("user_frame");

@@ -70,6 +70,10 @@ std::string site_key(const SiteFrames& s, const report::Report& r);
 /// allocator itself); "(no stack)". Every site view names sites by it.
 std::string site_label(const SiteFrames& s, const report::Report& r);
 
+/// The user's own line of a site as print_site_frames shows it ("forward at model.py:41", "backward
+/// of ..." when attributed), or "" when no frame of the user's code is known.
+std::string site_user_line(const SiteFrames& s, const report::Report& r);
+
 /// The largest site at the run's peak: its label (site_label), bytes, and the total live then;
 /// in allocator mode (T records) of the tensor blocks at the tensor peak
 /// (torch.cuda.max_memory_allocated()'s moment, as `top` shows it), else of the GPU blocks at the

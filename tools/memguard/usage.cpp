@@ -27,8 +27,10 @@ std::string synopsis(const std::string& command) {
     if (command == "run") return "memguard run [OPTIONS] [--] CMD [ARGS...]   (memguard help run for the options)";
     if (command == "env") return "memguard env [OPTIONS] [--json]   (memguard help env for the options)";
     if (command == "plot") return "memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]";
-    if (command == "export") return "memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]";
-    return "memguard run|env|summary|top|graphs|hazards|cycles|phases|steps|oom|diff|merge|plot|export|check ... "
+    if (command == "export") return "memguard export --memory-viz|--perfetto|--jsonl FILE -o OUT [--frames K]";
+    if (command == "summarize") return "memguard summarize FILE...";
+    return "memguard run|env|summary|summarize|top|graphs|hazards|cycles|phases|steps|oom|diff|merge|plot|export|"
+           "check ... "
            "[OPTIONS]   "
            "(memguard help for more)";
 }
@@ -42,6 +44,7 @@ usage:
   memguard run [OPTIONS] [--] CMD [ARGS...]
   memguard env [OPTIONS] [--json]
   memguard summary FILE [--json]
+  memguard summarize FILE...
   memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS] [--kind gpu|pinned|physical|all] [-n N]
                [--frames K] [--pool] [--segments] [--by site|category] [--json]
   memguard graphs FILE [--json]
@@ -53,7 +56,7 @@ usage:
   memguard diff A B [-n N] [--frames K] [--segments] [--fail-if EXPR]... [--json]
   memguard merge [DIR] [--run ID] | FILE... | --template TEMPLATE [--frames K] [--json]
   memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]
-  memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
+  memguard export --memory-viz|--perfetto|--jsonl FILE -o OUT [--frames K]
   memguard check FILE [--max-peak SIZE] [--max-tensor-peak SIZE] [--max-live-at-exit SIZE]
                  [--max-tensor-live-at-exit SIZE] [--max-gc-freed SIZE] [--no-hazards] [--no-oom] [--json]
   memguard help [COMMAND]
@@ -66,6 +69,8 @@ commands:
             launchers that start their workers with an environment of their own
   summary   the run at a glance: allocations, failures, OOM events, peak and live GPU memory,
             captures, hazards, garbage collections
+  summarize write each report's rank summary beside it, FILE.summary.json (small JSON: peak,
+            categories and sites at the peak, OOMs, collections, hazards, steps); `run` does it
   top       live memory at one moment grouped by allocation site (Python and native stack),
             largest first; --pool splits it by capture pool
   graphs    one row per stream capture: its graph, execs, launches and the memory it owns
@@ -81,18 +86,20 @@ commands:
             fragmentation, the categories and their sites, and a verdict
   diff      two runs side by side: peak, live at exit, collections, each phase (matched by
             name and occurrence), and the sites at the peak that grew or shrank
-  merge     the reports of a distributed job, one row per rank, with the maximum and the sum;
-            without files, the most recent run's reports in the current directory (by run id)
+  merge     the reports of a distributed job, one row per rank, with the maximum and the sum,
+            and the outlier ranks; without files, the most recent run's reports in the current
+            directory (by run id); rank summaries stand for their reports
   plot      GPU memory over time as an SVG or HTML picture, with phases, captures, compiles,
             collections, OOM events and the peak marked
-  export    the report as a memory snapshot for pytorch.org/memory_viz (--memory-viz) or as
-            a Chrome trace for ui.perfetto.dev (--perfetto)
+  export    the report as a memory snapshot for pytorch.org/memory_viz (--memory-viz), as
+            a Chrome trace for ui.perfetto.dev (--perfetto), or as JSON lines for DuckDB,
+            Spark or a warehouse (--jsonl)
   check     a gate for CI: fails (exit 1) when the run exceeded a limit (peak, live at exit,
             bytes freed by garbage collections) or had hazards or OOM events; diff --fail-if
             gates a run against a baseline
 
 Run 'memguard help COMMAND' for the options of a command. The commands that show stack frames
-(summary, top, hazards, cycles, diff, merge, plot, export, check) also take --sysroot DIR (look up
+(summary, summarize, top, hazards, cycles, diff, merge, plot, export, check) also take --sysroot DIR (look up
 the module files the report names under DIR instead of /) and --debug-dir DIR (separate debug files
 by build-id, DIR/.build-id/xx/rest.debug, as GDB finds them).
 Exit status: 0 success (also for a report with warnings), 2 bad arguments or an unreadable report;
@@ -423,6 +430,19 @@ peak (in allocator mode of the tensor blocks at the tensor peak, as `memguard to
 --json: top_site.bytes_of "tensors", else "gpu"); then the maximum and the sum over the ranks
 (a sum stops at 2^64 - 1 rather than wrap).
 
+Then, with 3 ranks or more, the outlier ranks: for the peak (tensor bytes in allocator mode, else
+GPU bytes), each category at the peak and each site at the peak, the median over the ranks and
+the median absolute deviation (MAD); a rank is an outlier where a figure is further from the
+median than 5 x 1.4826 x MAD, 20% of the median and 256 MiB (sites: above the median only). Each
+outlier rank is named with what diverged, e.g.
+  rank 7: nccl 8.8 GiB against a median of 1.2 GiB; site ncclCuMemAlloc ... against ...
+(docs/rank-summary.md, "Outlier ranks").
+
+A FILE.summary.json (the rank summary that `memguard run` and `memguard summarize` write) stands
+for its report: it is read instead of the report when it is current (made of a report of the
+report's present size) and --frames is the default; a FILE ending in .summary.json is a summary
+itself. --json: from_summary says which ranks were read from summaries.
+
 Without FILE, or with a directory: the reports of one run in the current directory (or DIR),
 found by the run id in their headers (format 1.7: `memguard run` gives every process of a run
 one, and torchrun's workers have TORCHELASTIC_RUN_ID): the most recent run's (the run whose
@@ -435,7 +455,7 @@ options:
                 (0, 1, ... while a file matches), %p and %h (pid, host) match anything, %% is a
                 percent sign; e.g. --template 'run.%r.%p.mgr'
   --frames K    describe the top site by up to K frames (default 6)
-  --json        print one JSON object instead of text (ranks, max, sum)
+  --json        print one JSON object instead of text (ranks, max, sum, outliers)
   --sysroot DIR look up the module files the reports name under DIR instead of /
   --debug-dir DIR
                 look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
@@ -480,7 +500,7 @@ options:
   -h, --help       show this help
 )";
 
-const char* const kExport = R"(usage: memguard export --memory-viz|--perfetto FILE -o OUT [--frames K]
+const char* const kExport = R"(usage: memguard export --memory-viz|--perfetto|--jsonl FILE -o OUT [--frames K]
 
 --memory-viz writes a memory snapshot in the format of torch.cuda.memory._snapshot() (a pickle,
 protocol 4, plain types only) that https://pytorch.org/memory_viz and torch.cuda._memory_viz
@@ -499,10 +519,17 @@ size, requested size and frames, as in PyTorch's own snapshot.
 their threads (NVTX start/end ranges and stream captures as async slices), garbage collections
 as slices on a track of their own, and compiles and marks as instants.
 
+--jsonl writes JSON lines for a query engine (DuckDB, Spark, a warehouse): one object per line,
+its "record" saying what it is: "summary" (the rank summary), "site" (each site at the peak),
+"phase" (each phase) and "step" (each step); every line has run_id, rank, host, pid and report,
+so that the exports of many ranks read as one table (docs/fleet-export.md: the schema and
+example queries).
+
 options:
   -o FILE          the file to write, '-' for standard output, or a character device or a FIFO
                    (see below)
-  --frames K       export up to K native and K Python frames per stack (default: all, up to 256)
+  --frames K       export up to K native and K Python frames per stack (default: all, up to 256;
+                   --jsonl: 6)
   --sysroot DIR    look up the module files the report names under DIR instead of /
   --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
   -h, --help       show this help
@@ -524,7 +551,9 @@ process group, and is not sent twice. memguard waits for CMD either way.
 
 The reports of one run share a run id (MEMGUARD_RUN_ID: a fresh one unless it is set), and in a
 process with RANK or LOCAL_RANK set (torchrun's workers) the default report name carries the
-rank: memguard.<exe>.rank<R>.<pid>.mgr.
+rank: memguard.<exe>.rank<R>.<pid>.mgr. After CMD ends, memguard writes each report's rank
+summary beside it, REPORT.summary.json (memguard help summarize), which `memguard merge` reads
+instead of the report.
 
 options (each sets the library's variable, which it overrides; the variables work too):
   --library PATH          the library to preload (default: ../lib/libmemguard.so next to the
@@ -559,10 +588,32 @@ options (each sets the library's variable, which it overrides; the variables wor
   --log-level LEVEL       MEMGUARD_LOG_LEVEL: trace, debug, info, warn (default), error,
                           critical or off
   --run-id ID             MEMGUARD_RUN_ID: the run's id (default: a fresh one, unless set)
+  --no-summary            write no rank summaries after the run (reading a long run's reports
+                          takes time)
   -h, --help              show this help
 
 A bad value is refused before anything runs, in the words the library would log. Options come
 before CMD; "--" ends them, for a CMD that starts with "-".
+)";
+
+const char* const kSummarize = R"(usage: memguard summarize FILE...
+
+Writes the rank summary of each report beside it: FILE.summary.json, replacing one that is
+there (through a temporary file renamed into place). `memguard run` writes them by itself when
+its command ends; summarize is for reports made without it (a job preloaded by hand or through
+`memguard env`, reports copied from elsewhere). A summary is a JSON object of at most 64 KiB
+whatever the run's length: the process (rank, host, pid, devices, run id), the peak and when
+(tensor bytes in allocator mode, else GPU bytes), the categories and the largest sites at the
+peak (frames, the user's own line), OOMs, collections and the CUDA bytes they freed, hazards,
+and the steps (count, durations, peaks, growth), as summary, top, oom, cycles and steps compute
+them. `memguard merge` reads a current summary instead of its report. The schema, versioned, is
+in docs/rank-summary.md. A report that cannot be read is an error; the others are still
+summarized (exit 2 when any failed).
+
+options:
+  --sysroot DIR    look up the module files the reports name under DIR instead of /
+  --debug-dir DIR  look up separate debug files by build-id: DIR/.build-id/xx/rest.debug
+  -h, --help       show this help
 )";
 
 const char* const kEnv = R"help(usage: memguard env [OPTIONS] [--json]
@@ -594,6 +645,7 @@ std::string help_text(const std::string& topic) {
     if (topic == "plot") return std::string(kPlot) + kWhereOutputGoes;
     if (topic == "export") return std::string(kExport) + kWhereOutputGoes;
     if (topic == "summary") return kSummary;
+    if (topic == "summarize") return kSummarize;
     if (topic == "top") return kTop;
     if (topic == "graphs") return kGraphs;
     if (topic == "hazards") return kHazards;
