@@ -18,7 +18,13 @@ constexpr uint32_t kLongestOff = 1u << 22;
 struct ThreadMemo {
     StackMemo* memo = nullptr;
     bool tried = false;
-    ~ThreadMemo() { delete memo; }
+    ~ThreadMemo() {
+        // An allocation later in this thread's exit (another thread-local's destructor) finds no
+        // memo and unwinds.
+        delete memo;
+        memo = nullptr;
+        tried = true;
+    }
 };
 thread_local ThreadMemo t_memo;
 
