@@ -20,7 +20,7 @@ reports=$(mktemp -d)
 spec='{"arm": "ARM", "bench": "step", "cpus": [4,5,6,7], "d": 512, "layers": 6, "seq": 128, "batch": 4,
        "warmup": 20, "steps": STEPS, "compiled": false}'
 for arm in memguard mg_nostack; do
-    env=(LD_PRELOAD="$lib" MEMGUARD_ALLOCATOR=memguard MEMGUARD_OUTPUT="$reports/$arm.%p.mgr")
+    env=(LD_PRELOAD="$lib" MEMGUARD_ALLOCATOR=memguard MEMGUARD_OUTPUT="$reports/$arm.%p.mgr" MEMGUARD_LOG_LEVEL=info)
     [ "$arm" = mg_nostack ] && env+=(MEMGUARD_STACK_DEPTH=0 MEMGUARD_PYTHON_STACKS=0)
     s=${spec//ARM/$arm}; s=${s//STEPS/$steps}
     echo "== $arm"
@@ -30,6 +30,7 @@ for arm in memguard mg_nostack; do
     fi
     python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('step ms', round(r['step_ms'],3), 'backend', r['backend'])" \
         "$out/step-$arm.json"
+    grep -h "stack memo" "$out/step-$arm.record.log" || true
     # The last half of the samples: the timed steps, not start-up (imports, cuBLAS and NVRTC loading).
     "$perf" report -i "$out/step-$arm.data" --no-children --stdio --sort dso,symbol --percent-limit 0.2 --time 50%-100% 2>/dev/null |
         grep -E '^ +[0-9]' | cut -c1-150 | sed 's/  */ /g' >"$out/step-$arm.txt"

@@ -325,6 +325,12 @@ void Recorder::flush() {
 }
 
 void Recorder::shutdown() {
+    uint64_t hits = 0, misses = 0;
+    StackMemo::totals(&hits, &misses);
+    if (hits + misses > 0) {
+        MG_LOG_INFO("stack memo: {} of {} tensor stacks found without unwinding (counted every 1024 per thread)", hits,
+                    hits + misses);
+    }
     std::lock_guard<std::mutex> lock(start_mu_);
     State s = state_.exchange(State::Finished, std::memory_order_acq_rel);
     if (s == State::Recording) writer_.finish();

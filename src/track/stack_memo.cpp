@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <new>
 
 namespace memguard::track {
@@ -28,7 +29,21 @@ struct ThreadMemo {
 };
 thread_local ThreadMemo t_memo;
 
+std::atomic<uint64_t> g_hits{0}, g_misses{0};
+
 }  // namespace
+
+void StackMemo::totals(uint64_t* hits, uint64_t* misses) noexcept {
+    *hits = g_hits.load(std::memory_order_relaxed);
+    *misses = g_misses.load(std::memory_order_relaxed);
+}
+
+void StackMemo::publish() noexcept {
+    g_hits.fetch_add(hits_ - published_hits_, std::memory_order_relaxed);
+    g_misses.fetch_add(misses_ - published_misses_, std::memory_order_relaxed);
+    published_hits_ = hits_;
+    published_misses_ = misses_;
+}
 
 StackMemo* StackMemo::for_this_thread() noexcept {
     if (__builtin_expect(t_memo.memo != nullptr, 1)) return t_memo.memo;
@@ -66,6 +81,7 @@ void StackMemo::count(bool hit) noexcept {
         ++window_misses_;
     }
     if (++window_lookups_ < kWindow) return;
+    publish();
     if (window_misses_ > kMostMissed) {
         // This thread's stacks do not repeat enough for the memo to pay for its slower misses
         // (the unwinder's cursor): off for a while, longer each time it happens again in a row.

@@ -45,9 +45,12 @@ public:
     /// Ignored when a slot is 0 or outside this thread's stack, or n is 0 or above kMaxFrames.
     void remember(const uintptr_t* slots, const uintptr_t* ips, int n, uint32_t id, uint32_t epoch) noexcept;
 
-    // Counters, for tests and benchmarks.
+    // Counters, for tests and benchmarks: this thread's, and every thread's (summed each window
+    // of lookups and when a thread exits).
     uint64_t hits() const noexcept { return hits_; }
     uint64_t misses() const noexcept { return misses_; }
+    static void totals(uint64_t* hits, uint64_t* misses) noexcept;
+    ~StackMemo() { publish(); }
 
     StackMemo(uintptr_t stack_lo, uintptr_t stack_hi) noexcept : lo_(stack_lo), hi_(stack_hi) {}
 
@@ -67,6 +70,8 @@ private:
     /// Moves the way at position `pos` of the set's order to the front.
     static void touch(Set& set, int pos) noexcept;
     static unsigned set_of(uintptr_t slot0, uintptr_t ip0) noexcept;
+    void publish() noexcept;  // adds this thread's counts since the last publish to the totals
+    uint64_t published_hits_ = 0, published_misses_ = 0;
     void count(bool hit) noexcept;
 
     uintptr_t lo_, hi_;  // this thread's stack
