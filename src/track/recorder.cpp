@@ -1,7 +1,5 @@
 #include "track/recorder.h"
 
-#include "track/stack_memo.h"
-
 #include <climits>
 #include <cstdlib>
 #include <cstring>
