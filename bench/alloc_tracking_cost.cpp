@@ -8,8 +8,9 @@
 // caller, bench/alloc_tracking_cost.py, through ctypes) and the executable
 // memguard_bench_alloc_tracking, which calls the same entry point:
 //   LD_PRELOAD=build/lib/libmemguard.so MEMGUARD_ALLOCATOR=memguard \
-//       build/bin/memguard_bench_alloc_tracking [iterations] [depth] [lines]
-// prints "tracking <depth> <ns per alloc+free>". With `lines`, each pair is followed by stores to
+//       build/bin/memguard_bench_alloc_tracking [iterations] [depth] [lines] [new_every]
+// prints "tracking <depth> <ns per alloc+free>". With `new_every` N, every Nth pair comes from a
+// stack the thread's StackMemo does not hold (a memo miss). With `lines`, each pair is followed by stores to
 // that many cache lines of a 4 MiB area (other_work), whose own time is measured apart and
 // subtracted: the pairs then run with colder caches, as between PyTorch's own work. bench/run_alloc_tracking_cost.sh runs the arms.
 #include <dlfcn.h>
@@ -55,6 +56,30 @@ inline void other_work() {
     }
 }
 
+// Every `g_new_every`-th pair (0: none) comes from a stack its thread's StackMemo does not hold:
+// below 1024 different amounts of stack (an alloca above the kept frames), 70 frames deep, so
+// the kept frames are the same and only their slots differ, more of them than the memo keeps.
+int g_new_every = 0;
+long g_new_count = 0;
+
+__attribute__((noinline)) void deep_pair(int depth) {
+    if (depth > 0) {
+        deep_pair(depth - 1);
+        g_sink += 1;
+        return;
+    }
+    void* p = g_alloc(1 << 20, 0, nullptr);
+    g_free(p, 1 << 20, 0, nullptr);
+}
+
+__attribute__((noinline)) void pair_from_new_stack() {
+    const size_t pad = 16 * static_cast<size_t>(g_new_count++ % 1024 + 1);
+    auto* area = static_cast<volatile char*>(__builtin_alloca(pad));
+    area[0] = 0;
+    deep_pair(70);
+    g_sink += area[0];
+}
+
 double run_pairs(long iterations) {
     const size_t size = 1 << 20;
     if (g_lines > 0 && !g_area) {
@@ -67,8 +92,12 @@ double run_pairs(long iterations) {
     }
     auto t0 = std::chrono::steady_clock::now();
     for (long i = 0; i < iterations; ++i) {
-        void* p = g_alloc(size, 0, nullptr);
-        g_free(p, size, 0, nullptr);
+        if (g_new_every > 0 && i % g_new_every == 0) {
+            pair_from_new_stack();
+        } else {
+            void* p = g_alloc(size, 0, nullptr);
+            g_free(p, size, 0, nullptr);
+        }
         other_work();
     }
     auto t1 = std::chrono::steady_clock::now();
@@ -111,6 +140,7 @@ int main(int argc, char** argv) {
     long iterations = argc > 1 ? std::atol(argv[1]) : 200000;
     int depth = argc > 2 ? std::atoi(argv[2]) : 40;
     g_lines = argc > 3 ? std::atoi(argv[3]) : 0;
+    g_new_every = argc > 4 ? std::atoi(argv[4]) : 0;
     double ns = memguard_bench_tracking(iterations, depth);
     if (ns < 0) return 1;
     std::printf("tracking %d %.1f\n", depth, ns);

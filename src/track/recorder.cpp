@@ -213,13 +213,29 @@ uint32_t Recorder::capture_and_intern(const uintptr_t* ret_slot) {
         if (uint32_t id = memo->find(ret_slot, epoch)) return id;
     }
     uintptr_t ips[kStackCapacity];
-    if (!memo || !memo->remembering()) return intern_stack(ips, capture_stack(ips));
+    const int n = capture_stack(ips);
+    const uint32_t id = intern_stack(ips, n);
+    FrameSizes* sizes = memo && memo->remembering() && id != 0 ? frame_sizes_.get() : nullptr;
+    if (sizes == nullptr) return id;
+    // The stack's slots from its frames' sizes; a frame not seen before is learned from the
+    // cursor (frame_sizes.h), once per return address and alignment.
     uintptr_t slots[kStackCapacity];
-    int n = unwind_stack_with_slots(ips, slots);
-    if (n < 0) return intern_stack(ips, capture_stack(ips));
-    uint32_t id = intern_stack(ips, n);
-    // Remembered only when its first frame is the hook's caller, read from ret_slot.
-    if (id != 0 && n > 0 && slots[0] == reinterpret_cast<uintptr_t>(ret_slot)) memo->remember(slots, ips, n, id, epoch);
+    const auto slot0 = reinterpret_cast<uintptr_t>(ret_slot);
+    FrameSizes::Walk walk = sizes->walk(ips, n, slot0, memo->stack_lo(), memo->stack_hi(), slots);
+    if (walk == FrameSizes::Walk::Unknown) {
+        uintptr_t cursor_ips[kStackCapacity];
+        const int m = unwind_stack_with_slots(cursor_ips, slots);
+        if (m > 0) sizes->learn(cursor_ips, slots, m);
+        walk = sizes->walk(ips, n, slot0, memo->stack_lo(), memo->stack_hi(), slots);
+        if (walk == FrameSizes::Walk::Unknown) {
+            // The cursor did not teach the size this stack lacks (its frames differ from the fast
+            // trace's, or it names no slots): never asked for that frame again.
+            int i = 0;
+            while (i + 1 < n && sizes->size_of(ips[i], slots[i]) > 0) ++i;
+            sizes->give_up(ips[i], slots[i]);
+        }
+    }
+    if (walk == FrameSizes::Walk::Found) memo->remember(slots, ips, n, id, epoch);
     return id;
 }
 

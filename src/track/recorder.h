@@ -22,6 +22,7 @@
 #include "track/clock.h"
 #include "track/event_sink.h"
 #include "track/events.h"
+#include "track/frame_sizes.h"
 #include "track/modules.h"
 #include "track/phases.h"
 #include "track/stack_table.h"
@@ -173,9 +174,10 @@ public:
     /// capture_stack and intern_stack in one, for allocator mode's hot path: `ret_slot` is the
     /// stack slot holding the hook's own return address (its caller is the first frame kept).
     /// A stack of this thread seen before with every return address still in place is found in
-    /// the thread's StackMemo (stack_memo.h) without unwinding; otherwise the stack is unwound with
-    /// its slots and remembered. The ids are those capture_stack + intern_stack give. ret_slot
-    /// nullptr: no memo.
+    /// the thread's StackMemo (stack_memo.h) without unwinding; otherwise the stack is unwound
+    /// (the fast trace) and remembered with its slots, found from its frames' sizes
+    /// (frame_sizes.h; the cursor teaches a frame not seen before). The ids are those
+    /// capture_stack + intern_stack give. ret_slot nullptr: no memo.
     uint32_t capture_interned_stack(const uintptr_t* ret_slot) {
         // MEMGUARD_STACK_DEPTH=0: inline, as capture_stack.
         return config_.stack_depth > 0 ? capture_and_intern(ret_slot) : intern_stack(nullptr, 0);
@@ -336,6 +338,7 @@ private:
     SystemClock* const system_clock_;
     std::mutex start_mu_;
     StackTable stacks_;
+    LazyFrameSizes frame_sizes_;  // StackMemo's misses: slots without the cursor
     BlockTable blocks_;
     ModuleMap modules_;
     TextRange self_range_;        // the unwinder's own code: frames dropped from the top of a stack

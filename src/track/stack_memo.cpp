@@ -83,8 +83,9 @@ void StackMemo::count(bool hit) noexcept {
     if (++window_lookups_ < kWindow) return;
     publish();
     if (window_misses_ > kMostMissed) {
-        // This thread's stacks do not repeat enough for the memo to pay for its slower misses
-        // (the unwinder's cursor): off for a while, longer each time it happens again in a row.
+        // This thread's stacks do not repeat enough for the memo to pay for its misses (finding
+        // and remembering slots, sometimes the cursor): off for a while, longer each time it
+        // happens again in a row.
         off_length_ = off_length_ == 0 ? kFirstOff : (off_length_ < kLongestOff ? off_length_ * 2 : kLongestOff);
         off_for_ = off_length_;
     } else {

@@ -39,6 +39,9 @@ public:
     /// and whose every frame is still in place; 0 if none. May turn itself off for a while when
     /// most lookups miss (then it answers 0 without looking, and remember() does nothing).
     uint32_t find(const uintptr_t* slot0, uint32_t epoch) noexcept;
+    /// This thread's stack: [stack_lo, stack_hi).
+    uintptr_t stack_lo() const noexcept { return lo_; }
+    uintptr_t stack_hi() const noexcept { return hi_; }
     /// Whether remember() would keep a stack now (false while turned off).
     bool remembering() const noexcept { return off_for_ == 0; }
     /// Remembers the interned stack `id` of `epoch`: `n` frames, `ips[i]` read from `slots[i]`.

@@ -1,7 +1,8 @@
 // StackMemo (track/stack_memo.h) with the real unwinder: every id the memo gives equals the id that
 // unwinding and interning the same stack gives, also when a stack with the same first frame and
 // slot has different frames above it, across recursion depths, threads and a native cut; the
-// unwinder's slots hold its return addresses.
+// unwinder's slots hold its return addresses; a miss asks the cursor only for frames whose sizes
+// (track/frame_sizes.h) it has not learned. FrameSizes alone, over a stack laid out by hand.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "track/frame_sizes.h"
 #include "track/recorder.h"
 #include "track/stack_memo.h"
 #include "track/testing/fake_clock.h"
@@ -82,6 +84,24 @@ __attribute__((noipa)) uint32_t call_chain(int mode, int depth, int which) {
     return id;
 }
 
+/// The native unwinder, counting the cursor's unwinds (a StackMemo miss's slow path).
+class CountingUnwinder final : public Unwinder {
+public:
+    int capture(uintptr_t* ips, int max) noexcept override { return native.capture(ips, max); }
+    int capture_with_slots(uintptr_t* ips, uintptr_t* slots, int capacity, int max,
+                           const TextRange* stop) noexcept override {
+        ++cursor_unwinds;
+        return native.capture_with_slots(ips, slots, capacity, max, stop);
+    }
+    TextRange own_code() const noexcept override { return native.own_code(); }
+    const char* name() const noexcept override { return native.name(); }
+    void before_fork() noexcept override { native.before_fork(); }
+    void after_fork() noexcept override { native.after_fork(); }
+
+    NativeUnwinder native;
+    int cursor_unwinds = 0;
+};
+
 class StackMemoTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -117,7 +137,7 @@ protected:
 
     testing::FakeClock clock;
     testing::MemorySink sink{clock};
-    NativeUnwinder unwinder;
+    CountingUnwinder unwinder;
     std::unique_ptr<Recorder> rec;
 };
 
@@ -156,6 +176,33 @@ TEST_F(StackMemoTest, IdsEqualUnwindingWhetherAStackIsFoundOrNot) {
     // Same slot, other frames above: the memo must have told them apart (checked by the ids);
     // this says whether this build exercised that case.
     RecordProperty("same_slot_via_a_and_b", via_a == via_b ? "yes" : "no");
+}
+
+TEST_F(StackMemoTest, AMissAsksTheCursorOnlyForFramesItHasNotSeen) {
+    // Recursion deeper each call: every call of the first pass is a miss (the hook's slot moves),
+    // and each new depth adds one frame of the recursive function, whose size is learned per slot
+    // alignment (8 classes). Once the depths have gone through every class, no miss needs the
+    // cursor. One call site for all (another call site is another frame).
+    int learned = -1;
+    uint64_t hits_before = 0;
+    StackMemo* memo = nullptr;
+    // A volatile loop, so that the compiler makes no second copy of the call (unswitched or
+    // peeled): two passes over depths 0-39; the cursor's count is read at depth 24 of the first.
+    for (volatile int i = 0; i < 80; i = i + 1) {
+        if (i == 24) learned = unwinder.cursor_unwinds;
+        if (i == 40) {
+            memo = StackMemo::for_this_thread();
+            ASSERT_NE(memo, nullptr);
+            hits_before = memo->hits();
+            EXPECT_EQ(unwinder.cursor_unwinds, learned) << "a miss through known frames ran the cursor";
+        }
+        expect_same(i % 40, 0);
+    }
+    EXPECT_GT(learned, 0);
+    EXPECT_LE(learned, 12) << "the cursor ran for most misses";
+    // The second pass: every stack was remembered from sizes, found without unwinding.
+    EXPECT_EQ(memo->hits(), hits_before + 40);
+    EXPECT_EQ(unwinder.cursor_unwinds, learned);
 }
 
 TEST_F(StackMemoTest, IdsEqualUnwindingUnderANativeCut) {
@@ -209,6 +256,67 @@ TEST_F(StackMemoTest, AStackThatNoLongerHoldsItsFramesIsNotFound) {
     EXPECT_EQ(local.find(&stack[0], 1), 7u);
     memo.remember(slots, stack, 4, 9, 1);  // outside memo's stack bounds: ignored
     EXPECT_EQ(memo.find(&stack[0], 1), 0u);
+}
+
+// FrameSizes over a stack laid out by hand: frame i's return address at stack[at[i]].
+class FrameSizesTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        for (int i = 0; i < 4; ++i) {
+            stack[at[i]] = ips[i];
+            slots[i] = slot(at[i]);
+        }
+    }
+    uintptr_t slot(int word) const { return reinterpret_cast<uintptr_t>(&stack[word]); }
+    FrameSizes::Walk walk(uintptr_t* out) { return sizes->walk(ips, 4, slots[0], slot(0), slot(64), out); }
+
+    alignas(64) uintptr_t stack[64] = {};
+    const int at[4] = {1, 5, 6, 20};
+    const uintptr_t ips[4] = {0x401000, 0x402000, 0x403000, 0x404000};
+    uintptr_t slots[4] = {};
+    std::unique_ptr<FrameSizes> sizes = std::make_unique<FrameSizes>();
+};
+
+TEST_F(FrameSizesTest, LearnedSizesGiveEverySlot) {
+    uintptr_t out[4] = {};
+    EXPECT_EQ(walk(out), FrameSizes::Walk::Unknown);
+    sizes->learn(ips, slots, 4);
+    EXPECT_EQ(sizes->size_of(ips[0], slots[0]), 32);
+    EXPECT_EQ(sizes->size_of(ips[1], slots[1]), 8);
+    EXPECT_EQ(sizes->size_of(ips[2], slots[2]), 112);
+    EXPECT_EQ(sizes->size_of(ips[3], slots[3]), 0);  // the outermost frame's caller is unknown
+    ASSERT_EQ(walk(out), FrameSizes::Walk::Found);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], slots[i]) << i;
+    // Another alignment of the same frames is another key.
+    EXPECT_EQ(sizes->size_of(ips[0], slots[0] + 8), 0);
+}
+
+TEST_F(FrameSizesTest, ASlotNotHoldingItsReturnAddressIsNeverUsedAgain) {
+    sizes->learn(ips, slots, 4);
+    uintptr_t out[4] = {};
+    stack[at[2]] = 0x999000;  // frame 1's size now leads to another value
+    EXPECT_EQ(walk(out), FrameSizes::Walk::Unusable);
+    EXPECT_EQ(sizes->size_of(ips[1], slots[1]), -1);
+    stack[at[2]] = ips[2];
+    EXPECT_EQ(walk(out), FrameSizes::Walk::Unusable);
+    sizes->learn(ips, slots, 4);  // learning the same size again does not bring it back
+    EXPECT_EQ(walk(out), FrameSizes::Walk::Unusable);
+}
+
+TEST_F(FrameSizesTest, TwoSizesForOneFrameOrAnUnknownSlotMakeItUnusable) {
+    sizes->learn(ips, slots, 4);
+    uintptr_t other[4] = {slots[0], slots[0] + 16, slots[2], slots[3]};  // frame 0 with another size
+    sizes->learn(ips, other, 4);
+    EXPECT_EQ(sizes->size_of(ips[0], slots[0]), -1);
+    uintptr_t no_slot[4] = {slots[0], slots[1], 0, slots[3]};  // the unwinder could not say (a signal frame)
+    auto fresh = std::make_unique<FrameSizes>();
+    fresh->learn(ips, no_slot, 4);
+    EXPECT_EQ(fresh->size_of(ips[0], slots[0]), 32);
+    EXPECT_EQ(fresh->size_of(ips[1], slots[1]), -1);
+    // A slot outside the stack's bounds is never read.
+    uintptr_t out[4] = {};
+    EXPECT_EQ(sizes->walk(ips, 4, slots[0], slot(2), slot(64), out), FrameSizes::Walk::Unusable);
+    EXPECT_EQ(fresh->walk(ips, 0, slots[0], slot(0), slot(64), out), FrameSizes::Walk::Unusable);
 }
 
 }  // namespace
