@@ -60,6 +60,8 @@ BlockPool& DeviceCachingAllocator::pool_for(size_t size, Stream stream) {
 }
 
 Block* DeviceCachingAllocator::take_free_block(BlockPool& pool, Stream stream, size_t size, bool expandable) {
+    // Ages for garbage collection count searches of the pool, as PyTorch's.
+    if (__builtin_expect(gc_on(), 0)) ++pool.free_block_searches;
     Block key;
     key.stream = stream;
     key.size = size;
@@ -88,7 +90,8 @@ Block* DeviceCachingAllocator::take_free_block(BlockPool& pool, Stream stream, s
     if (size < config_.max_split_size && b->size >= config_.max_split_size) return nullptr;
     if (size >= config_.max_split_size && b->size >= size + config_.max_non_split_rounding_size) return nullptr;
     pool.blocks.erase(it);
-    return b;  // still counted as inactive split: hand_out settles it
+    b->gc_base = pool.free_block_searches;  // used now: age 0
+    return b;                               // still counted as inactive split: hand_out settles it
 }
 
 Block* DeviceCachingAllocator::alloc_segment(BlockPool& pool, Stream stream, size_t size, int* error) {
@@ -145,6 +148,7 @@ Block* DeviceCachingAllocator::try_allocate(size_t size, Stream stream, bool exp
     if (!capturing) process_events();
     BlockPool& pool = pool_for(size, stream);
     if (Block* b = take_free_block(pool, stream, size, expandable)) return b;
+    if (__builtin_expect(gc_on(), 0) && !capturing) garbage_collect();
     const size_t alloc = segment_size(size);
     *seg_size = alloc;
     *error = kSuccess;

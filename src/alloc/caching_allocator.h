@@ -51,6 +51,10 @@ struct AllocatorConfig {
     /// expandable_segments:True): one reserved range per pool and stream, mapped page by page.
     /// CachingAllocator::set_expandable_segments changes it at run time.
     bool expandable_segments = false;
+    /// Above this share of the memory-fraction limit, cached whole segments of the large pool
+    /// unused the longest are returned to the device before a new one is allocated
+    /// (garbage_collection_threshold; as PyTorch's, only while a memory fraction is set). 0: off.
+    double garbage_collection_threshold = 0.0;
 };
 
 /// What the allocator hands the OOM rescue callback.

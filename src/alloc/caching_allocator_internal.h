@@ -48,6 +48,7 @@ struct Block {
     bool mapped = true;
     ExpandableSegment* expandable = nullptr;  // the segment of a block of an expandable segment
     int event_count = 0;                      // outstanding events recorded at free
+    uint64_t gc_base = 0;  // its pool's free-block searches when it was last handed out (its age: since)
     int device = 0;
     bool oversize = false;             // counted in oversize_allocations (max_split_size or more when handed out)
     std::vector<Stream> stream_uses;   // record_stream, other than the allocation stream
@@ -133,6 +134,8 @@ struct BlockPool {
     std::set<Block*, BlockAddrLess> unmapped;  // unmapped blocks of its expandable segments
     const bool small;
     PrivatePool* const owner;  // nullptr: a default pool
+    /// Searches for a free block while garbage collection is on: the clock of the blocks' ages.
+    uint64_t free_block_searches = 0;
 };
 
 struct PrivatePool {
@@ -269,6 +272,10 @@ private:
     void release_pool_blocks(BlockPool& pool);
     bool release_oversize_blocks(BlockPool& pool, Stream stream, size_t size);
     bool release_cached_blocks();
+    /// garbage_collection_threshold is in effect: set, and a memory fraction set.
+    bool gc_on() const noexcept { return config_.garbage_collection_threshold > 0.0 && fraction_bytes_ > 0; }
+    /// Over the threshold: whole cached segments of the large pool, oldest first, back to the device.
+    void garbage_collect();
 
     // Expandable segments (caching_allocator_expandable.cpp).
     bool vmm_usable();
@@ -341,8 +348,9 @@ private:
     SiteId serving_site_ = 0;  // the allocation being served (its segment's site)
     SiteId freeing_site_ = 0;  // the free being served (history with free stacks), else 0
 
-    size_t limit_ = SIZE_MAX;  // memory-fraction limit on reserved bytes
-    size_t total_ = 0;         // the device's total memory, once a cudaMemGetInfo told it
+    size_t limit_ = SIZE_MAX;    // memory-fraction limit on reserved bytes
+    size_t fraction_bytes_ = 0;  // the memory fraction's bytes (also at 1.0); 0: no fraction set
+    size_t total_ = 0;           // the device's total memory, once a cudaMemGetInfo told it
     DeviceStats stats_;
 };
 

@@ -108,6 +108,48 @@ bool DeviceCachingAllocator::release_cached_blocks() {
     return true;
 }
 
+void DeviceCachingAllocator::garbage_collect() {
+    // PyTorch's rule: over threshold * the fraction's bytes reserved, free cached whole segments
+    // of the default large pool (not expandable ones) whose age (searches of the pool since each
+    // was last handed out; a segment's first block was never handed out by a search, so it is as
+    // old as the pool) is at least the average age, round after round, until the excess is freed
+    // or nothing more can be; no synchronization (cached blocks have no events left).
+    const auto threshold = static_cast<size_t>(config_.garbage_collection_threshold *
+                                               static_cast<double>(fraction_bytes_));
+    const auto reserved = static_cast<size_t>(stats_.reserved_bytes[kStatAll].current);
+    if (reserved <= threshold) return;
+    const size_t target = reserved - threshold;
+    auto age = [&](const Block* b) { return large_.free_block_searches - b->gc_base; };
+    std::vector<Block*> freeable;
+    double total_age = 0.0;
+    for (Block* b : large_.blocks) {
+        if (!b->is_split() && !b->expandable) {
+            freeable.push_back(b);
+            total_age += static_cast<double>(age(b));
+        }
+    }
+    size_t reclaimed = 0;
+    bool freed = true;
+    while (reclaimed < target && freed && !freeable.empty()) {
+        const double average = total_age / static_cast<double>(freeable.size());
+        freed = false;
+        // Not stopping at the target within a round, as PyTorch: fewer collections later.
+        std::vector<Block*> kept;
+        for (Block* b : freeable) {
+            const uint64_t a = age(b);
+            const size_t size = b->size;
+            if (static_cast<double>(a) >= average && release_segment(b)) {
+                freed = true;
+                reclaimed += size;
+                total_age -= static_cast<double>(a);
+            } else {
+                kept.push_back(b);
+            }
+        }
+        freeable.swap(kept);
+    }
+}
+
 bool DeviceCachingAllocator::empty_cache() {
     std::lock_guard<FutexLock> lock(mu_);
     return release_cached_blocks();
@@ -120,6 +162,7 @@ int DeviceCachingAllocator::set_memory_fraction(double fraction) {
     if (err != kSuccess) return err;
     std::lock_guard<FutexLock> lock(mu_);
     total_ = total;
+    fraction_bytes_ = static_cast<size_t>(fraction * static_cast<double>(total));
     // As PyTorch's: 1.0 means no limit (its OOM message then names none).
     limit_ = fraction < 1.0 ? static_cast<size_t>(fraction * static_cast<double>(total)) : SIZE_MAX;
     return kSuccess;

@@ -79,6 +79,17 @@ TorchAllocConf parse_torch_alloc_conf(const char* value) {
                 c.notes.push_back(where + ": expected True or False, as PyTorch; memguard's allocator keeps "
                                           "expandable segments off");
             }
+        } else if (key == "garbage_collection_threshold") {
+            // PyTorch takes a fraction strictly between 0 and 1 (and refuses anything else).
+            char* end = nullptr;
+            errno = 0;
+            const double t = val.empty() ? 0.0 : std::strtod(val.c_str(), &end);
+            if (!val.empty() && errno == 0 && *end == '\0' && t > 0.0 && t < 1.0) {
+                c.garbage_collection_threshold = t;
+            } else {
+                c.notes.push_back(where + ": expected a number between 0.0 and 1.0 (exclusive), as PyTorch; "
+                                          "memguard's allocator collects no cached blocks");
+            }
         } else if (key == "backend") {
             if (val != "native") {
                 c.notes.push_back(where +
@@ -97,6 +108,7 @@ alloc::AllocatorConfig core_settings(const TorchAllocConf& conf, const alloc::Al
     alloc::AllocatorConfig c = current;
     c.max_split_size = conf.max_split_size;
     c.roundup_power2_divisions = conf.roundup_power2_divisions;
+    c.garbage_collection_threshold = conf.garbage_collection_threshold;
     if (conf.max_non_split_rounding_given) c.max_non_split_rounding_size = conf.max_non_split_rounding;
     // PyTorch keeps expandable_segments unless the text names it, like the non-split rounding.
     if (conf.expandable_segments) c.expandable_segments = *conf.expandable_segments;

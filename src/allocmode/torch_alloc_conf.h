@@ -18,6 +18,7 @@ struct TorchAllocConf {
     bool max_non_split_rounding_given = false;        // the text set it
     unsigned roundup_power2_divisions = 0;            // roundup_power2_divisions (one number)
     std::optional<bool> expandable_segments;          // expandable_segments:True|False, when given
+    double garbage_collection_threshold = 0.0;        // garbage_collection_threshold (0: off)
     /// One line per setting memguard's allocator does not apply, or does not accept (what it
     /// does instead).
     std::vector<std::string> notes;
@@ -26,9 +27,9 @@ struct TorchAllocConf {
 /// Parses "key:value,key:value" as PyTorch does (keys and values as PyTorch names them).
 TorchAllocConf parse_torch_alloc_conf(const char* value);
 
-/// The core's settings after PyTorch reads `conf` over `current` (its parseArgs): the split limit
-/// and the power-of-two rounding return to their defaults unless the text sets them, the
-/// non-split rounding keeps its value unless it does.
+/// The core's settings after PyTorch reads `conf` over `current` (its parseArgs): the split limit,
+/// the power-of-two rounding and the garbage collection threshold return to their defaults unless
+/// the text sets them, the non-split rounding keeps its value unless it does.
 alloc::AllocatorConfig core_settings(const TorchAllocConf& conf, const alloc::AllocatorConfig& current);
 
 }  // namespace memguard::allocmode

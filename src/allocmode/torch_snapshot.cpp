@@ -244,6 +244,7 @@ PyObject* settings_dict() {
     // The allocator's setting (_set_allocator_settings may have changed it), else the variable's.
     const alloc::CachingAllocator* al = existing_allocator();
     const bool expandable = al ? al->expandable_segments() : conf.expandable_segments.value_or(false);
+    const double gc_threshold = al ? al->config().garbage_collection_threshold : conf.garbage_collection_threshold;
     Ref d(capi()->PyDict_New());
     if (!d) return nullptr;
     PyObject* o = d.get();
@@ -258,7 +259,7 @@ PyObject* settings_dict() {
                                     : static_cast<long long>(conf.max_split_size);
     bool ok = put(o, "PYTORCH_CUDA_ALLOC_CONF", py_str(env ? env : "")) &&
               put(o, "max_split_size", py_int(max_split)) &&
-              put(o, "garbage_collection_threshold", capi()->PyFloat_FromDouble(0.0)) &&
+              put(o, "garbage_collection_threshold", capi()->PyFloat_FromDouble(gc_threshold)) &&
               put(o, "expandable_segments", py_bool(expandable)) && put(o, "pinned_num_register_threads", py_int(1)) &&
               put(o, "release_lock_on_cudamalloc", py_bool(false)) &&
               put(o, "pinned_use_cuda_host_register", py_bool(false)) &&

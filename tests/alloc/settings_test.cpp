@@ -79,6 +79,73 @@ TEST(AllocSettings, ApplyToLaterAllocationsAndKeepOversizeCountsBalanced) {
     expect_clean(fake, alloc);
 }
 
+// garbage_collection_threshold, as PyTorch's: with a memory fraction set, a new segment past the
+// threshold's share of it first frees the cached whole segments of the large pool that went
+// unused longest (at least the average age), all of them in the round, not just enough.
+TEST(AllocGarbageCollection, FreesTheOldestCachedSegmentsPastTheThreshold) {
+    FakeBackend fake(1, 1000 * MiB);
+    CachingAllocator alloc(fake, 1);
+    AllocatorConfig cfg = alloc.config();
+    cfg.garbage_collection_threshold = 0.5;
+    alloc.set_config(cfg);
+    ASSERT_EQ(alloc.set_memory_fraction(0, 0.5), kSuccess);  // 500 MiB; collected above 250
+    void* a = alloc.malloc(0, 100 * MiB, kS1);
+    void* b = alloc.malloc(0, 100 * MiB, kS1);
+    void* c = alloc.malloc(0, 100 * MiB, kS1);
+    ASSERT_TRUE(a && b && c);
+    alloc.free(a);
+    alloc.free(b);
+    alloc.free(c);
+    void* reused = alloc.malloc(0, 100 * MiB, kS1);  // one search, which finds a block: age 0
+    ASSERT_NE(reused, nullptr);
+    alloc.free(reused);
+    EXPECT_EQ(fake.free_calls(), 0u);
+    // No cached block fits 200 MiB; 300 MiB reserved is past 250: the two segments never used
+    // again (age 5: every search so far, against an average of 11/3) go; the reused one (age 1:
+    // one search since) stays.
+    void* big = alloc.malloc(0, 200 * MiB, kS1);
+    ASSERT_NE(big, nullptr);
+    EXPECT_EQ(fake.free_calls(), 2u);
+    EXPECT_EQ(alloc.stats(0).reserved_bytes[0].current, int64_t(300 * MiB));
+    EXPECT_EQ(alloc.stats(0).num_device_free, 2);
+    EXPECT_EQ(alloc.malloc(0, 100 * MiB, kS1), reused);
+    alloc.free(reused);
+    alloc.free(big);
+    expect_clean(fake, alloc);
+}
+
+TEST(AllocGarbageCollection, OnlyWithAFractionSetAndPastTheThreshold) {
+    for (double fraction : {0.0, 0.9}) {  // 0.0: no fraction set
+        FakeBackend fake(1, 1000 * MiB);
+        CachingAllocator alloc(fake, 1);
+        AllocatorConfig cfg = alloc.config();
+        cfg.garbage_collection_threshold = 0.5;
+        alloc.set_config(cfg);
+        if (fraction > 0) {
+            ASSERT_EQ(alloc.set_memory_fraction(0, fraction), kSuccess);  // collected above 450
+        }
+        void* a = alloc.malloc(0, 100 * MiB, kS1);
+        void* b = alloc.malloc(0, 100 * MiB, kS1);
+        alloc.free(a);
+        alloc.free(b);
+        void* big = alloc.malloc(0, 200 * MiB, kS1);  // 200 MiB reserved before: under either bound
+        ASSERT_NE(big, nullptr);
+        EXPECT_EQ(fake.free_calls(), 0u) << fraction;
+        void* bigger = alloc.malloc(0, 300 * MiB, kS1);  // 400 reserved before: still under 450
+        ASSERT_NE(bigger, nullptr);
+        EXPECT_EQ(fake.free_calls(), 0u) << fraction;
+        alloc.free(big);
+        void* more = alloc.malloc(0, 250 * MiB, kS1);  // 700 reserved before: past 450 with a fraction
+        EXPECT_EQ(fake.free_calls(), fraction > 0 ? 3u : 0u) << fraction;
+        if (fraction > 0) {
+            EXPECT_NE(more, nullptr);
+        }
+        alloc.free(more);
+        alloc.free(bigger);
+        expect_clean(fake, alloc);
+    }
+}
+
 TEST(AllocSettings, RoundingChangesLive) {
     FakeBackend fake(1, 4096 * MiB);
     CachingAllocator alloc(fake, 1);

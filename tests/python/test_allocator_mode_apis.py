@@ -16,7 +16,8 @@ Children:
             get/set_per_process_memory_fraction, caching_allocator_alloc/delete (recorded in the
             report), _set_allocator_settings (applied live, bad input refused by PyTorch,
             unapplied settings named once), torch._C._accelerator_getDeviceStats.
-  early     _set_allocator_settings before CUDA started: applied when the allocator is created.
+  early     _set_allocator_settings before CUDA started: applied when the allocator is created;
+            garbage_collection_threshold with a memory fraction frees the oldest cached segments.
   golden    the calls of tests/gpu/probes/native_allocator_goldens.py: every memory_stats value at
             its three points equal to what PyTorch 2.11's own allocator answered on an H200.
   oom       through PyTorch's own error handling (mg_torch_binding, tests/torch, built where
@@ -212,6 +213,22 @@ def child(arm):
         p = ns["allocate"](150 * MIB)
         r["oversize"] = torch.cuda.memory_stats(0)["oversize_allocations.current"]
         ns["deallocate"](p)
+        # garbage_collection_threshold with a memory fraction (the fake device has 1 GiB): past
+        # half of 512 MiB, a new segment first frees the cached segments unused longest.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.cuda.memory._set_allocator_settings("garbage_collection_threshold:0.5")
+        torch.cuda.set_per_process_memory_fraction(0.5, 0)
+        torch.cuda.empty_cache()
+        held = [ns["allocate"](100 * MIB) for _ in range(3)]
+        for q in held:
+            ns["deallocate"](q)
+        ns["deallocate"](ns["allocate"](100 * MIB))  # one cached segment used again
+        frees = torch.cuda.memory_stats(0)["num_device_free"]
+        big = ns["allocate"](200 * MIB)
+        s = torch.cuda.memory_stats(0)
+        r["gc"] = [s["num_device_free"] - frees, s["reserved_bytes.all.current"]]
+        ns["deallocate"](big)
         return r
     if kind == "golden":
         # The calls of tests/gpu/probes/native_allocator_goldens.py, as PyTorch's allocator sees
@@ -299,7 +316,7 @@ def child(arm):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for text in ("max_split_size_mb:256", "max_split_size_mb:10", "garbage_collection_threshold:0.8",
-                         "garbage_collection_threshold:0.8,max_split_size_mb:40"):
+                         "garbage_collection_threshold:0.8,max_split_size_mb:40,release_lock_on_cudamalloc:True"):
                 try:
                     mem._set_allocator_settings(text)
                     outcome = "ok"
@@ -390,7 +407,7 @@ class AllocatorModeApis(harness.ChildTestCase):
                "MGTEST_TORCH_BINDING_DIR": BINDING_DIR}
         cls.runs = {
             "apis": harness.run_child(__file__, {"kind": "apis"}, env=dict(env, FAKE_CUDA_CAPACITY=str(1024 * MIB))),
-            "early": harness.run_child(__file__, {"kind": "early"}, env=env),
+            "early": harness.run_child(__file__, {"kind": "early"}, env=dict(env, FAKE_CUDA_CAPACITY=str(1024 * MIB))),
             "golden": harness.run_child(__file__, {"kind": "golden"}, env=env),
             "oom": harness.run_child(__file__, {"kind": "oom"}, env=dict(env, FAKE_CUDA_CAPACITY=str(100 * MIB))),
         }
@@ -485,17 +502,20 @@ class AllocatorModeApis(harness.ChildTestCase):
             ["max_split_size_mb:256", "ok", 256 * MIB],
             ["max_split_size_mb:10", "ValueError", 256 * MIB],  # PyTorch refuses it; nothing changes
             ["garbage_collection_threshold:0.8", "ok", -1],     # PyTorch resets max_split_size
-            ["garbage_collection_threshold:0.8,max_split_size_mb:40", "ok", 40 * MIB],
+            ["garbage_collection_threshold:0.8,max_split_size_mb:40,release_lock_on_cudamalloc:True", "ok", 40 * MIB],
         ])
         self.assertEqual(r["oversize"], [1, 1])
+        # The one setting memguard's allocator does not apply is named, once.
         named = [line for line in run.stderr.splitlines() if "_set_allocator_settings" in line]
         self.assertEqual(len(named), 1, run.describe())
-        self.assertIn("garbage_collection_threshold:0.8: not used", named[0])
+        self.assertIn("release_lock_on_cudamalloc:True: not used", named[0])
 
     def test_settings_before_cuda_starts(self):
         r = self.result("early")
         self.assertEqual(r["max_split_size"], 100 * MIB)
         self.assertEqual(r["oversize"], 1)
+        # The two segments never used again were freed before the new one; the reused one stays.
+        self.assertEqual(r["gc"], [2, 300 * MIB])
 
     def test_oom_observers_message_and_counts(self):
         r = self.result("oom")

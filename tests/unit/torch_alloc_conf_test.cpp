@@ -13,17 +13,19 @@ TEST(TorchAllocConf, UnsetMeansPyTorchsDefaults) {
 }
 
 TEST(TorchAllocConf, AppliesTheSettingsTheAllocatorHas) {
-    auto c = parse_torch_alloc_conf("max_split_size_mb:128, roundup_power2_divisions:4,max_non_split_rounding_mb:64");
+    auto c = parse_torch_alloc_conf("max_split_size_mb:128, roundup_power2_divisions:4,max_non_split_rounding_mb:64,"
+                                    "garbage_collection_threshold:0.6");
     EXPECT_EQ(c.max_split_size, size_t{128} << 20);
     EXPECT_EQ(c.roundup_power2_divisions, 4u);
     EXPECT_EQ(c.max_non_split_rounding, size_t{64} << 20);
+    EXPECT_EQ(c.garbage_collection_threshold, 0.6);
     EXPECT_TRUE(c.notes.empty());
 }
 
 TEST(TorchAllocConf, SaysWhatItDoesNotApply) {
     auto c = parse_torch_alloc_conf(
         "expandable_segments:true,max_split_size_mb:10,roundup_power2_divisions:[256:8,>:4],"
-        "garbage_collection_threshold:0.6,backend:cudaMallocAsync");
+        "garbage_collection_threshold:1.0,backend:cudaMallocAsync");
     EXPECT_EQ(c.max_split_size, static_cast<size_t>(-1));
     EXPECT_EQ(c.roundup_power2_divisions, 0u);
     EXPECT_FALSE(c.expandable_segments.has_value());
@@ -32,7 +34,12 @@ TEST(TorchAllocConf, SaysWhatItDoesNotApply) {
     EXPECT_NE(c.notes[1].find("max_split_size_mb:10: expected a number of MB above 20"), std::string::npos)
         << c.notes[1];
     EXPECT_NE(c.notes[2].find("one power of two"), std::string::npos) << c.notes[2];
-    EXPECT_NE(c.notes[3].find("garbage_collection_threshold:0.6: not used"), std::string::npos) << c.notes[3];
+    EXPECT_NE(c.notes[3].find("garbage_collection_threshold:1.0: expected a number between 0.0 and 1.0"),
+              std::string::npos)
+        << c.notes[3];
+    EXPECT_EQ(c.garbage_collection_threshold, 0.0);
+    EXPECT_EQ(parse_torch_alloc_conf("garbage_collection_threshold:0").notes.size(), 1u);
+    EXPECT_EQ(parse_torch_alloc_conf("garbage_collection_threshold:0.5x").notes.size(), 1u);
     EXPECT_NE(c.notes[4].find("MEMGUARD_ALLOCATOR=native to use cudaMallocAsync"), std::string::npos) << c.notes[4];
 }
 
@@ -57,8 +64,8 @@ TEST(TorchAllocConf, NotesShowTheItemOnOneLine) {
 }
 
 // torch.cuda.memory._set_allocator_settings reads a text over the settings in effect as PyTorch's
-// parseArgs does: max_split_size_mb and roundup_power2_divisions return to their defaults unless
-// the text names them; max_non_split_rounding_mb keeps its value unless it does.
+// parseArgs does: max_split_size_mb, roundup_power2_divisions and garbage_collection_threshold
+// return to their defaults unless the text names them; max_non_split_rounding_mb keeps its value unless it does.
 TEST(TorchAllocConf, LaterTextsOverTheSettingsInEffect) {
     using memguard::allocmode::core_settings;
     memguard::alloc::AllocatorConfig c = core_settings(
@@ -70,6 +77,8 @@ TEST(TorchAllocConf, LaterTextsOverTheSettingsInEffect) {
     EXPECT_EQ(c.max_split_size, SIZE_MAX);
     EXPECT_EQ(c.roundup_power2_divisions, 0u);
     EXPECT_EQ(c.max_non_split_rounding_size, size_t{64} << 20);
+    EXPECT_EQ(c.garbage_collection_threshold, 0.8);
     c = core_settings(parse_torch_alloc_conf("max_non_split_rounding_mb:30"), c);
     EXPECT_EQ(c.max_non_split_rounding_size, size_t{30} << 20);
+    EXPECT_EQ(c.garbage_collection_threshold, 0.0);
 }

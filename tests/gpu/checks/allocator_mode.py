@@ -249,12 +249,12 @@ def alloc_mode_memory_api(ctx):
                                                                  "after_delete_delta": 0})
     # Settings: the same answers (PyTorch's own parser runs first in both); memguard's
     # max_split_size statistic follows the setting (PyTorch's keeps its start-up value).
-    answers_n = [(t, a.split(":")[0]) for t, a, _ in nat["settings"]]
-    answers_m = [(t, a.split(":")[0]) for t, a, _ in mg["settings"]]
+    answers_n = [(t, a.split(":")[0]) for t, a, *_ in nat["settings"]]
+    answers_m = [(t, a.split(":")[0]) for t, a, *_ in mg["settings"]]
     row("_set_allocator_settings answers", short(answers_n, 80), short(answers_m, 80), answers_n == answers_m)
-    mg_split = {t: v for t, _, v in mg["settings"]}
-    row("_set_allocator_settings applied (memguard's max_split_size)", short([v for _, _, v in nat["settings"]]),
-        short([v for _, _, v in mg["settings"]]), mg_split.get("max_split_size_mb:256") == 256 * 1024 * 1024
+    mg_split = {t: v for t, _, v, *_ in mg["settings"]}
+    row("_set_allocator_settings applied (memguard's max_split_size)", short([v for _, _, v, *_ in nat["settings"]]),
+        short([v for _, _, v, *_ in mg["settings"]]), mg_split.get("max_split_size_mb:256") == 256 * 1024 * 1024
         and mg_split.get("garbage_collection_threshold:0.8") == -1)
     on, om = nat["oom"], mg["oom"]
     row("OutOfMemoryError type", on.get("is_torch_oom"), om.get("is_torch_oom"),
