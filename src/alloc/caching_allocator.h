@@ -215,6 +215,10 @@ public:
     std::vector<BlockInfo> snapshot(int device) const;
     /// Memory history on every device (alloc/history.h, history.cpp); takes each device's lock.
     void set_history(const HistoryConfig& config);
+    /// The user metadata `device`'s later trace entries carry (torch.cuda.memory's
+    /// _set_memory_metadata / _get_memory_metadata); "" for none or an unknown device.
+    void set_user_metadata(int device, std::string text);
+    std::string user_metadata(int device) const;
     /// `device`'s segments (only private pool `pool`'s unless it is {0,0}) and, with
     /// `include_trace`, its trace, copied under its lock; records a Snapshot entry first. Empty
     /// for an unknown device.

@@ -225,6 +225,8 @@ public:
     std::vector<BlockInfo> snapshot() const;
     // The memory history (history.cpp).
     void set_history(const HistoryConfig& config);
+    void set_user_metadata(std::string text);
+    std::string user_metadata() const;
     DeviceSnapshot take_snapshot(MempoolId pool, bool include_trace);
     std::string check_invariants() const;
     void lock() { mu_.lock(); }

@@ -40,6 +40,18 @@ bool trace_action_from_name(std::string_view name, TraceAction* out) noexcept {
 // ---------------------------------------------------------------------------------------------
 // The ring
 
+void TraceRing::set_user_metadata(std::string text) {
+    if (text.empty()) {
+        metadata_.reset();
+        return;
+    }
+    try {
+        metadata_ = std::make_shared<const std::string>(std::move(text));
+    } catch (...) {
+        metadata_.reset();  // out of host memory: entries carry none
+    }
+}
+
 void TraceRing::configure(const HistoryConfig& c) {
     enabled_ = c.enabled;
     context_ = c.enabled ? c.context : ContextLevel::Never;
@@ -71,6 +83,7 @@ void TraceRing::push(TraceAction a, uint64_t addr, uint64_t size, Stream stream,
     e.time_us = epoch_us();
     e.site = has_context ? site : 0;
     e.pool = pool;
+    e.user_metadata = metadata_;
     if (ring_.size() < max_) {
         try {
             ring_.push_back(e);
@@ -102,6 +115,16 @@ std::vector<TraceEntry> TraceRing::entries() const {
 void DeviceCachingAllocator::set_history(const HistoryConfig& config) {
     std::lock_guard<FutexLock> lock(mu_);
     trace_.configure(config);
+}
+
+void DeviceCachingAllocator::set_user_metadata(std::string text) {
+    std::lock_guard<FutexLock> lock(mu_);
+    trace_.set_user_metadata(std::move(text));
+}
+
+std::string DeviceCachingAllocator::user_metadata() const {
+    std::lock_guard<FutexLock> lock(mu_);
+    return trace_.user_metadata();
 }
 
 DeviceSnapshot DeviceCachingAllocator::take_snapshot(MempoolId pool, bool include_trace) {
@@ -168,6 +191,14 @@ DeviceSnapshot DeviceCachingAllocator::take_snapshot(MempoolId pool, bool includ
 
 void CachingAllocator::set_history(const HistoryConfig& config) {
     for (auto& d : devices_) d->set_history(config);
+}
+
+void CachingAllocator::set_user_metadata(int device, std::string text) {
+    if (device >= 0 && device < device_count()) devices_[device]->set_user_metadata(std::move(text));
+}
+
+std::string CachingAllocator::user_metadata(int device) const {
+    return device >= 0 && device < device_count() ? devices_[device]->user_metadata() : std::string();
 }
 
 DeviceSnapshot CachingAllocator::take_snapshot(int device, MempoolId pool, bool include_trace) {

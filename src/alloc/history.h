@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -52,6 +54,8 @@ struct TraceEntry {
     int64_t time_us = 0;  // microseconds since the Unix epoch
     SiteId site = 0;
     MempoolId pool;
+    /// torch.cuda.memory._set_memory_metadata's text when the entry was recorded (null: none).
+    std::shared_ptr<const std::string> user_metadata;
 };
 
 /// The ring of one device. Not thread-safe: its device's lock guards it.
@@ -68,6 +72,10 @@ public:
     /// The entries, oldest first.
     std::vector<TraceEntry> entries() const;
     size_t size() const noexcept { return ring_.size(); }
+    /// The text later entries carry as their user metadata ("" for none), as PyTorch's
+    /// setUserMetadata: kept whether or not history records.
+    void set_user_metadata(std::string text);
+    std::string user_metadata() const { return metadata_ ? *metadata_ : std::string(); }
 
 private:
     void push(TraceAction a, uint64_t addr, uint64_t size, Stream stream, SiteId site, bool has_context,
@@ -79,6 +87,7 @@ private:
     uint32_t skip_ = 0;
     bool enabled_ = false;
     ContextLevel context_ = ContextLevel::Never;
+    std::shared_ptr<const std::string> metadata_;  // null: none
 };
 
 /// A block of a segment, as _snapshot() lists it.

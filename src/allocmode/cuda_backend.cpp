@@ -71,6 +71,16 @@ int cleared(cudaError_t err) noexcept {
     return err;
 }
 
+}  // namespace
+
+int current_device() noexcept {
+    auto get = real(r_get_device);
+    int device = 0;
+    return get && get(&device) == cudaSuccess ? device : 0;
+}
+
+namespace {
+
 /// Makes `device` current for the scope when it is not (cudaMalloc, cudaMemGetInfo and event
 /// creation act on the current device). Reads and sets thread state only: capture-safe.
 class DeviceGuard {

@@ -36,6 +36,9 @@ private:
     SegmentContext saved_;
 };
 
+/// The calling thread's current device (the real cudaGetDevice); 0 when it cannot say.
+int current_device() noexcept;
+
 class CudaBackend final : public alloc::DeviceBackend {
 public:
     /// `recorder`: where the segments' A/F records go, and whose capture view says whether any

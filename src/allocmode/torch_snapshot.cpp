@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "alloc/history.h"
+#include "allocmode/cuda_backend.h"
 #include "allocmode/torch_alloc_conf.h"
 #include "allocmode/tracking_allocator.h"
 #include "common/errno_keeper.h"
@@ -45,6 +46,7 @@ bool put(PyObject* d, const char* key, PyObject* value) {
 PyObject* py_int(long long v) { return capi()->PyLong_FromLongLong(v); }
 PyObject* py_uint(unsigned long long v) { return capi()->PyLong_FromUnsignedLongLong(v); }
 PyObject* py_str(const char* s) { return capi()->PyUnicode_FromString(s); }
+PyObject* py_str(const std::string& s) { return py_str(s.c_str()); }
 PyObject* py_bool(bool b) { return capi()->PyBool_FromLong(b ? 1 : 0); }
 bool append(PyObject* list, PyObject* value) {
     if (!value) return false;
@@ -231,7 +233,8 @@ PyObject* trace_dict(const alloc::TraceEntry& e, Frames& frames) {
     bool ok = put(o, "action", py_str(alloc::trace_action_name(e.action))) &&
               put(o, oom ? "device_free" : "addr", py_uint(e.addr)) && put(o, "size", py_uint(e.size)) &&
               put(o, "stream", py_int(static_cast<long long>(e.stream))) && put(o, "time_us", py_int(e.time_us)) &&
-              put(o, "compile_context", py_str("N/A")) && put(o, "user_metadata", py_str(""));
+              put(o, "compile_context", py_str("N/A")) &&
+              put(o, "user_metadata", py_str(e.user_metadata ? *e.user_metadata : std::string()));
     // PyTorch gives frames only to the entries whose stacks it kept.
     if (ok && e.has_context) ok = put(o, "frames", frames.list(true, e.site));
     return ok ? d.release() : nullptr;
@@ -469,6 +472,27 @@ PyObject* history_enabled(PyObject*, PyObject*) { return py_bool(g_history_on.lo
 PyMethodDef g_enabled_def{"_cuda_isHistoryEnabled", history_enabled, METH_NOARGS,
                           "memguard (MEMGUARD_ALLOCATOR=memguard): whether the memory history records"};
 
+/// torch._C._cuda_setMemoryMetadata(text) (torch.cuda.memory._set_memory_metadata): the text the
+/// current device's later trace entries carry as their user_metadata; "" clears it.
+PyObject* set_metadata(PyObject*, PyObject* text) {
+    const char* s = capi()->PyUnicode_AsUTF8(text);
+    if (!s) return nullptr;  // not a str: Python's TypeError
+    alloc::CachingAllocator* al = allocator(*g_rec);
+    if (!al) return raise("memory metadata: no CUDA device (memguard's allocator has none to record)");
+    al->set_user_metadata(current_device(), s);
+    return new_none();
+}
+PyMethodDef g_set_metadata_def{"_cuda_setMemoryMetadata", set_metadata, METH_O,
+                               "memguard (MEMGUARD_ALLOCATOR=memguard): sets the memory history's user metadata"};
+
+/// torch._C._cuda_getMemoryMetadata() (torch.cuda.memory._get_memory_metadata).
+PyObject* get_metadata(PyObject*, PyObject*) {
+    alloc::CachingAllocator* al = allocator(*g_rec);
+    return py_str(al ? al->user_metadata(current_device()) : std::string());
+}
+PyMethodDef g_get_metadata_def{"_cuda_getMemoryMetadata", get_metadata, METH_NOARGS,
+                               "memguard (MEMGUARD_ALLOCATOR=memguard): the memory history's user metadata"};
+
 }  // namespace
 
 alloc::SiteId history_free_site_slow(track::Recorder& rec) {
@@ -490,7 +514,8 @@ void install_snapshot_functions(PyObject* torch_c, track::Recorder& rec) {
                     "torch.cuda.memory._snapshot and _record_memory_history stay unsupported");
         return;
     }
-    for (PyMethodDef* def : {&g_snapshot_def, &g_record_def, &g_record_legacy_def, &g_enabled_def}) {
+    for (PyMethodDef* def : {&g_snapshot_def, &g_record_def, &g_record_legacy_def, &g_enabled_def, &g_set_metadata_def,
+                             &g_get_metadata_def}) {
         Ref original(a->PyObject_GetAttrString(torch_c, def->ml_name));
         if (!original) {  // not in this PyTorch
             a->PyErr_Clear();

@@ -23,6 +23,7 @@ struct PyMethodDef {  // stable ABI layout
 constexpr int METH_VARARGS = 0x1;
 constexpr int METH_KEYWORDS = 0x2;
 constexpr int METH_NOARGS = 0x4;
+constexpr int METH_O = 0x8;
 
 using Py_tracefunc = int (*)(PyObject* obj, PyFrameObject* frame, int what, PyObject* arg);
 constexpr int PyTrace_CALL = 0;

@@ -159,6 +159,27 @@ TEST_F(HistoryTest, RingKeepsTheNewestMaxEntries) {
     for (void* p : ps) alloc.free(p);
 }
 
+// torch.cuda.memory._set_memory_metadata: the entries recorded while a text is set carry it;
+// the text is kept per device whether or not history records, and "" clears it.
+TEST_F(HistoryTest, UserMetadataTagsTheEntriesRecordedWhileSet) {
+    alloc.set_user_metadata(0, "before history");
+    EXPECT_EQ(alloc.user_metadata(0), "before history");
+    record(ContextLevel::All);
+    void* p = get(1000, 1);
+    alloc.set_user_metadata(0, "step 3");
+    alloc.free(p);
+    alloc.set_user_metadata(0, "");
+    EXPECT_EQ(alloc.user_metadata(0), "");
+    EXPECT_EQ(alloc.user_metadata(7), "");  // no such device
+    alloc.set_user_metadata(7, "ignored");
+    DeviceSnapshot s = alloc.take_snapshot(0);
+    std::vector<std::string> tags;
+    for (const TraceEntry& e : s.trace) tags.push_back(e.user_metadata ? *e.user_metadata : "");
+    EXPECT_EQ(actions(s),
+              (std::vector<std::string>{"segment_alloc", "alloc", "free_requested", "free_completed", "snapshot"}));
+    EXPECT_EQ(tags, (std::vector<std::string>{"before history", "before history", "step 3", "step 3", ""}));
+}
+
 TEST_F(HistoryTest, SkippedActionsAndClear) {
     record(ContextLevel::All, 100, 1u << static_cast<unsigned>(TraceAction::FreeRequested));
     alloc.free(get(1000, 1));

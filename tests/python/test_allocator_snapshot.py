@@ -31,6 +31,12 @@ def _cuda_record_memory_history_legacy(*args, **kwargs):
 
 def _cuda_isHistoryEnabled():
     raise RuntimeError("CUDAPluggableAllocator does not yet support isHistoryEnabled")
+
+def _cuda_setMemoryMetadata(metadata):
+    pass  # the pluggable allocator's default: nothing kept
+
+def _cuda_getMemoryMetadata():
+    return ""
 '''
 
 # torch/cuda/memory.py's history functions, as 2.11 writes them.
@@ -61,6 +67,12 @@ def _record_memory_history_impl(enabled="all", context="all", stacks="all", max_
     torch._C._cuda_record_memory_history(
         enabled, context, stacks, max_entries, clear_history, compile_context, global_record_annotations,
         skip_actions if skip_actions is not None else [])
+
+def _set_memory_metadata(metadata):
+    torch._C._cuda_setMemoryMetadata(metadata)
+
+def _get_memory_metadata():
+    return torch._C._cuda_getMemoryMetadata()
 
 def _dump_snapshot(filename="dump_snapshot.pickle", augment_with_fx_traces=False):
     s = _snapshot()
@@ -128,7 +140,7 @@ def child(arm):
     c = torch._C
     result = {"replaced": {n: "memguard" in (getattr(c, n).__doc__ or "") for n in (
         "_cuda_memorySnapshot", "_cuda_record_memory_history", "_cuda_record_memory_history_legacy",
-        "_cuda_isHistoryEnabled")}}
+        "_cuda_isHistoryEnabled", "_cuda_setMemoryMetadata", "_cuda_getMemoryMetadata")}}
 
     def alloc_tensor(n):
         return lib.memguard_alloc(n, 0, None)  # the allocating line
@@ -142,8 +154,17 @@ def child(arm):
     mem._record_memory_history(max_entries=100000)
     result["enabled_after"] = c._cuda_isHistoryEnabled()
     p = alloc_tensor(1000)
+    mem._set_memory_metadata("step 7")  # the entries from here on carry it
+    result["metadata"] = mem._get_memory_metadata()
     q = alloc_tensor(3 * MIB)
+    mem._set_memory_metadata("")
+    result["metadata_cleared"] = mem._get_memory_metadata()
     free_tensor(q, 3 * MIB)
+    try:
+        c._cuda_setMemoryMetadata(7)
+        result["metadata_bad"] = "no error"
+    except TypeError:
+        result["metadata_bad"] = "TypeError"
     dump = os.path.join(os.getcwd(), "dump.pickle")
     mem._dump_snapshot(dump)
     result["dump"] = dump
@@ -151,6 +172,7 @@ def child(arm):
         snap = pickle.load(f)
     result["schema"] = schema(snap)
     result["actions"] = [e["action"] for e in snap["device_traces"][0]]
+    result["user_metadata"] = [e["user_metadata"] for e in snap["device_traces"][0]]
     result["entries"] = [{k: v for k, v in e.items() if k in ("action", "addr", "size")} for e in snap["device_traces"][0]]
     # Python frames (a .py file) and native ones (stacks='all': before them, innermost first).
     result["frames"] = {e["action"] + ":" + str(e["addr"]): [f["name"] for f in e.get("frames", [])
@@ -227,6 +249,16 @@ class AllocatorSnapshot(harness.ChildTestCase):
         for kind in ("snapshot", "segment", "block", "frame", "allocator_settings", "trace:with_frames",
                      "trace:without_frames"):
             self.assertEqual(mine.get(kind), native.get(kind), kind)
+
+    def test_user_metadata_is_carried_by_later_entries(self):
+        # torch.cuda.memory._set_memory_metadata: the entries recorded while it is set carry it
+        # (the 3 MiB allocation and its segment), as PyTorch's; "" clears it.
+        self.assertEqual(self.r["metadata"], "step 7")
+        self.assertEqual(self.r["metadata_cleared"], "")
+        self.assertEqual(self.r["metadata_bad"], "TypeError")
+        self.assertEqual(list(zip(self.r["actions"], self.r["user_metadata"])), [
+            ("alloc", ""), ("segment_alloc", "step 7"), ("alloc", "step 7"), ("free_requested", ""),
+            ("free_completed", ""), ("snapshot", "")])
 
     def test_plain_snapshot_without_history(self):
         plain = self.r["plain"]
