@@ -256,6 +256,8 @@ def alloc_mode_memory_api(ctx):
     row("_set_allocator_settings applied (memguard's max_split_size)", short([v for _, _, v, *_ in nat["settings"]]),
         short([v for _, _, v, *_ in mg["settings"]]), mg_split.get("max_split_size_mb:256") == 256 * 1024 * 1024
         and mg_split.get("garbage_collection_threshold:0.8") == -1)
+    row("garbage_collection_threshold: segments freed, large pool MiB after", nat.get("gc_threshold"),
+        mg.get("gc_threshold"), mg.get("gc_threshold") is not None and mg.get("gc_threshold") == nat.get("gc_threshold"))
     on, om = nat["oom"], mg["oom"]
     row("OutOfMemoryError type", on.get("is_torch_oom"), om.get("is_torch_oom"),
         om.get("is_torch_oom") is True and om.get("fraction_is_torch_oom") is True)
@@ -337,6 +339,10 @@ def _snapshot_pair(ctx, conf):
           f"{nat['live_blocks_on_line']}")
     print("memguard frames of one alloc entry:", mg["sample_frames"])
     print("native   frames of one alloc entry:", nat["sample_frames"])
+    print(f"user_metadata of the alloc entries: memguard {mg['alloc_metadata']} native {nat['alloc_metadata']}; "
+          f"read back memguard {mg.get('metadata_read_back')!r} native {nat.get('metadata_read_back')!r}")
+    assert mg["alloc_metadata"] == nat["alloc_metadata"]
+    assert mg.get("metadata_read_back") == nat.get("metadata_read_back")
     assert mg["alloc_entries_on_line"] == mg["alloc_entries"] == mg["history_allocations"]
     assert mg["live_blocks_on_line"] == mg["history_allocations"]
     print(f"_memory_viz html (bytes, is html): trace_plot memguard {mg['trace_plot_html']} native "

@@ -79,7 +79,14 @@ def main():
 
     torch.cuda.memory._record_memory_history(max_entries=10000)
     # 5 MiB fits the 3 MiB block's 20 MiB segment; 30 MiB needs a segment of its own (segment_alloc).
+    # The entries recorded meanwhile carry _set_memory_metadata's text (where this PyTorch has it).
+    set_md = getattr(torch.cuda.memory, "_set_memory_metadata", None)
+    if set_md:
+        set_md("mg-metadata")
     more = [allocate_here(n) for n in (5 * MIB, 30 * MIB, 700)]
+    if set_md:
+        result["metadata_read_back"] = torch.cuda.memory._get_memory_metadata()
+        set_md("")
     result["history_allocations"] = len(more)
     del kept[1]  # a 3 MiB block: free_requested / free_completed
     dump = os.path.splitext(os.path.abspath(out_path))[0] + ".pickle"
@@ -92,6 +99,7 @@ def main():
     allocs = [e for t in snap["device_traces"] for e in t if e["action"] == "alloc"]
     result["alloc_entries_on_line"] = sum(1 for e in allocs if on_line(e.get("frames", [])))
     result["alloc_entries"] = len(allocs)
+    result["alloc_metadata"] = [e.get("user_metadata") for e in allocs]
     live = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
     result["live_blocks_on_line"] = sum(1 for b in live if on_line(b["frames"]))
     sample = next((e for e in allocs if on_line(e.get("frames", []))), None)

@@ -8,7 +8,8 @@ Writes JSON: the statistics after known allocations (the whole memory_stats dict
 dict's keys, memory_summary's text), after each reset, the memory_allocated / reserved family,
 get/set_per_process_memory_fraction, caching_allocator_alloc/delete, _set_allocator_settings
 answers, two OOMs (a hopeless request, and one over a memory fraction) with the observer's
-arguments and the messages, and the API's answers that raised (name -> error).
+arguments and the messages, garbage_collection_threshold's frees, and the API's answers that
+raised (name -> error).
 """
 import json
 import sys
@@ -125,6 +126,31 @@ def main():
     oom["num_ooms"] = torch.cuda.memory_stats(dev).get("num_ooms")
     oom["total_memory"] = torch.cuda.get_device_properties(dev).total_memory
     r["oom"] = oom
+
+    # garbage_collection_threshold with a memory fraction of 2 GiB: past half of it, a new segment
+    # first frees the cached segments unused longest (two of three 400 MiB ones; one was reused).
+    def gc_sequence():
+        torch.cuda.empty_cache()
+        total = torch.cuda.get_device_properties(dev).total_memory
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.cuda.memory._set_allocator_settings("garbage_collection_threshold:0.5")
+        torch.cuda.set_per_process_memory_fraction((2 << 30) / total, dev)
+        held = [torch.empty(400 * MIB, dtype=torch.uint8, device=dev) for _ in range(3)]
+        del held
+        reused = torch.empty(400 * MIB, dtype=torch.uint8, device=dev)
+        del reused
+        frees = torch.cuda.memory_stats(dev)["num_device_free"]
+        big = torch.empty(800 * MIB, dtype=torch.uint8, device=dev)
+        s = torch.cuda.memory_stats(dev)
+        got = [s["num_device_free"] - frees, s["reserved_bytes.large_pool.current"] // MIB]
+        del big
+        torch.cuda.set_per_process_memory_fraction(1.0, dev)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.cuda.memory._set_allocator_settings("")
+        return got
+    r["gc_threshold"] = attempt("garbage_collection_threshold", gc_sequence)
     r["summary_end"] = attempt("memory_summary", lambda: torch.cuda.memory_summary(dev))
     r["still_works"] = float(torch.ones(1024, device=dev).sum().item())
     with open(out, "w") as f:
