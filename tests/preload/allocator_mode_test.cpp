@@ -281,13 +281,15 @@ TEST_F(AllocatorMode, UnknownPointerIsIgnoredWithOneWarning) {
 
 TEST_F(AllocatorMode, PyTorchAllocConfSettingsItCannotApplyAreNamedOnce) {
     Env e = env();
-    e["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:true,max_split_size_mb:512,garbage_collection_threshold:0.5";
+    e["PYTORCH_CUDA_ALLOC_CONF"] =
+        "expandable_segments:true,max_split_size_mb:512,garbage_collection_threshold:0.5,"
+        "release_lock_on_cudamalloc:True";
     ChildResult result = run("pluggable_alloc", {"basic"}, e);
     ASSERT_EQ(result.exit_code, 0) << describe(result);
     auto lines = lines_containing(result.err, "PYTORCH_CUDA_ALLOC_CONF");
     ASSERT_EQ(lines.size(), 2u) << result.err;
     EXPECT_NE(lines[0].find("expandable_segments:true: expected True or False"), std::string::npos) << lines[0];
-    EXPECT_NE(lines[1].find("garbage_collection_threshold:0.5: not used"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find("release_lock_on_cudamalloc:True: not used"), std::string::npos) << lines[1];
     EXPECT_EQ(raw_records(report_for(result.pid), "T").size(), 3u);
 }
 
