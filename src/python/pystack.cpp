@@ -89,6 +89,7 @@ struct ContentKeyHash {
 /// invalidates every entry made under the old one.
 struct CodeSnapshot {
     uint64_t generation = 0;
+    mutable uint64_t checked_in = 0;  // the lookup (Tables::lookups) that last found it unchanged
     int firstlineno = 0;
     std::string name, filename, linetable;
     bool matches(const CodeView& v) const {
@@ -141,6 +142,7 @@ struct Tables {
     std::unordered_map<RawKey, CachedFrame, RawKeyHash> by_lasti;
     std::unordered_map<std::vector<RawKey>, CachedStack, RawStackHash> raw_stacks;
     std::vector<RawKey> scratch;  // the stack being looked up, kept to save an allocation per call
+    uint64_t lookups = 0;         // stack lookups so far: each checks a code object once
 
     void drop_caches() {
         raw_stacks.clear();
@@ -262,19 +264,14 @@ uint32_t intern_stack(Tables& t, std::vector<uint32_t> ids, track::Recorder& rec
 /// Whether a cached stack still holds for the live frames it was found for. These are all alive
 /// at once, so frames that share a code address share a code object, and each address needs one
 /// check (a model's stack repeats nn.Module's call wrappers at every level, a recursion its
-/// function): the first kRemembered distinct ones are remembered.
-bool still_valid(const CachedStack& s, const RawFrame* raw, int n) {
-    constexpr int kRemembered = 16;
-    const void* checked[kRemembered];
-    int k = 0;
+/// function): a snapshot found unchanged is stamped with this lookup's number.
+bool still_valid(const CachedStack& s, const RawFrame* raw, int n, uint64_t lookup) {
     for (int i = 0; i < n; ++i) {
         const CachedFrame& f = s.frames[static_cast<size_t>(i)];
         if (f.code->generation != f.generation) return false;
-        bool seen = false;
-        for (int j = 0; j < k && !seen; ++j) seen = checked[j] == raw[i].code;
-        if (seen) continue;
+        if (f.code->checked_in == lookup) continue;
         if (!f.code->matches(code_view(raw[i].code))) return false;
-        if (k < kRemembered) checked[k++] = raw[i].code;
+        f.code->checked_in = lookup;
     }
     return true;
 }
@@ -289,7 +286,7 @@ uint32_t stack_without_gil(Tables& t, const RawFrame* raw, int n, track::Recorde
     t.scratch.resize(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) t.scratch[static_cast<size_t>(i)] = RawKey{raw[i].code, raw[i].lasti};
     auto hit = t.raw_stacks.find(t.scratch);
-    if (hit != t.raw_stacks.end() && still_valid(hit->second, raw, n)) return hit->second.id;
+    if (hit != t.raw_stacks.end() && still_valid(hit->second, raw, n, ++t.lookups)) return hit->second.id;
     CachedStack entry;
     entry.frames.reserve(static_cast<size_t>(n));
     std::vector<uint32_t> ids;
