@@ -24,10 +24,19 @@ namespace memguard::report {
 
 namespace rec = format::rec;
 
-/// Turns the lines of one report into a Report. Line 1 is the header; records follow.
+class EventObserver;
+
+/// Turns the lines of one report into a Report. Line 1 is the header; records follow. With an
+/// observer it streams (report/stream.h): blocks and tensors are kept in slots while live, and each
+/// event goes to the observer instead of Report::events.
 class Parser {
 public:
-    explicit Parser(const std::string& name) { report_.path = name; }
+    explicit Parser(const std::string& name, EventObserver* observer = nullptr) : observer_(observer) {
+        report_.path = name;
+        report_.streamed = observer != nullptr;
+    }
+    /// False once a streaming observer asked to stop: the reader reads no further line.
+    bool wants_more() const { return !stopped_; }
 
     void line(std::string_view text, size_t line_no);
     /// The input ends inside line `line_no` (no '\n'): a cut header refuses the file; a cut record
@@ -115,9 +124,27 @@ private:
     std::optional<size_t> live_exec(uint64_t exec, const char* record);
     void remove_mapping(std::map<uint64_t, size_t>::iterator it, int64_t t);
     void add_event(Event::Type type, size_t block, int64_t t);
+    /// Events so far (Report::events.size() when not streaming): the positions of phases, steps, ...
+    size_t event_count() const { return events_; }
+    /// Streaming: a slot of Report::blocks (tensors) for a new live item, and its release once its
+    /// free was told.
+    size_t take_block_slot();
+    size_t take_tensor_slot();
+    void release_block_slot(size_t slot) { free_block_slots_.push_back(slot); }
+    void release_tensor_slot(size_t slot) { free_tensor_slots_.push_back(slot); }
+    /// Streaming, at the end: the slots compacted to the live items, in order of their records.
+    void compact_slots();
+    void note_python_stack(uint32_t python_stack_id);
     void warn_frames_outside_modules();
 
     Report report_;
+    EventObserver* observer_ = nullptr;
+    bool stopped_ = false;
+    size_t events_ = 0;
+    size_t blocks_read_ = 0;  // A records applied
+    std::vector<size_t> free_block_slots_, free_tensor_slots_;
+    std::unordered_map<uint64_t, Block> freed_blocks_;  // streaming: addr -> block most recently freed there
+    std::unordered_set<uint32_t> python_stacks_used_;   // streaming: by blocks and tensors
     Warnings warnings_;
     std::vector<std::string_view> f_;
     format::Decoder decoder_;

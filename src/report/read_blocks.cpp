@@ -22,7 +22,8 @@ void Parser::apply(const rec::Alloc& r) {
     check_stack_ref(b.stack_id, "A");
     check_capture_ref(b.capture_id, "A");
     check_python_stack_ref(b.python_stack_id, "A");
-    size_t index = report_.blocks.size();
+    b.order = blocks_read_++;
+    if (report_.streamed) note_python_stack(b.python_stack_id);
     auto old = live_.find(b.addr);
     if (old != live_.end()) {
         warn("double-alloc", "allocation at " + hex(b.addr) +
@@ -32,11 +33,20 @@ void Parser::apply(const rec::Alloc& r) {
         prev.t_free = b.t_alloc;
         prev.free_api = "(implicit)";
         add_event(Event::Free, old->second, b.t_alloc);
+        if (report_.streamed) release_block_slot(old->second);
     }
-    live_[b.addr] = index;
-    freed_.erase(b.addr);
-    report_.blocks.push_back(std::move(b));
-    add_event(Event::Alloc, index, report_.blocks.back().t_alloc);
+    size_t index = 0;
+    if (report_.streamed) {
+        freed_blocks_.erase(b.addr);
+        index = take_block_slot();
+        report_.blocks[index] = std::move(b);
+    } else {
+        freed_.erase(b.addr);
+        index = report_.blocks.size();
+        report_.blocks.push_back(std::move(b));
+    }
+    live_[report_.blocks[index].addr] = index;
+    add_event(Event::Alloc, index, report_.blocks[index].t_alloc);
 }
 
 void Parser::apply(const rec::Free& r) {
@@ -47,14 +57,38 @@ void Parser::apply(const rec::Free& r) {
     }
     size_t index = it->second;
     live_.erase(it);
-    freed_[r.addr] = index;
-    report_.blocks[index].t_free = r.t;
-    report_.blocks[index].free_api = std::string(r.api);
-    report_.blocks[index].free_tid = r.tid;
+    Block& b = report_.blocks[index];
+    b.t_free = r.t;
+    b.free_api = std::string(r.api);
+    b.free_tid = r.tid;
     add_event(Event::Free, index, r.t);
+    if (report_.streamed) {
+        // Kept until the address is allocated again, for an R that revives it.
+        freed_blocks_[r.addr] = std::move(b);
+        release_block_slot(index);
+    } else {
+        freed_[r.addr] = index;
+    }
 }
 
 void Parser::apply(const rec::Restore& r) {
+    if (report_.streamed) {
+        auto it = freed_blocks_.find(r.addr);
+        if (it == freed_blocks_.end() || live_.count(r.addr) != 0) {
+            warn("restore-not-freed", "failed free of " + hex(r.addr) + ", which no earlier free released; ignored");
+            return;
+        }
+        size_t index = take_block_slot();
+        Block& b = report_.blocks[index];
+        b = std::move(it->second);
+        freed_blocks_.erase(it);
+        live_[r.addr] = index;
+        b.t_free.reset();
+        b.free_api.clear();
+        b.free_tid = 0;
+        add_event(Event::Restore, index, r.t);
+        return;
+    }
     auto it = freed_.find(r.addr);
     if (it == freed_.end() || live_.count(r.addr) != 0) {
         warn("restore-not-freed", "failed free of " + hex(r.addr) + ", which no earlier free released; ignored");

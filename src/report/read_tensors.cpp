@@ -27,7 +27,8 @@ void Parser::apply(const rec::TensorAlloc& r) {
     check_stack_ref(x.stack_id, "T");
     check_capture_ref(x.capture_id, "T");
     check_python_stack_ref(x.python_stack_id, "T");
-    size_t index = report_.tensors.size();
+    x.order = report_.tensor_records++;
+    if (report_.streamed) note_python_stack(x.python_stack_id);
     auto old = live_tensors_.find(x.addr);
     if (old != live_tensors_.end()) {
         warn("tensor-double-alloc", "tensor block at " + hex(x.addr) +
@@ -35,10 +36,18 @@ void Parser::apply(const rec::TensorAlloc& r) {
                                         "taken as freed (a t record is missing)");
         report_.tensors[old->second].t_free = x.t_alloc;
         add_event(Event::TensorFree, old->second, x.t_alloc);
+        if (report_.streamed) release_tensor_slot(old->second);
     }
-    live_tensors_[x.addr] = index;
-    report_.tensors.push_back(std::move(x));
-    add_event(Event::TensorAlloc, index, report_.tensors.back().t_alloc);
+    size_t index = 0;
+    if (report_.streamed) {
+        index = take_tensor_slot();
+        report_.tensors[index] = std::move(x);
+    } else {
+        index = report_.tensors.size();
+        report_.tensors.push_back(std::move(x));
+    }
+    live_tensors_[report_.tensors[index].addr] = index;
+    add_event(Event::TensorAlloc, index, report_.tensors[index].t_alloc);
 }
 
 void Parser::apply(const rec::TensorFree& r) {
@@ -53,8 +62,10 @@ void Parser::apply(const rec::TensorFree& r) {
     x.t_free = r.t;
     x.free_tid = r.tid;
     x.freed_in_gc = r.gc;
-    if (r.gc) gc_frees_[r.tid].push_back(index);
+    // A streamed report keeps no freed tensor for its collection (Tensor::collection) to name.
+    if (r.gc && !report_.streamed) gc_frees_[r.tid].push_back(index);
     add_event(Event::TensorFree, index, r.t);
+    if (report_.streamed) release_tensor_slot(index);
 }
 
 void Parser::apply(const rec::TensorOom& r) {
