@@ -18,6 +18,7 @@
 #include "format/decode.h"
 #include "format/records.h"
 #include "report/report.h"
+#include "report/user_frame.h"
 #include "report/warnings.h"
 
 namespace memguard::report {
@@ -34,6 +35,7 @@ public:
     explicit Parser(const std::string& name, EventObserver* observer = nullptr) : observer_(observer) {
         report_.path = name;
         report_.streamed = observer != nullptr;
+        if (report_.streamed) backward_.emplace();
     }
     /// False once a streaming observer asked to stop: the reader reads no further line.
     bool wants_more() const { return !stopped_; }
@@ -134,7 +136,6 @@ private:
     void release_tensor_slot(size_t slot) { free_tensor_slots_.push_back(slot); }
     /// Streaming, at the end: the slots compacted to the live items, in order of their records.
     void compact_slots();
-    void note_python_stack(uint32_t python_stack_id);
     void warn_frames_outside_modules();
 
     Report report_;
@@ -143,15 +144,14 @@ private:
     size_t events_ = 0;
     size_t blocks_read_ = 0;  // A records applied
     std::vector<size_t> free_block_slots_, free_tensor_slots_;
-    std::unordered_map<uint64_t, Block> freed_blocks_;  // streaming: addr -> block most recently freed there
-    std::unordered_set<uint32_t> python_stacks_used_;   // streaming: by blocks and tensors
+    std::optional<BackwardSweep> backward_;  // streaming: backward_sites, as the allocations come
     Warnings warnings_;
     std::vector<std::string_view> f_;
     format::Decoder decoder_;
     size_t line_no_ = 0;
     std::unordered_set<uint32_t> module_ids_;
     std::unordered_map<uint64_t, size_t> live_;   // addr -> block
-    std::unordered_map<uint64_t, size_t> freed_;  // addr -> block most recently freed there
+    std::unordered_map<uint64_t, size_t> freed_;  // addr -> block most recently freed there, until reused
     int64_t max_t_ = 0;
     bool any_t_ = false;
     std::optional<int64_t> heartbeat_t_;

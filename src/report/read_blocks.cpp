@@ -23,7 +23,7 @@ void Parser::apply(const rec::Alloc& r) {
     check_capture_ref(b.capture_id, "A");
     check_python_stack_ref(b.python_stack_id, "A");
     b.order = blocks_read_++;
-    if (report_.streamed) note_python_stack(b.python_stack_id);
+    if (backward_) backward_->add(report_, b.t_alloc, false, b.order, b.tid, b.size, b.stack_id, b.python_stack_id);
     auto old = live_.find(b.addr);
     if (old != live_.end()) {
         warn("double-alloc", "allocation at " + hex(b.addr) +
@@ -35,13 +35,16 @@ void Parser::apply(const rec::Alloc& r) {
         add_event(Event::Free, old->second, b.t_alloc);
         if (report_.streamed) release_block_slot(old->second);
     }
+    // A block freed at this address can no longer be revived (R): a streamed report lets its slot go.
+    if (auto freed = freed_.find(b.addr); freed != freed_.end()) {
+        if (report_.streamed) release_block_slot(freed->second);
+        freed_.erase(freed);
+    }
     size_t index = 0;
     if (report_.streamed) {
-        freed_blocks_.erase(b.addr);
         index = take_block_slot();
         report_.blocks[index] = std::move(b);
     } else {
-        freed_.erase(b.addr);
         index = report_.blocks.size();
         report_.blocks.push_back(std::move(b));
     }
@@ -62,33 +65,12 @@ void Parser::apply(const rec::Free& r) {
     b.free_api = std::string(r.api);
     b.free_tid = r.tid;
     add_event(Event::Free, index, r.t);
-    if (report_.streamed) {
-        // Kept until the address is allocated again, for an R that revives it.
-        freed_blocks_[r.addr] = std::move(b);
-        release_block_slot(index);
-    } else {
-        freed_[r.addr] = index;
-    }
+    // Kept until the address is allocated again, for an R that revives it (a streamed report keeps
+    // the block in its slot until then).
+    freed_[r.addr] = index;
 }
 
 void Parser::apply(const rec::Restore& r) {
-    if (report_.streamed) {
-        auto it = freed_blocks_.find(r.addr);
-        if (it == freed_blocks_.end() || live_.count(r.addr) != 0) {
-            warn("restore-not-freed", "failed free of " + hex(r.addr) + ", which no earlier free released; ignored");
-            return;
-        }
-        size_t index = take_block_slot();
-        Block& b = report_.blocks[index];
-        b = std::move(it->second);
-        freed_blocks_.erase(it);
-        live_[r.addr] = index;
-        b.t_free.reset();
-        b.free_api.clear();
-        b.free_tid = 0;
-        add_event(Event::Restore, index, r.t);
-        return;
-    }
     auto it = freed_.find(r.addr);
     if (it == freed_.end() || live_.count(r.addr) != 0) {
         warn("restore-not-freed", "failed free of " + hex(r.addr) + ", which no earlier free released; ignored");

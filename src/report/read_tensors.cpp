@@ -28,7 +28,7 @@ void Parser::apply(const rec::TensorAlloc& r) {
     check_capture_ref(x.capture_id, "T");
     check_python_stack_ref(x.python_stack_id, "T");
     x.order = report_.tensor_records++;
-    if (report_.streamed) note_python_stack(x.python_stack_id);
+    if (backward_) backward_->add(report_, x.t_alloc, true, x.order, x.tid, x.size, x.stack_id, x.python_stack_id);
     auto old = live_tensors_.find(x.addr);
     if (old != live_tensors_.end()) {
         warn("tensor-double-alloc", "tensor block at " + hex(x.addr) +

@@ -437,8 +437,8 @@ struct Report {
     std::string path;
     /// Read by the streaming reader (report/stream.h): no events; blocks and tensors are the live ones.
     bool streamed = false;
-    /// Streamed: allocations ran inside autograd's backward() calls, and backward_sites was not
-    /// computed (it needs every allocation in time order: load_report).
+    /// Streamed: backward_sites could not be computed exactly (allocations inside backward() calls
+    /// came too far out of time order: report/user_frame.h, BackwardSweep); load_report can.
     bool backward_pending = false;
     int version = 0;
     std::map<std::string, std::string> info;

@@ -12,6 +12,7 @@
 #include "report/analysis.h"
 #include "report/categories.h"
 #include "report/stream.h"
+#include "report/user_frame.h"
 #include "test_util.h"
 
 namespace memguard::report {
@@ -122,7 +123,7 @@ std::vector<std::string> golden_reports() {
 TEST(Stream, EveryGoldenReportReadsAsLoadReportReadsIt) {
     std::vector<std::string> paths = golden_reports();
     ASSERT_GE(paths.size(), 40u);
-    size_t compared = 0;
+    size_t compared = 0, with_backward = 0;
     for (const std::string& path : paths) {
         SCOPED_TRACE(path);
         std::optional<Report> full;
@@ -159,8 +160,9 @@ TEST(Stream, EveryGoldenReportReadsAsLoadReportReadsIt) {
             EXPECT_EQ(full->steps[i].events_before, streamed->steps[i].events_before);
         }
         EXPECT_EQ(full->hazards.frees_while_graph_alive.size(), streamed->hazards.frees_while_graph_alive.size());
-        // backward_sites is what a streamed report cannot give: it says so instead.
-        EXPECT_EQ(!full->backward_sites.empty(), streamed->backward_pending && !full->backward_sites.empty());
+        EXPECT_FALSE(streamed->backward_pending);
+        EXPECT_EQ(full->backward_sites, streamed->backward_sites);
+        with_backward += full->backward_sites.empty() ? 0 : 1;
         const Summary s = summarize(*full);
         Summary t = builder.take(*streamed);
         EXPECT_EQ(text_of(s), text_of(t));
@@ -192,6 +194,7 @@ TEST(Stream, EveryGoldenReportReadsAsLoadReportReadsIt) {
         }
     }
     EXPECT_GE(compared, 35u);
+    EXPECT_GE(with_backward, 1u);  // the streamed attribution was compared with a real one
 }
 
 /// A report made of the header and `body`, written to a file.
@@ -246,6 +249,57 @@ TEST(Stream, RestoresDoubleAllocationsAndSlotReuseReadAsLoadReportReadsThem) {
         }
         expect_same_point(path, full, live, n, std::nullopt, std::to_string(n) + " events");
     }
+}
+
+/// A report where a Python thread (1) calls backward() and an engine thread (2) allocates without a
+/// Python stack (`pairs` allocations each); the engine's are written `lag` records late.
+std::string backward_report(size_t lag, int pairs = 300) {
+    std::string body = "I format_minor 8\n";
+    body += "p 1 10 backward /usr/lib/python3/site-packages/torch/autograd/__init__.py\n";
+    body += "p 2 20 step /app/train.py\n";
+    body += "P 1 1 2\nP 2 2\n";
+    body += "S 1 400100\nS 2 400200\nS 3 400300\n";
+    std::vector<std::pair<int64_t, std::string>> lines;  // (time written at, line)
+    int64_t t = 10;
+    for (int i = 0; i < pairs; ++i) {
+        const bool in_backward = (i / 50) % 2 == 0;
+        auto a = [&](uint64_t tid, uint32_t stack, uint32_t py, uint64_t addr) {
+            return "A " + std::to_string(t) + " " + std::to_string(tid) + " " + std::to_string(addr) +
+                   " 4096 device cudaMalloc 0 - " + std::to_string(stack) + " 0 " + std::to_string(py) + "\n";
+        };
+        lines.emplace_back(t, a(1, 1, in_backward ? 1 : 2, 0x100000 + i));
+        ++t;
+        // the engine thread's allocation, written `lag` records late
+        lines.emplace_back(t + static_cast<int64_t>(lag), a(2, in_backward ? 2 : 3, 0, 0x900000 + i));
+        ++t;
+    }
+    std::stable_sort(lines.begin(), lines.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (const auto& [at, line] : lines) body += line;
+    body += "Z " + std::to_string(t + 1000) + "\n";
+    return body;
+}
+
+TEST(Stream, BackwardAttributionPutsRecordsBackInTimeOrderWithinItsWindow) {
+    for (size_t lag : {size_t{0}, size_t{7}, size_t{300}}) {
+        SCOPED_TRACE("lag " + std::to_string(lag));
+        const std::string path = write_report(backward_report(lag));
+        Report full = load_report(path);
+        ASSERT_FALSE(full.backward_sites.empty());
+        SummaryBuilder builder;
+        Report streamed = stream_report(path, builder);
+        EXPECT_FALSE(streamed.backward_pending);
+        EXPECT_EQ(full.backward_sites, streamed.backward_sites);
+    }
+}
+
+TEST(Stream, BackwardAttributionBeyondItsWindowSaysSo) {
+    const std::string path = write_report(backward_report(4 * BackwardSweep::kWindow, 4 * BackwardSweep::kWindow));
+    Report full = load_report(path);
+    ASSERT_FALSE(full.backward_sites.empty());
+    SummaryBuilder builder;
+    Report streamed = stream_report(path, builder);
+    EXPECT_TRUE(streamed.backward_pending);
+    EXPECT_TRUE(streamed.backward_sites.empty());
 }
 
 TEST(Stream, ASecondPassStopsAtItsPoint) {
