@@ -17,6 +17,7 @@
 
 #include "format/decode.h"
 #include "format/records.h"
+#include "report/addr_map.h"
 #include "report/report.h"
 #include "report/user_frame.h"
 #include "report/warnings.h"
@@ -150,8 +151,21 @@ private:
     format::Decoder decoder_;
     size_t line_no_ = 0;
     std::unordered_set<uint32_t> module_ids_;
-    std::unordered_map<uint64_t, size_t> live_;   // addr -> block
-    std::unordered_map<uint64_t, size_t> freed_;  // addr -> block most recently freed there, until reused
+    AddrMap<size_t> live_;  // addr -> block
+    /// A free an R can still undo: the block, and the free's rank among all frees.
+    struct Freed {
+        size_t block = 0;
+        uint64_t seq = 0;
+    };
+    /// An R undoes one of the last kRestoreWindow frees (docs/report-format.md): older ones are
+    /// forgotten, so that what the reader keeps is bounded by the live blocks, not the addresses
+    /// ever freed.
+    static constexpr size_t kRestoreWindow = 8192;
+    void note_free(uint64_t addr, size_t block);
+    void forget_freed(uint64_t addr, const Freed& f);
+    AddrMap<Freed> freed_;                                     // addr -> block most recently freed there, until reused
+    std::vector<std::pair<uint64_t, uint64_t>> recent_frees_;  // ring of (addr, seq) of the last frees
+    uint64_t frees_ = 0;
     int64_t max_t_ = 0;
     bool any_t_ = false;
     std::optional<int64_t> heartbeat_t_;
@@ -166,7 +180,7 @@ private:
     std::unordered_map<uint64_t, size_t> handles_;                // handle value -> its most recent N
     std::vector<uint64_t> handle_maps_;                           // per handle: mappings now in place
     std::map<uint64_t, size_t> mapped_;                           // va -> mapping, until q
-    std::unordered_map<uint64_t, size_t> live_tensors_;           // addr -> tensor, until t
+    AddrMap<size_t> live_tensors_;                                // addr -> tensor, until t
     std::unordered_map<uint64_t, std::vector<size_t>> gc_frees_;  // tid -> tensors freed in a collection, until Y
     std::unordered_map<uint32_t, size_t> explanations_;           // explanation id -> index, until its Y
 };

@@ -123,8 +123,8 @@ void Parser::apply(const rec::FreeLiveGraph& r) {
     // The library writes the hazard right after the F of the block; a hazard before the F (the
     // block still live) is understood too. A candidate of the named capture wins.
     std::optional<size_t> candidates[2];
-    if (auto it = freed_.find(h.addr); it != freed_.end()) candidates[0] = it->second;
-    if (auto it = live_.find(h.addr); it != live_.end()) candidates[1] = it->second;
+    if (const Freed* f = freed_.find(h.addr)) candidates[0] = f->block;
+    if (const size_t* b = live_.find(h.addr)) candidates[1] = *b;
     for (const auto& c : candidates) {
         if (c && !h.block && report_.blocks[*c].capture_id == h.capture_id) h.block = c;
     }

@@ -29,14 +29,14 @@ void Parser::apply(const rec::TensorAlloc& r) {
     check_python_stack_ref(x.python_stack_id, "T");
     x.order = report_.tensor_records++;
     if (backward_) backward_->add(report_, x.t_alloc, true, x.order, x.tid, x.size, x.stack_id, x.python_stack_id);
-    auto old = live_tensors_.find(x.addr);
-    if (old != live_tensors_.end()) {
+    if (const size_t* found = live_tensors_.find(x.addr)) {
+        const size_t old = *found;
         warn("tensor-double-alloc", "tensor block at " + hex(x.addr) +
                                         ", which is already live; the earlier block is "
                                         "taken as freed (a t record is missing)");
-        report_.tensors[old->second].t_free = x.t_alloc;
-        add_event(Event::TensorFree, old->second, x.t_alloc);
-        if (report_.streamed) release_tensor_slot(old->second);
+        report_.tensors[old].t_free = x.t_alloc;
+        add_event(Event::TensorFree, old, x.t_alloc);
+        if (report_.streamed) release_tensor_slot(old);
     }
     size_t index = 0;
     if (report_.streamed) {
@@ -51,13 +51,13 @@ void Parser::apply(const rec::TensorAlloc& r) {
 }
 
 void Parser::apply(const rec::TensorFree& r) {
-    auto it = live_tensors_.find(r.addr);
-    if (it == live_tensors_.end()) {
+    const size_t* it = live_tensors_.find(r.addr);
+    if (it == nullptr) {
         warn("tensor-free-not-live", "tensor free of " + hex(r.addr) + ", which is not live; ignored");
         return;
     }
-    size_t index = it->second;
-    live_tensors_.erase(it);
+    const size_t index = *it;
+    live_tensors_.erase(r.addr);
     Tensor& x = report_.tensors[index];
     x.t_free = r.t;
     x.free_tid = r.tid;

@@ -361,10 +361,10 @@ namespace {
 
 /// The items of `slots` that `live` names, in order of their records.
 template <class T>
-std::vector<T> live_items(std::vector<T>& slots, const std::unordered_map<uint64_t, size_t>& live) {
+std::vector<T> live_items(std::vector<T>& slots, const AddrMap<size_t>& live) {
     std::vector<T> out;
     out.reserve(live.size());
-    for (const auto& [addr, slot] : live) out.push_back(std::move(slots[slot]));
+    live.for_each([&](uint64_t, size_t slot) { out.push_back(std::move(slots[slot])); });
     std::sort(out.begin(), out.end(), [](const T& a, const T& b) { return a.order < b.order; });
     return out;
 }
@@ -379,6 +379,7 @@ void Parser::compact_slots() {
     free_block_slots_.clear();
     free_tensor_slots_.clear();
     freed_.clear();
+    recent_frees_.clear();
 }
 
 void Parser::warn_frames_outside_modules() {
