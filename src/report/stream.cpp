@@ -18,7 +18,8 @@ bool rereadable(const std::string& path) {
 bool PointObserver::on_event(const Report& r, const Event& e) {
     if (!walk_) walk_.emplace(r);
     if (!taken_ && ((events_ && walk_->applied() >= *events_) || (after_t_ && e.t > *after_t_))) {
-        snapshot(r);
+        point_.take(r, *walk_, last_t_);
+        taken_ = true;
         if (stop_) return false;  // the rest of the file cannot change the point
     }
     if (taken_) return true;  // a first pass goes on for the rest of the report
@@ -29,13 +30,22 @@ bool PointObserver::on_event(const Report& r, const Event& e) {
 
 void PointObserver::on_end(const Report& r) {
     if (!walk_) walk_.emplace(r);
-    if (!taken_) snapshot(r);
+    if (!taken_) point_.take(r, *walk_, last_t_);
+    taken_ = true;
 }
 
-void PointObserver::snapshot(const Report& r) {
-    taken_ = true;
+void PointSnapshot::clear() {
+    blocks_.clear();
+    tensors_.clear();
+    handles_.clear();
+    last_t_ = 0;
+}
+
+void PointSnapshot::take(const Report& r, const LevelWalk& walk, int64_t last_t) {
+    clear();
+    last_t_ = last_t;
     for (size_t b = 0; b < r.blocks.size(); ++b) {
-        if (!walk_->block_live(b)) continue;
+        if (!walk.block_live(b)) continue;
         Block x = r.blocks[b];
         x.t_free.reset();  // a block whose F is the next event: live at the point
         x.free_api.clear();
@@ -43,7 +53,7 @@ void PointObserver::snapshot(const Report& r) {
         blocks_.push_back(std::move(x));
     }
     for (size_t i = 0; i < r.tensors.size(); ++i) {
-        if (!walk_->tensor_live(i)) continue;
+        if (!walk.tensor_live(i)) continue;
         Tensor x = r.tensors[i];
         x.t_free.reset();
         x.free_tid = 0;
@@ -51,14 +61,14 @@ void PointObserver::snapshot(const Report& r) {
         tensors_.push_back(std::move(x));
     }
     for (size_t h = 0; h < r.handles.size(); ++h) {
-        if (walk_->handle_live(h)) handles_.push_back(h);
+        if (walk.handle_live(h)) handles_.push_back(h);
     }
     auto by_order = [](const auto& a, const auto& b) { return a.order < b.order; };
     std::sort(blocks_.begin(), blocks_.end(), by_order);
     std::sort(tensors_.begin(), tensors_.end(), by_order);
 }
 
-Report PointObserver::take(Report base, int64_t t, LiveSet& live) {
+Report PointSnapshot::into(Report base, int64_t t, LiveSet& live) {
     base.blocks = std::move(blocks_);
     base.tensors = std::move(tensors_);
     base.events.clear();
@@ -75,6 +85,83 @@ Report PointObserver::take(Report base, int64_t t, LiveSet& live) {
     std::iota(live.tensors.begin(), live.tensors.end(), size_t{0});
     live.handles = std::move(handles_);
     return base;
+}
+
+namespace {
+
+uint64_t plus(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+}  // namespace
+
+void PeakObserver::copy(const Report& r, Series& s) {
+    s.pending = false;
+    if (gave_up_) return;
+    work_ += s.point.cost(r);
+    if (work_ > kBudget * walk_->applied() + (size_t{1} << 20)) {
+        gave_up_ = true;  // the second pass is cheaper from here
+        gpu_.point.clear();
+        tensor_.point.clear();
+        return;
+    }
+    s.point.take(r, *walk_, last_t_);
+}
+
+bool PeakObserver::on_event(const Report& r, const Event& e) {
+    if (!walk_) walk_.emplace(r);
+    const Levels& l = walk_->levels();
+    // A pending peak stands unless this event raises its series again: copy its live set first.
+    if (gpu_.pending) {
+        bool raises = false;
+        if ((e.type == Event::Alloc || e.type == Event::Restore) && is_gpu(r.blocks[e.block].kind)) {
+            raises = plus(l.gpu_bytes, r.blocks[e.block].size) > gpu_.best;
+        } else if (e.type == Event::Create && r.handles[e.block].device >= 0) {
+            raises = plus(l.gpu_bytes, r.handles[e.block].size) > gpu_.best;
+        }
+        if (!raises) copy(r, gpu_);
+    }
+    if (tensor_.pending &&
+        !(e.type == Event::TensorAlloc && plus(l.tensor_bytes, r.tensors[e.block].size) > tensor_.best)) {
+        copy(r, tensor_);
+    }
+    walk_->apply(e);
+    last_t_ = e.t;
+    // As SummaryBuilder finds the peaks.
+    if (walk_->last_changed_gpu() && l.gpu_bytes > gpu_.best) {
+        gpu_.best = l.gpu_bytes;
+        gpu_.events = walk_->applied();
+        gpu_.pending = true;
+    }
+    if (walk_->last_changed_tensor() && l.tensor_bytes > tensor_.best) {
+        tensor_.best = l.tensor_bytes;
+        tensor_.events = walk_->applied();
+        tensor_.pending = true;
+    }
+    return true;
+}
+
+void PeakObserver::on_end(const Report& r) {
+    if (!walk_) walk_.emplace(r);
+    if (gpu_.pending) copy(r, gpu_);
+    if (tensor_.pending) copy(r, tensor_);
+}
+
+bool PeakObserver::has(bool tensors, size_t events) const {
+    const Series& s = tensors ? tensor_ : gpu_;
+    return !gave_up_ && s.events == events;
+}
+
+Report PeakObserver::take(bool tensors, Report base, int64_t t, LiveSet& live) {
+    return (tensors ? tensor_ : gpu_).point.into(std::move(base), t, live);
+}
+
+bool Observers::on_event(const Report& r, const Event& e) {
+    bool more = false;
+    for (EventObserver* o : all_) more = o->on_event(r, e) || more;
+    return more;
+}
+
+void Observers::on_end(const Report& r) {
+    for (EventObserver* o : all_) o->on_end(r);
 }
 
 }  // namespace memguard::report

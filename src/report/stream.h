@@ -75,6 +75,31 @@ private:
     std::map<int, Peak> devices_;
 };
 
+/// The blocks, tensors and physical handles live at one point of a streamed report, copied out of
+/// the parser's slots.
+class PointSnapshot {
+public:
+    /// What `walk` (over `r`'s slots) says is live now; `last_t`: the time of its last event.
+    void take(const Report& r, const LevelWalk& walk, int64_t last_t);
+    void clear();
+    /// Slots looked at by take(), for callers that bound their work.
+    size_t cost(const Report& r) const { return r.blocks.size() + r.tensors.size() + r.handles.size(); }
+
+    /// `base` (the streamed report) made into the report of the point: its blocks and tensors those
+    /// live there, in order, with one event each (at the time of the point's last event) after which
+    /// every view of a point (group_by_site, breakdown_at) reads as it would on the whole report.
+    /// `live` gets them all, and `t` as its time. Positions (phases, steps, moments) are not
+    /// translated: views that read them need load_report. (An empty point has no event, so its
+    /// Breakdown::t is 0.)
+    Report into(Report base, int64_t t, LiveSet& live);
+
+private:
+    int64_t last_t_ = 0;
+    std::vector<Block> blocks_;
+    std::vector<Tensor> tensors_;
+    std::vector<size_t> handles_;
+};
+
 /// The live set at one point, taken while streaming: the point is after `events` events, or before
 /// the first event later than `after_t` (LiveSet's rule), or else the end.
 class PointObserver : public EventObserver {
@@ -85,26 +110,62 @@ public:
     bool on_event(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
 
-    /// `base` (the streamed report) made into the report of the point: its blocks and tensors those
-    /// live there, in order, with one event each (at the time of the point's last event) after which
-    /// every view of a point (group_by_site, breakdown_at) reads as it would on the whole report.
-    /// `live` gets them all, and `t` as its time. Positions (phases, steps, moments) are not
-    /// translated: views that read them need load_report. (An empty point has no event, so its
-    /// Breakdown::t is 0.)
-    Report take(Report base, int64_t t, LiveSet& live);
+    /// The report of the point (PointSnapshot::into).
+    Report take(Report base, int64_t t, LiveSet& live) { return point_.into(std::move(base), t, live); }
 
 private:
-    void snapshot(const Report& r);
-
     std::optional<size_t> events_;
     std::optional<int64_t> after_t_;
     bool stop_ = false;
     std::optional<LevelWalk> walk_;
     bool taken_ = false;
     int64_t last_t_ = 0;
-    std::vector<Block> blocks_;
-    std::vector<Tensor> tensors_;
-    std::vector<size_t> handles_;
+    PointSnapshot point_;
+};
+
+/// The live sets at the GPU peak and at the tensor peak (as summarize() finds them: the first time
+/// the most bytes were live), in the same pass as the summary: a copy of the live set is taken when
+/// the next event after a new peak does not raise it again, so that a run of allocations up to a
+/// peak costs one copy. A run whose peaks keep coming back costs a copy each: past a budget of
+/// copying (kBudget slots per event read) it gives up, and the caller reads the peak in a second
+/// pass (PointObserver).
+class PeakObserver : public EventObserver {
+public:
+    static constexpr size_t kBudget = 8;
+    bool on_event(const Report& r, const Event& e) override;
+    void on_end(const Report& r) override;
+
+    /// Whether the peak of `tensors` (tensor bytes) or of GPU bytes was taken; `events`: summarize()'s
+    /// peak_events or tensor_peak_events, which it checks.
+    bool has(bool tensors, size_t events) const;
+    /// The report of that peak (PointSnapshot::into).
+    Report take(bool tensors, Report base, int64_t t, LiveSet& live);
+
+private:
+    struct Series {
+        uint64_t best = 0;
+        bool pending = false;  // a new peak whose live set is not copied yet
+        size_t events = 0;     // events applied at the peak
+        PointSnapshot point;
+    };
+    void copy(const Report& r, Series& s);
+
+    std::optional<LevelWalk> walk_;
+    int64_t last_t_ = 0;
+    size_t work_ = 0;
+    bool gave_up_ = false;
+    Series gpu_, tensor_;
+};
+
+/// Tells every event to several observers, in order; stops reading when all of them asked to.
+class Observers : public EventObserver {
+public:
+    explicit Observers(std::vector<EventObserver*> all) : all_(std::move(all)) {}
+    bool on_event(const Report& r, const Event& e) override;
+    void on_end(const Report& r) override;
+
+private:
+    std::vector<EventObserver*> all_;
 };
 
 }  // namespace memguard::report

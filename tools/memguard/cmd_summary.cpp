@@ -505,21 +505,29 @@ void print_summary(const report::Report& r, const report::Summary& s, const Args
 }  // namespace
 
 int run_summary(const Args& args) {
-    // The streaming reader (report/stream.h): one pass for the figures, a second for the live set
-    // at the peak, in memory bounded by what is live; load_report where it cannot answer.
+    // The streaming reader (report/stream.h): one pass for the figures and the live set at the
+    // peak (a second for the peak when it kept coming back), in memory bounded by what is live;
+    // load_report where it cannot answer.
     std::optional<report::Report> streamed;
     report::Summary s;
     if (report::rereadable(args.file)) {
         report::SummaryBuilder builder;
-        report::Report r = report::stream_report(args.file, builder);
+        report::PeakObserver peaks;
+        report::Observers both({&builder, &peaks});
+        report::Report r = report::stream_report(args.file, both);
         if (summary_streams(r)) {
             s = builder.take(r);
             const bool tensors = allocator_mode(r) && s.tensor_peak_t;
             if (tensors || s.peak_t) {
-                report::PointObserver point(tensors ? s.tensor_peak_events : s.peak_events, std::nullopt, true);
-                report::stream_report(args.file, point);
+                const size_t at = tensors ? s.tensor_peak_events : s.peak_events;
                 report::LiveSet live;
-                r = point.take(std::move(r), 0, live);
+                if (peaks.has(tensors, at)) {
+                    r = peaks.take(tensors, std::move(r), 0, live);
+                } else {
+                    report::PointObserver point(at, std::nullopt, true);
+                    report::stream_report(args.file, point);
+                    r = point.take(std::move(r), 0, live);
+                }
             }
             streamed = std::move(r);
         }

@@ -338,8 +338,8 @@ int run_top_categories(const report::Report& r, const Args& args, const report::
     return kExitOk;
 }
 
-/// The report of the point `args.at` from the streaming reader (report/stream.h): one pass for
-/// exit or a time, two for a peak (the first finds it). Nothing when only load_report answers
+/// The report of the point `args.at` from the streaming reader (report/stream.h): one pass (two
+/// for a peak that kept coming back, report::PeakObserver). Nothing when only load_report answers
 /// exactly: a pipe at a peak, site labels that need backward_sites, categories that read the
 /// positions of steps and moments.
 std::optional<report::Report> stream_point(const Args& args, report::LiveSet& live, bool& has_peak,
@@ -361,16 +361,20 @@ std::optional<report::Report> stream_point(const Args& args, report::LiveSet& li
         return point.take(std::move(r), t, live);
     }
     report::SummaryBuilder builder;
-    report::Report r = report::stream_report(args.file, builder);
+    report::PeakObserver peaks;
+    report::Observers both({&builder, &peaks});
+    report::Report r = report::stream_report(args.file, both);
     if (!streams(r)) return std::nullopt;
     summary = builder.take(r);
     // As tensors_live_at and live_at choose it: the tensor peak for the tensor view (for --by
     // category, only when there was one), else the GPU peak.
     const bool tensors = args.by_category ? tensor_view(r, args) && summary->tensor_peak_t : tensor_view(r, args);
     has_peak = tensors ? summary->tensor_peak_t.has_value() : summary->peak_t.has_value();
-    report::PointObserver point(tensors ? summary->tensor_peak_events : summary->peak_events, std::nullopt, true);
-    report::stream_report(args.file, point);
+    const size_t at = tensors ? summary->tensor_peak_events : summary->peak_events;
     const int64_t t = (tensors ? summary->tensor_peak_t : summary->peak_t).value_or(0);
+    if (peaks.has(tensors, at)) return peaks.take(tensors, std::move(r), t, live);
+    report::PointObserver point(at, std::nullopt, true);  // the peak kept coming back: a second pass
+    report::stream_report(args.file, point);
     return point.take(std::move(r), t, live);
 }
 
