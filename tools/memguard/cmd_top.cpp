@@ -274,8 +274,6 @@ void print_json(const report::Report& r, const Args& args, const TopView& v, con
     std::cout << j.str();
 }
 
-/// --by category: the breakdown of all GPU memory at the point; --at peak is, as for the sites, the
-/// tensor peak in allocator mode (where the activations are), else the GPU peak.
 /// The point of --by category in a whole report: its live set, whether there was a peak, and the
 /// summary when --at peak.
 void category_point_of(const report::Report& r, const Args& args, report::LiveSet& live, bool& has_peak,
@@ -291,6 +289,8 @@ void category_point_of(const report::Report& r, const Args& args, report::LiveSe
     }
 }
 
+/// --by category: the breakdown of all GPU memory at the point; --at peak is, as for the sites, the
+/// tensor peak in allocator mode (where the activations are), else the GPU peak.
 int run_top_categories(const report::Report& r, const Args& args, const report::LiveSet& live, bool has_peak,
                        const std::optional<report::Summary>& summary) {
     CategoryView view(r, live.events_applied, args.top_n_given ? args.top_n : 3, args.frames);
@@ -340,12 +340,12 @@ int run_top_categories(const report::Report& r, const Args& args, const report::
 
 /// The report of the point `args.at` from the streaming reader (report/stream.h): one pass (two
 /// for a peak that kept coming back, report::PeakObserver). Nothing when only load_report answers
-/// exactly: a pipe at a peak, site labels that need backward_sites, categories that read the
-/// positions of steps and moments.
+/// exactly: site labels that need backward_sites, categories that read the positions of steps and
+/// moments; and a pipe, which can be read only once (load_report reads it).
 std::optional<report::Report> stream_point(const Args& args, report::LiveSet& live, bool& has_peak,
                                            std::optional<report::Summary>& summary) {
     const bool peak = args.at.type == report::TimePoint::Peak;
-    if (peak && !report::rereadable(args.file)) return std::nullopt;
+    if (!report::rereadable(args.file)) return std::nullopt;
     auto streams = [&](const report::Report& r) {
         if (r.backward_pending) return false;
         return !args.by_category || (r.moments.empty() && r.steps.empty());
