@@ -360,6 +360,18 @@ TEST(Stream, ASecondPassStopsAtItsPoint) {
     EXPECT_EQ(point.seen, 6u);  // the sixth event shows the point was passed; no further line is read
 }
 
+TEST(Stream, FieldsSplitAtEverySpaceWhereverItFallsInAWord) {
+    // The splitter reads eight characters at a time: a '!' right after a space looks like a space
+    // to its arithmetic, and a space may fall anywhere in a word.
+    std::string body;
+    for (int n = 1; n <= 17; ++n)
+        body += "I " + std::string(static_cast<size_t>(n), 'k') + " !" + std::to_string(n) + "!\n";
+    Report r = test::parse(body + "Z 1\n");
+    for (int n = 1; n <= 17; ++n) {
+        EXPECT_EQ(r.info[std::string(static_cast<size_t>(n), 'k')], "!" + std::to_string(n) + "!");
+    }
+}
+
 TEST(Stream, OnlyRegularFilesAreReadTwice) {
     EXPECT_TRUE(rereadable(write_report("Z 1\n")));
     EXPECT_FALSE(rereadable("/dev/null"));
