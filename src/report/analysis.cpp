@@ -6,40 +6,11 @@
 #include "report/captures.h"
 #include "report/collections.h"
 #include "report/saturate.h"
+#include "report/stream.h"
 
 namespace memguard::report {
 
 namespace {
-
-/// A peak: the most bytes at once, and when first reached.
-struct Peak {
-    uint64_t bytes = 0;
-    std::optional<int64_t> t;
-
-    /// Returns true when `now` is a new peak.
-    bool update(uint64_t now, int64_t at) {
-        if (now <= bytes) return false;
-        bytes = now;
-        t = at;
-        return true;
-    }
-};
-
-void count_blocks(const Report& r, Summary& s) {
-    s.allocations = r.blocks.size();
-    for (const Block& b : r.blocks) {
-        KindStats& k = s.by_kind[kind_index(b.kind)];
-        ++k.allocations;
-        add_to(k.bytes_allocated, b.size);
-        if (b.t_free) ++k.frees;
-        if (b.t_free) ++s.frees;
-        if (!is_gpu(b.kind)) continue;
-        DeviceStats& d = s.by_device[b.device];
-        ++d.allocations;
-        add_to(d.bytes_allocated, b.size);
-    }
-    for (const Event& e : r.events) s.failed_frees += e.type == Event::Restore ? 1 : 0;
-}
 
 void count_failures(const Report& r, Summary& s) {
     for (const FailedAlloc& f : r.failures) {
@@ -52,82 +23,8 @@ void count_failures(const Report& r, Summary& s) {
     }
 }
 
-void replay_levels(const Report& r, Summary& s) {
-    Peak gpu, mapped, physical, reserved, tensor;
-    std::array<Peak, kKindCount> kinds;
-    std::map<int, Peak> devices;
-    LevelWalk walk(r);
-    while (walk.step()) {
-        const Event& e = r.events[walk.applied() - 1];
-        const Levels& l = walk.levels();
-        if (e.is_block()) {
-            size_t k = kind_index(r.blocks[e.block].kind);
-            kinds[k].update(l.kind_bytes[k], e.t);
-        }
-        if (auto dev = walk.last_gpu_device()) devices[*dev].update(l.device_bytes.at(*dev), e.t);
-        if (walk.last_changed_gpu() && gpu.update(l.gpu_bytes, e.t)) s.peak_events = walk.applied();
-        if (walk.last_changed_tensor() && tensor.update(l.tensor_bytes, e.t)) {
-            s.tensor_peak_events = walk.applied();
-            s.tensor_peak_requested = l.tensor_requested;
-        }
-        mapped.update(l.mapped_bytes, e.t);
-        physical.update(l.physical_bytes, e.t);
-        reserved.update(l.reserved_bytes, e.t);
-    }
-    const Levels& end = walk.levels();
-    s.peak_bytes = gpu.bytes;
-    s.peak_t = gpu.t;
-    s.live_bytes_at_exit = end.gpu_bytes;
-    s.live_blocks_at_exit = end.gpu_blocks;
-    s.tensor_peak_bytes = tensor.bytes;
-    s.tensor_peak_t = tensor.t;
-    s.tensor_live_bytes_at_exit = end.tensor_bytes;
-    s.tensor_live_blocks_at_exit = end.tensor_blocks;
-    for (size_t k = 0; k < kKindCount; ++k) {
-        s.by_kind[k].peak_bytes = kinds[k].bytes;
-        s.by_kind[k].peak_t = kinds[k].t;
-        s.by_kind[k].live_bytes_at_exit = end.kind_bytes[k];
-        s.by_kind[k].live_blocks_at_exit = end.kind_blocks[k];
-    }
-    for (const auto& [dev, peak] : devices) {
-        DeviceStats& d = s.by_device[dev];
-        d.peak_bytes = peak.bytes;
-        d.peak_t = peak.t;
-        auto it = end.device_bytes.find(dev);
-        d.live_bytes_at_exit = it == end.device_bytes.end() ? 0 : it->second;
-    }
-    for (size_t b = 0; b < r.blocks.size(); ++b) {
-        if (walk.block_live(b) && is_gpu(r.blocks[b].kind)) ++s.by_device[r.blocks[b].device].live_blocks_at_exit;
-    }
-    for (size_t h = 0; h < r.handles.size(); ++h) {
-        if (walk.handle_live(h) && r.handles[h].device >= 0) ++s.by_device[r.handles[h].device].live_handles_at_exit;
-    }
-    VirtualStats& v = s.virt;
-    v.reserved_bytes = end.reserved_bytes;
-    v.mapped_bytes = end.mapped_bytes;
-    v.physical_bytes = end.physical_bytes;
-    v.physical_device_bytes = end.physical_device_bytes;
-    v.physical_handles = end.physical_handles;
-    v.physical_device_handles = end.physical_device_handles;
-    v.peak_reserved_bytes = reserved.bytes;
-    v.peak_mapped_bytes = mapped.bytes;
-    v.peak_mapped_t = mapped.t;
-    v.peak_physical_bytes = physical.bytes;
-    v.peak_physical_t = physical.t;
-}
-
 void count_virtual(const Report& r, Summary& s) {
     VirtualStats& v = s.virt;
-    for (const Event& e : r.events) {
-        switch (e.type) {
-        case Event::Reserve: ++v.reserves; break;
-        case Event::AddressFree: ++v.address_frees; break;
-        case Event::Create: ++v.creates; break;
-        case Event::Release: ++v.releases; break;
-        case Event::Map: ++v.maps; break;
-        default: break;
-        }
-    }
     v.unmaps = r.unmaps;
     v.any = !r.reservations.empty() || !r.handles.empty() || !r.mappings.empty();
     // Handles on a device count on that device even when nothing else was allocated there.
@@ -166,23 +63,130 @@ void count_collections(const Report& r, Summary& s) {
 
 }  // namespace
 
-Summary summarize(const Report& r) {
-    Summary s;
+bool SummaryBuilder::on_event(const Report& r, const Event& e) {
+    if (!walk_) walk_.emplace(r);
+    LevelWalk& walk = *walk_;
+    walk.apply(e);
+    Summary& s = s_;
+    switch (e.type) {
+    case Event::Alloc: {
+        const Block& b = r.blocks[e.block];
+        ++s.allocations;
+        KindStats& k = s.by_kind[kind_index(b.kind)];
+        ++k.allocations;
+        add_to(k.bytes_allocated, b.size);
+        if (is_gpu(b.kind)) {
+            DeviceStats& d = s.by_device[b.device];
+            ++d.allocations;
+            add_to(d.bytes_allocated, b.size);
+        }
+        break;
+    }
+    // A block counts as freed when its F is not undone by an R.
+    case Event::Free:
+        ++s.frees;
+        ++s.by_kind[kind_index(r.blocks[e.block].kind)].frees;
+        break;
+    case Event::Restore: {
+        ++s.failed_frees;
+        s.frees -= s.frees != 0 ? 1 : 0;
+        uint64_t& k = s.by_kind[kind_index(r.blocks[e.block].kind)].frees;
+        k -= k != 0 ? 1 : 0;
+        break;
+    }
+    case Event::Reserve: ++s.virt.reserves; break;
+    case Event::AddressFree: ++s.virt.address_frees; break;
+    case Event::Create: ++s.virt.creates; break;
+    case Event::Release: ++s.virt.releases; break;
+    case Event::Map: ++s.virt.maps; break;
+    case Event::Unmap: break;
+    case Event::TensorAlloc: ++s.tensor_allocations; break;
+    case Event::TensorFree:
+        ++s.tensor_frees;
+        s.tensor_gc_frees += r.tensors[e.block].freed_in_gc ? 1 : 0;
+        break;
+    }
+    const Levels& l = walk.levels();
+    if (e.is_block()) {
+        size_t k = kind_index(r.blocks[e.block].kind);
+        kinds_[k].update(l.kind_bytes[k], e.t);
+    }
+    if (auto dev = walk.last_gpu_device()) devices_[*dev].update(l.device_bytes.at(*dev), e.t);
+    if (walk.last_changed_gpu() && gpu_.update(l.gpu_bytes, e.t)) s.peak_events = walk.applied();
+    if (walk.last_changed_tensor() && tensor_.update(l.tensor_bytes, e.t)) {
+        s.tensor_peak_events = walk.applied();
+        s.tensor_peak_requested = l.tensor_requested;
+    }
+    mapped_.update(l.mapped_bytes, e.t);
+    physical_.update(l.physical_bytes, e.t);
+    reserved_.update(l.reserved_bytes, e.t);
+    return true;
+}
+
+void SummaryBuilder::on_end(const Report& r) {
+    if (!walk_) walk_.emplace(r);
+    const LevelWalk& walk = *walk_;
+    Summary& s = s_;
+    for (size_t b = 0; b < r.blocks.size(); ++b) {
+        if (walk.block_live(b) && is_gpu(r.blocks[b].kind)) ++s.by_device[r.blocks[b].device].live_blocks_at_exit;
+    }
+    for (size_t h = 0; h < r.handles.size(); ++h) {
+        if (walk.handle_live(h) && r.handles[h].device >= 0) ++s.by_device[r.handles[h].device].live_handles_at_exit;
+    }
+}
+
+Summary SummaryBuilder::take(const Report& r) {
+    if (!walk_) walk_.emplace(r);
+    Summary& s = s_;
     s.duration_ns = r.end_t;
     s.complete = r.complete;
-    count_blocks(r, s);
     count_failures(r, s);
     count_virtual(r, s);
-    replay_levels(r, s);
+    const Levels& end = walk_->levels();
+    s.peak_bytes = gpu_.bytes;
+    s.peak_t = gpu_.t;
+    s.live_bytes_at_exit = end.gpu_bytes;
+    s.live_blocks_at_exit = end.gpu_blocks;
+    s.tensor_peak_bytes = tensor_.bytes;
+    s.tensor_peak_t = tensor_.t;
+    s.tensor_live_bytes_at_exit = end.tensor_bytes;
+    s.tensor_live_blocks_at_exit = end.tensor_blocks;
+    for (size_t k = 0; k < kKindCount; ++k) {
+        s.by_kind[k].peak_bytes = kinds_[k].bytes;
+        s.by_kind[k].peak_t = kinds_[k].t;
+        s.by_kind[k].live_bytes_at_exit = end.kind_bytes[k];
+        s.by_kind[k].live_blocks_at_exit = end.kind_blocks[k];
+    }
+    for (const auto& [dev, peak] : devices_) {
+        DeviceStats& d = s.by_device[dev];
+        d.peak_bytes = peak.bytes;
+        d.peak_t = peak.t;
+        auto it = end.device_bytes.find(dev);
+        d.live_bytes_at_exit = it == end.device_bytes.end() ? 0 : it->second;
+    }
+    VirtualStats& v = s.virt;
+    v.reserved_bytes = end.reserved_bytes;
+    v.mapped_bytes = end.mapped_bytes;
+    v.physical_bytes = end.physical_bytes;
+    v.physical_device_bytes = end.physical_device_bytes;
+    v.physical_handles = end.physical_handles;
+    v.physical_device_handles = end.physical_device_handles;
+    v.peak_reserved_bytes = reserved_.bytes;
+    v.peak_mapped_bytes = mapped_.bytes;
+    v.peak_mapped_t = mapped_.t;
+    v.peak_physical_bytes = physical_.bytes;
+    v.peak_physical_t = physical_.t;
     count_captures(r, s);
     count_collections(r, s);
-    s.tensor_allocations = r.tensors.size();
-    for (const Tensor& x : r.tensors) {
-        s.tensor_frees += x.t_free ? 1 : 0;
-        s.tensor_gc_frees += x.t_free && x.freed_in_gc ? 1 : 0;
-    }
     s.tensor_oom_events = r.tensor_ooms.size();
-    return s;
+    return std::move(s_);
+}
+
+Summary summarize(const Report& r) {
+    SummaryBuilder b;
+    for (const Event& e : r.events) b.on_event(r, e);
+    b.on_end(r);
+    return b.take(r);
 }
 
 namespace {

@@ -150,7 +150,7 @@ public:
           handles_(r.handles.size()),
           tensors_(r.tensors.size()) {
         auto it = r.info.find("allocator");
-        allocator_mode_ = !r.tensors.empty() || (it != r.info.end() && it->second == "memguard");
+        allocator_mode_ = r.has_tensors() || (it != r.info.end() && it->second == "memguard");
         if (allocator_mode_) resolve_tensor_tags();
     }
 

@@ -7,6 +7,12 @@ namespace {
 // Counts (blocks, mappings) grow by one a record: they stop at 0 rather than wrap.
 void count_down(uint64_t& v) { v -= v != 0 ? 1 : 0; }
 
+/// The streaming reader's items come after the walk was made: its vectors grow to them.
+template <class T>
+void reach(std::vector<T>& v, size_t i) {
+    if (i >= v.size()) v.resize(i + 1 > 2 * v.size() ? i + 1 : 2 * v.size(), T{});
+}
+
 }  // namespace
 
 void LevelWalk::add(uint64_t& shown, Exact& exact, uint64_t n) {
@@ -94,7 +100,37 @@ void LevelWalk::set_handle_gone(size_t h) {
 
 bool LevelWalk::step() {
     if (done()) return false;
-    const Event& e = r_.events[applied_++];
+    const Event& e = r_.events[applied_];
+    apply(e);
+    return true;
+}
+
+void LevelWalk::apply(const Event& e) {
+    ++applied_;
+    switch (e.type) {
+    case Event::TensorAlloc:
+    case Event::TensorFree: reach(tensor_live_, e.block); break;
+    case Event::Alloc:
+    case Event::Restore:
+    case Event::Free: reach(block_live_, e.block); break;
+    case Event::Reserve:
+    case Event::AddressFree: reach(reservation_live_, e.block); break;
+    case Event::Create:
+    case Event::Release:
+        reach(handle_live_, e.block);
+        reach(handle_released_, e.block);
+        reach(handle_maps_, e.block);
+        break;
+    case Event::Map:
+    case Event::Unmap:
+        reach(mapping_live_, e.block);
+        if (auto h = r_.mappings[e.block].handle) {
+            reach(handle_live_, *h);
+            reach(handle_released_, *h);
+            reach(handle_maps_, *h);
+        }
+        break;
+    }
     last_gpu_device_.reset();
     last_changed_tensor_ = false;
     switch (e.type) {
@@ -157,7 +193,6 @@ bool LevelWalk::step() {
         break;
     }
     }
-    return true;
 }
 
 void LevelWalk::advance_to(size_t n) {

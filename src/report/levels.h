@@ -52,12 +52,17 @@ struct Levels {
 };
 
 /// Replays Report::events one at a time. Cheap to copy state out of; the report must outlive it.
+/// The streaming reader (report/stream.h) drives it with apply() instead: each event as it is read,
+/// its index naming a slot of Report::blocks or Report::tensors that is valid during the call.
 class LevelWalk {
 public:
     explicit LevelWalk(const Report& r);
 
     /// Applies the next event; returns false (and does nothing) when all are applied.
     bool step();
+    /// Applies `e`, an event not from Report::events (the streaming reader's); the items it names
+    /// must be in the report now. Counts towards applied().
+    void apply(const Event& e);
     /// Applies events up to (not including) index `n`.
     void advance_to(size_t n);
     size_t applied() const { return applied_; }
@@ -71,10 +76,10 @@ public:
     /// True when the last step() changed tensor_bytes.
     bool last_changed_tensor() const { return last_changed_tensor_; }
 
-    bool block_live(size_t b) const { return block_live_[b] != 0; }
+    bool block_live(size_t b) const { return b < block_live_.size() && block_live_[b] != 0; }
     /// The handle's physical memory exists (created, and not released-and-unmapped).
-    bool handle_live(size_t h) const { return handle_live_[h] != 0; }
-    bool tensor_live(size_t i) const { return tensor_live_[i] != 0; }
+    bool handle_live(size_t h) const { return h < handle_live_.size() && handle_live_[h] != 0; }
+    bool tensor_live(size_t i) const { return i < tensor_live_.size() && tensor_live_[i] != 0; }
 
 private:
     // The byte levels held exactly: a report can hold sizes whose sum passes 2^64. Levels shows

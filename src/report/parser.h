@@ -17,17 +17,29 @@
 
 #include "format/decode.h"
 #include "format/records.h"
+#include "report/addr_map.h"
 #include "report/report.h"
+#include "report/user_frame.h"
 #include "report/warnings.h"
 
 namespace memguard::report {
 
 namespace rec = format::rec;
 
-/// Turns the lines of one report into a Report. Line 1 is the header; records follow.
+class EventObserver;
+
+/// Turns the lines of one report into a Report. Line 1 is the header; records follow. With an
+/// observer it streams (report/stream.h): blocks and tensors are kept in slots while live, and each
+/// event goes to the observer instead of Report::events.
 class Parser {
 public:
-    explicit Parser(const std::string& name) { report_.path = name; }
+    explicit Parser(const std::string& name, EventObserver* observer = nullptr) : observer_(observer) {
+        report_.path = name;
+        report_.streamed = observer != nullptr;
+        if (report_.streamed) backward_.emplace();
+    }
+    /// False once a streaming observer asked to stop: the reader reads no further line.
+    bool wants_more() const { return !stopped_; }
 
     void line(std::string_view text, size_t line_no);
     /// The input ends inside line `line_no` (no '\n'): a cut header refuses the file; a cut record
@@ -115,16 +127,45 @@ private:
     std::optional<size_t> live_exec(uint64_t exec, const char* record);
     void remove_mapping(std::map<uint64_t, size_t>::iterator it, int64_t t);
     void add_event(Event::Type type, size_t block, int64_t t);
+    /// Events so far (Report::events.size() when not streaming): the positions of phases, steps, ...
+    size_t event_count() const { return events_; }
+    /// Streaming: a slot of Report::blocks (tensors) for a new live item, and its release once its
+    /// free was told.
+    size_t take_block_slot();
+    size_t take_tensor_slot();
+    void release_block_slot(size_t slot) { free_block_slots_.push_back(slot); }
+    void release_tensor_slot(size_t slot) { free_tensor_slots_.push_back(slot); }
+    /// Streaming, at the end: the slots compacted to the live items, in order of their records.
+    void compact_slots();
     void warn_frames_outside_modules();
 
     Report report_;
+    EventObserver* observer_ = nullptr;
+    bool stopped_ = false;
+    size_t events_ = 0;
+    size_t blocks_read_ = 0;  // A records applied
+    std::vector<size_t> free_block_slots_, free_tensor_slots_;
+    std::optional<BackwardSweep> backward_;  // streaming: backward_sites, as the allocations come
     Warnings warnings_;
     std::vector<std::string_view> f_;
     format::Decoder decoder_;
     size_t line_no_ = 0;
     std::unordered_set<uint32_t> module_ids_;
-    std::unordered_map<uint64_t, size_t> live_;   // addr -> block
-    std::unordered_map<uint64_t, size_t> freed_;  // addr -> block most recently freed there
+    AddrMap<size_t> live_;  // addr -> block
+    /// A free an R can still undo: the block, and the free's rank among all frees.
+    struct Freed {
+        size_t block = 0;
+        uint64_t seq = 0;
+    };
+    /// An R undoes one of the last kRestoreWindow frees (docs/report-format.md): older ones are
+    /// forgotten, so that what the reader keeps is bounded by the live blocks, not the addresses
+    /// ever freed.
+    static constexpr size_t kRestoreWindow = 8192;
+    void note_free(uint64_t addr, size_t block);
+    void forget_freed(uint64_t addr, const Freed& f);
+    AddrMap<Freed> freed_;                                     // addr -> block most recently freed there, until reused
+    std::vector<std::pair<uint64_t, uint64_t>> recent_frees_;  // ring of (addr, seq) of the last frees
+    uint64_t frees_ = 0;
     int64_t max_t_ = 0;
     bool any_t_ = false;
     std::optional<int64_t> heartbeat_t_;
@@ -139,7 +180,7 @@ private:
     std::unordered_map<uint64_t, size_t> handles_;                // handle value -> its most recent N
     std::vector<uint64_t> handle_maps_;                           // per handle: mappings now in place
     std::map<uint64_t, size_t> mapped_;                           // va -> mapping, until q
-    std::unordered_map<uint64_t, size_t> live_tensors_;           // addr -> tensor, until t
+    AddrMap<size_t> live_tensors_;                                // addr -> tensor, until t
     std::unordered_map<uint64_t, std::vector<size_t>> gc_frees_;  // tid -> tensors freed in a collection, until Y
     std::unordered_map<uint32_t, size_t> explanations_;           // explanation id -> index, until its Y
 };

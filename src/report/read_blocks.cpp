@@ -22,46 +22,77 @@ void Parser::apply(const rec::Alloc& r) {
     check_stack_ref(b.stack_id, "A");
     check_capture_ref(b.capture_id, "A");
     check_python_stack_ref(b.python_stack_id, "A");
-    size_t index = report_.blocks.size();
-    auto old = live_.find(b.addr);
-    if (old != live_.end()) {
+    b.order = blocks_read_++;
+    if (backward_) backward_->add(report_, b.t_alloc, false, b.order, b.tid, b.size, b.stack_id, b.python_stack_id);
+    if (const size_t* old = live_.find(b.addr)) {
         warn("double-alloc", "allocation at " + hex(b.addr) +
                                  ", which is already live; the earlier block is "
                                  "taken as freed (a free was not recorded)");
-        Block& prev = report_.blocks[old->second];
+        const size_t prev_index = *old;
+        Block& prev = report_.blocks[prev_index];
         prev.t_free = b.t_alloc;
         prev.free_api = "(implicit)";
-        add_event(Event::Free, old->second, b.t_alloc);
+        add_event(Event::Free, prev_index, b.t_alloc);
+        if (report_.streamed) release_block_slot(prev_index);
     }
-    live_[b.addr] = index;
-    freed_.erase(b.addr);
-    report_.blocks.push_back(std::move(b));
-    add_event(Event::Alloc, index, report_.blocks.back().t_alloc);
+    // A block freed at this address can no longer be revived (R): a streamed report lets its slot go.
+    if (const Freed* freed = freed_.find(b.addr)) forget_freed(b.addr, *freed);
+    size_t index = 0;
+    if (report_.streamed) {
+        index = take_block_slot();
+        report_.blocks[index] = std::move(b);
+    } else {
+        index = report_.blocks.size();
+        report_.blocks.push_back(std::move(b));
+    }
+    live_[report_.blocks[index].addr] = index;
+    add_event(Event::Alloc, index, report_.blocks[index].t_alloc);
 }
 
 void Parser::apply(const rec::Free& r) {
-    auto it = live_.find(r.addr);
-    if (it == live_.end()) {
+    const size_t* it = live_.find(r.addr);
+    if (it == nullptr) {
         warn("free-not-live", "free of " + hex(r.addr) + ", which is not live; ignored");
         return;
     }
-    size_t index = it->second;
-    live_.erase(it);
-    freed_[r.addr] = index;
-    report_.blocks[index].t_free = r.t;
-    report_.blocks[index].free_api = std::string(r.api);
-    report_.blocks[index].free_tid = r.tid;
+    const size_t index = *it;
+    live_.erase(r.addr);
+    Block& b = report_.blocks[index];
+    b.t_free = r.t;
+    b.free_api = std::string(r.api);
+    b.free_tid = r.tid;
     add_event(Event::Free, index, r.t);
+    // Kept until the address is allocated again, for an R that revives it (a streamed report keeps
+    // the block in its slot until then).
+    note_free(r.addr, index);
+}
+
+void Parser::note_free(uint64_t addr, size_t block) {
+    const uint64_t seq = frees_++;
+    freed_[addr] = Freed{block, seq};
+    if (recent_frees_.size() < kRestoreWindow) {
+        recent_frees_.emplace_back(addr, seq);
+        return;
+    }
+    auto& oldest = recent_frees_[seq % kRestoreWindow];
+    const Freed* it = freed_.find(oldest.first);
+    if (it != nullptr && it->seq == oldest.second) forget_freed(oldest.first, *it);
+    oldest = {addr, seq};
+}
+
+void Parser::forget_freed(uint64_t addr, const Freed& f) {
+    if (report_.streamed) release_block_slot(f.block);
+    freed_.erase(addr);
 }
 
 void Parser::apply(const rec::Restore& r) {
-    auto it = freed_.find(r.addr);
-    if (it == freed_.end() || live_.count(r.addr) != 0) {
+    const Freed* it = freed_.find(r.addr);
+    if (it == nullptr || live_.contains(r.addr)) {
         warn("restore-not-freed", "failed free of " + hex(r.addr) + ", which no earlier free released; ignored");
         return;
     }
-    size_t index = it->second;
-    freed_.erase(it);
+    const size_t index = it->block;
+    freed_.erase(r.addr);
     live_[r.addr] = index;
     report_.blocks[index].t_free.reset();
     report_.blocks[index].free_api.clear();

@@ -59,18 +59,23 @@ void Parser::apply(const rec::GarbageTensor& r) {
     if (r.holder) g.holder = std::string(*r.holder);
     // Where it was allocated: the live tensor at the address (allocator mode), else the live
     // block of the device that contains it (interposition mode: PyTorch's segment).
-    if (auto t = live_tensors_.find(r.addr); t != live_tensors_.end()) {
-        g.stack_id = report_.tensors[t->second].stack_id;
-        g.python_stack_id = report_.tensors[t->second].python_stack_id;
+    if (const size_t* t = live_tensors_.find(r.addr)) {
+        g.stack_id = report_.tensors[*t].stack_id;
+        g.python_stack_id = report_.tensors[*t].python_stack_id;
     } else {
-        for (const auto& [addr, index] : live_) {
+        // Of the live blocks that contain it (one, unless blocks overlap), the earliest allocated.
+        const Block* found = nullptr;
+        live_.for_each([&](uint64_t, size_t index) {
             const Block& b = report_.blocks[index];
-            if (b.device == r.device && format::is_gpu(b.kind) && r.addr >= b.addr && r.addr - b.addr < b.size) {
-                g.stack_id = b.stack_id;
-                g.python_stack_id = b.python_stack_id;
-                g.site_is_segment = true;
-                break;
+            if (b.device == r.device && format::is_gpu(b.kind) && r.addr >= b.addr && r.addr - b.addr < b.size &&
+                (found == nullptr || b.order < found->order)) {
+                found = &b;
             }
+        });
+        if (found != nullptr) {
+            g.stack_id = found->stack_id;
+            g.python_stack_id = found->python_stack_id;
+            g.site_is_segment = true;
         }
     }
     e->storages.push_back(std::move(g));

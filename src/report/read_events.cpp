@@ -62,7 +62,7 @@ void Parser::apply(const rec::PhaseBegin& r) {
     p.id = static_cast<uint32_t>(r.phase_id);  // the decoder refuses ids of 2^32 and more
     p.source = r.source;
     p.name = std::string(r.name);
-    p.events_at_begin = report_.events.size();
+    p.events_at_begin = event_count();
     p.begin_line = line_no_;
     if (phases_.count(p.id) != 0) {
         warn("dup-phase", "phase " + std::to_string(p.id) + " begun twice; the second B record is ignored");
@@ -87,7 +87,7 @@ void Parser::apply(const rec::PhaseEnd& r) {
     }
     p.t_end = r.t;
     p.end_tid = r.tid;
-    p.events_at_end = report_.events.size();
+    p.events_at_end = event_count();
     p.end_line = line_no_;
 }
 
@@ -97,7 +97,7 @@ void Parser::apply(const rec::Mark& r) {
     m.tid = r.tid;
     m.source = r.source;
     m.name = std::string(r.name);
-    m.events_before = report_.events.size();
+    m.events_before = event_count();
     report_.marks.push_back(std::move(m));
 }
 

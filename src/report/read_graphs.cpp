@@ -123,15 +123,17 @@ void Parser::apply(const rec::FreeLiveGraph& r) {
     // The library writes the hazard right after the F of the block; a hazard before the F (the
     // block still live) is understood too. A candidate of the named capture wins.
     std::optional<size_t> candidates[2];
-    if (auto it = freed_.find(h.addr); it != freed_.end()) candidates[0] = it->second;
-    if (auto it = live_.find(h.addr); it != live_.end()) candidates[1] = it->second;
+    if (const Freed* f = freed_.find(h.addr)) candidates[0] = f->block;
+    if (const size_t* b = live_.find(h.addr)) candidates[1] = *b;
     for (const auto& c : candidates) {
         if (c && !h.block && report_.blocks[*c].capture_id == h.capture_id) h.block = c;
     }
     for (const auto& c : candidates) {
         if (c && !h.block) h.block = c;
     }
-    if (!h.block) {
+    const bool found = h.block.has_value();
+    if (report_.streamed) h.block.reset();  // a slot: a streamed report keeps no freed block to name
+    if (!found) {
         warn("hazard-free-unknown", "free_live_graph hazard at " + hex(h.addr) +
                                         ", which is neither live nor freed; its allocation site is unknown");
     }

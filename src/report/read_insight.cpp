@@ -17,7 +17,7 @@ void Parser::apply(const rec::Step& r) {
     s.name = std::string(r.name);
     s.t = r.t;
     s.tid = r.tid;
-    s.events_before = report_.events.size();
+    s.events_before = event_count();
     report_.steps.push_back(std::move(s));
 }
 
@@ -32,7 +32,7 @@ void Parser::apply(const rec::MomentBegin& r) {
     m.tid = r.tid;
     m.reason = r.reason;
     m.step = r.step;
-    m.events_before = report_.events.size();
+    m.events_before = event_count();
     moments_[m.id] = report_.moments.size();
     report_.moments.push_back(std::move(m));
 }
@@ -108,7 +108,7 @@ void Parser::apply(const rec::OomContext& r) {
     }
     x.compile_pending = r.compile_pending;
     x.capturing = r.capturing;
-    x.events_before = report_.events.size();
+    x.events_before = event_count();
     report_.oom_contexts.push_back(std::move(x));
 }
 

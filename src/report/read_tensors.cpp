@@ -27,34 +27,45 @@ void Parser::apply(const rec::TensorAlloc& r) {
     check_stack_ref(x.stack_id, "T");
     check_capture_ref(x.capture_id, "T");
     check_python_stack_ref(x.python_stack_id, "T");
-    size_t index = report_.tensors.size();
-    auto old = live_tensors_.find(x.addr);
-    if (old != live_tensors_.end()) {
+    x.order = report_.tensor_records++;
+    if (backward_) backward_->add(report_, x.t_alloc, true, x.order, x.tid, x.size, x.stack_id, x.python_stack_id);
+    if (const size_t* found = live_tensors_.find(x.addr)) {
+        const size_t old = *found;
         warn("tensor-double-alloc", "tensor block at " + hex(x.addr) +
                                         ", which is already live; the earlier block is "
                                         "taken as freed (a t record is missing)");
-        report_.tensors[old->second].t_free = x.t_alloc;
-        add_event(Event::TensorFree, old->second, x.t_alloc);
+        report_.tensors[old].t_free = x.t_alloc;
+        add_event(Event::TensorFree, old, x.t_alloc);
+        if (report_.streamed) release_tensor_slot(old);
     }
-    live_tensors_[x.addr] = index;
-    report_.tensors.push_back(std::move(x));
-    add_event(Event::TensorAlloc, index, report_.tensors.back().t_alloc);
+    size_t index = 0;
+    if (report_.streamed) {
+        index = take_tensor_slot();
+        report_.tensors[index] = std::move(x);
+    } else {
+        index = report_.tensors.size();
+        report_.tensors.push_back(std::move(x));
+    }
+    live_tensors_[report_.tensors[index].addr] = index;
+    add_event(Event::TensorAlloc, index, report_.tensors[index].t_alloc);
 }
 
 void Parser::apply(const rec::TensorFree& r) {
-    auto it = live_tensors_.find(r.addr);
-    if (it == live_tensors_.end()) {
+    const size_t* it = live_tensors_.find(r.addr);
+    if (it == nullptr) {
         warn("tensor-free-not-live", "tensor free of " + hex(r.addr) + ", which is not live; ignored");
         return;
     }
-    size_t index = it->second;
-    live_tensors_.erase(it);
+    const size_t index = *it;
+    live_tensors_.erase(r.addr);
     Tensor& x = report_.tensors[index];
     x.t_free = r.t;
     x.free_tid = r.tid;
     x.freed_in_gc = r.gc;
-    if (r.gc) gc_frees_[r.tid].push_back(index);
+    // A streamed report keeps no freed tensor for its collection (Tensor::collection) to name.
+    if (r.gc && !report_.streamed) gc_frees_[r.tid].push_back(index);
     add_event(Event::TensorFree, index, r.t);
+    if (report_.streamed) release_tensor_slot(index);
 }
 
 void Parser::apply(const rec::TensorOom& r) {

@@ -70,6 +70,8 @@ struct Block {
     uint64_t free_tid = 0;         // the thread of its F record; 0 while live or when freed implicitly
     uint32_t capture_id = 0;       // the capture owning the block (minor 1); 0: none (ordinary memory)
     uint32_t python_stack_id = 0;  // the allocating thread's Python stack (minor 2); 0: none
+    size_t order = 0;              // its A record's rank among all A records (its index in Report::blocks,
+                                   // except in a streamed report, report/stream.h)
 };
 
 struct FailedAlloc {
@@ -292,6 +294,7 @@ struct Tensor {
     uint32_t python_stack_id = 0;
     uint32_t capture_id = 0;
     std::string pool;  // "first.second", or "-" for the default pools
+    size_t order = 0;  // its T record's rank among all T records (as Block::order)
 };
 
 /// o: one site's live blocks at an O.
@@ -432,6 +435,11 @@ struct Event {
 
 struct Report {
     std::string path;
+    /// Read by the streaming reader (report/stream.h): no events; blocks and tensors are the live ones.
+    bool streamed = false;
+    /// Streamed: backward_sites could not be computed exactly (allocations inside backward() calls
+    /// came too far out of time order: report/user_frame.h, BackwardSweep); load_report can.
+    bool backward_pending = false;
     int version = 0;
     std::map<std::string, std::string> info;
     std::vector<Module> modules;
@@ -466,7 +474,10 @@ struct Report {
     std::vector<Phase> phases;  // in order of B records
     std::vector<Mark> marks;    // in order of J records
     // minor 5
-    std::vector<Tensor> tensors;         // in order of T records
+    std::vector<Tensor> tensors;  // in order of T records
+    uint64_t tensor_records = 0;  // T records read (a streamed report keeps only the live tensors)
+    /// The run used memguard's allocator: it has T records (allocator mode).
+    bool has_tensors() const { return tensor_records != 0 || !tensors.empty(); }
     std::vector<TensorOom> tensor_ooms;  // in order of O records
     // minor 6
     /// Records the recorded process made but could not keep (host memory ran out), from its U

@@ -269,4 +269,84 @@ void attribute_backward(Report& r) {
     }
 }
 
+bool BackwardSweep::in_backward(const Report& r, uint32_t python_stack_id) {
+    auto [it, added] = backward_stacks_.try_emplace(python_stack_id, false);
+    if (added) {
+        if (!rule_) {
+            rule_.emplace(r);
+            rule_paths_ = r.python_paths.size();
+        }
+        auto s = r.python_stacks.find(python_stack_id);
+        it->second = s != r.python_stacks.end() && in_backward_call(r, s->second, *rule_);
+    }
+    return it->second;
+}
+
+void BackwardSweep::add(const Report& r, int64_t t, bool tensor, size_t order, uint64_t tid, uint64_t size,
+                        uint32_t stack_id, uint32_t python_stack_id) {
+    const Alloc a{t, tensor, order, tid, size, stack_id, python_stack_id};
+    // Without a Python stack yet, nothing can open a backward() call: only the order is checked.
+    buffering_ = buffering_ || !r.python_stacks.empty();
+    if (!buffering_) {
+        replay(r, a);
+        return;
+    }
+    heap_.push_back(a);
+    std::push_heap(heap_.begin(), heap_.end(), std::greater<Alloc>());
+    if (heap_.size() <= kWindow) return;
+    std::pop_heap(heap_.begin(), heap_.end(), std::greater<Alloc>());
+    replay(r, heap_.back());
+    heap_.pop_back();
+}
+
+void BackwardSweep::replay(const Report& r, const Alloc& a) {
+    if (last_ && *last_ > a) out_of_order_ = true;
+    last_ = a;
+    if (a.python_stack_id != 0) {
+        python_threads_.insert(a.tid);
+        if (in_backward(r, a.python_stack_id)) {
+            any_backward_ = true;
+            auto [it, added] = open_.try_emplace(a.tid, std::make_pair(opened_, a.python_stack_id));
+            if (added) ++opened_;
+        } else {
+            open_.erase(a.tid);
+        }
+        return;
+    }
+    if (open_.empty() || python_threads_.count(a.tid) != 0) return;
+    const std::pair<uint64_t, uint32_t>* latest = nullptr;
+    for (const auto& [tid, call] : open_) {
+        if (latest == nullptr || call.first > latest->first) latest = &call;
+    }
+    bytes_[{a.stack_id, latest->second, a.tid}] += a.size;
+}
+
+bool BackwardSweep::finish(Report& r) {
+    std::sort(heap_.begin(), heap_.end(), [](const Alloc& x, const Alloc& y) { return y > x; });
+    for (const Alloc& a : heap_) replay(r, a);
+    heap_.clear();
+    if (!any_backward_) return true;  // as attribute_backward: no call, no site
+    if (out_of_order_) return false;
+    if (rule_ && r.python_paths.size() != rule_paths_) {
+        const FrameRule rule(r);
+        for (const auto& [id, backward] : backward_stacks_) {
+            auto s = r.python_stacks.find(id);
+            if (backward != (s != r.python_stacks.end() && in_backward_call(r, s->second, rule))) return false;
+        }
+    }
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> bytes;  // (native stack, backward stack) -> bytes
+    for (const auto& [key, n] : bytes_) {
+        if (python_threads_.count(std::get<2>(key)) == 0) bytes[{std::get<0>(key), std::get<1>(key)}] += n;
+    }
+    std::unordered_map<uint32_t, uint64_t> best;
+    for (const auto& [key, n] : bytes) {
+        auto [it, added] = best.try_emplace(key.first, n);
+        if (added || n > it->second) {
+            it->second = n;
+            r.backward_sites[key.first] = key.second;
+        }
+    }
+    return true;
+}
+
 }  // namespace memguard::report

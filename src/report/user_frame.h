@@ -6,8 +6,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "report/report.h"
@@ -76,5 +81,52 @@ bool in_backward_call(const Report& r, const PythonStack& s, const FrameRule& ru
 /// it). Per native stack, the call that covers the most bytes wins. An inference from timing, not
 /// a recorded stack: the views say so.
 void attribute_backward(Report& r);
+
+/// attribute_backward for the streaming reader (report/stream.h), which keeps no allocation: each
+/// allocation is told as it is read, and they are replayed in time order through a window of the
+/// last kWindow (a min-heap), which puts right what threads wrote out of order. finish() fills
+/// r.backward_sites as attribute_backward would, or returns false when it cannot be sure to: an
+/// allocation came more than the window out of order, or an e record changed which stacks are in
+/// a backward() call after one was looked at, while some allocation was inside a backward() call.
+class BackwardSweep {
+public:
+    static constexpr size_t kWindow = 4096;
+    /// An A (`tensor` false) or T record; `order`: its rank among the records of its kind.
+    void add(const Report& r, int64_t t, bool tensor, size_t order, uint64_t tid, uint64_t size, uint32_t stack_id,
+             uint32_t python_stack_id);
+    bool finish(Report& r);
+
+private:
+    struct Alloc {
+        int64_t t;
+        bool tensor;
+        size_t order;
+        uint64_t tid, size;
+        uint32_t stack_id, python_stack_id;
+        // attribute_backward's order: by time, then its A records before its T records, in file order.
+        bool operator>(const Alloc& o) const {
+            if (t != o.t) return t > o.t;
+            if (tensor != o.tensor) return tensor;
+            return order > o.order;
+        }
+    };
+    void replay(const Report& r, const Alloc& a);
+    bool in_backward(const Report& r, uint32_t python_stack_id);
+
+    std::vector<Alloc> heap_;  // a min-heap by time (std::greater)
+    bool buffering_ = false;   // from the first Python stack on: before, no allocation can open a call
+    std::optional<Alloc> last_;
+    bool out_of_order_ = false;
+    bool any_backward_ = false;
+    std::optional<FrameRule> rule_;
+    size_t rule_paths_ = 0;
+    std::unordered_map<uint32_t, bool> backward_stacks_;  // Python stack id -> in a backward() call
+    std::unordered_set<uint64_t> python_threads_;
+    std::unordered_map<uint64_t, std::pair<uint64_t, uint32_t>> open_;  // thread -> (order opened, call)
+    uint64_t opened_ = 0;
+    /// (native stack, backward call's Python stack, thread) -> bytes; the threads found later to run
+    /// Python are left out at the end.
+    std::map<std::tuple<uint32_t, uint32_t, uint64_t>, uint64_t> bytes_;
+};
 
 }  // namespace memguard::report

@@ -137,7 +137,7 @@ int run_summarize(const Args& args);  // summarize FILE...: the rank summaries (
 /// tensors were allocated at, their bytes) rather than the GPU blocks (there, the segments the
 /// allocator took): a report with tensor blocks, without --segments or another --kind.
 inline bool tensor_view(const report::Report& r, const Args& args) {
-    return !r.tensors.empty() && !args.segments && args.kind == report::KindFilter::Gpu;
+    return r.has_tensors() && !args.segments && args.kind == report::KindFilter::Gpu;
 }
 
 /// Whether the run had memguard as PyTorch's allocator: the header says so (I allocator memguard),

@@ -8,6 +8,7 @@
 #include "output.h"
 #include "report/json.h"
 #include "report/oom.h"
+#include "report/stream.h"
 #include "report/units.h"
 #include "sites.h"
 
@@ -250,10 +251,17 @@ void json_tensors(report::JsonWriter& j, const report::Report& r, const report::
 /// allocator mode at the tensor peak (as `top` takes it), where the activations are; else the GPU peak.
 constexpr size_t kCategorySites = 3;
 
+/// The position of the categories' point in `r`: the peak's in a whole report; in the report of the
+/// point (a streamed one, report/stream.h), after all its events.
+size_t category_point(const report::Report& r, const report::Summary& s, bool tensors) {
+    if (r.streamed) return r.events.size();
+    return tensors ? s.tensor_peak_events : s.peak_events;
+}
+
 void print_categories(const report::Report& r, const report::Summary& s) {
     const bool tensors = allocator_mode(r) && s.tensor_peak_t;
     if (!tensors && !s.peak_t) return;
-    CategoryView view(r, tensors ? s.tensor_peak_events : s.peak_events, 1, 6);
+    CategoryView view(r, category_point(r, s, tensors), 1, 6);
     std::string head = std::string(tensors ? "Categories at the tensor peak" : "Categories at peak") +
                        " (t=" + seconds_fixed3(tensors ? *s.tensor_peak_t : *s.peak_t) +
                        " s): " + human_bytes(view.breakdown().total);
@@ -269,7 +277,7 @@ void json_categories(report::JsonWriter& j, const report::Report& r, const repor
         j.null();
         return;
     }
-    CategoryView view(r, tensors ? s.tensor_peak_events : s.peak_events, kCategorySites, 6);
+    CategoryView view(r, category_point(r, s, tensors), kCategorySites, 6);
     j.begin_object();
     j.key("peak").value(tensors ? "tensors" : "gpu");
     j.key("time_s").number(seconds_exact(tensors ? *s.tensor_peak_t : *s.peak_t));
@@ -468,19 +476,70 @@ void print_json(const report::Report& r, const report::Summary& s) {
 
 bool allocator_mode(const report::Report& r) {
     auto it = r.info.find("allocator");
-    return (it != r.info.end() && it->second == "memguard") || !r.tensors.empty() || !r.tensor_ooms.empty();
+    return (it != r.info.end() && it->second == "memguard") || r.has_tensors() || !r.tensor_ooms.empty();
 }
 
-int run_summary(const Args& args) {
-    report::Report r = report::load_report(args.file);
-    print_warnings(r.warnings);
-    report::Summary s = report::summarize(r);
+namespace {
+
+/// Whether a streamed report answers `summary` as the whole report would: the OOM matching
+/// (report/oom.h) reads the blocks around each failure, the categories read the positions of steps
+/// and moments, and site labels need backward_sites.
+bool summary_streams(const report::Report& r) {
+    if (r.backward_pending || !r.moments.empty() || !r.steps.empty()) return false;
+    if (!r.tensor_ooms.empty() || !r.oom_contexts.empty()) return false;
+    for (const report::FailedAlloc& f : r.failures) {
+        if (f.is_oom()) return false;
+    }
+    return true;
+}
+
+void print_summary(const report::Report& r, const report::Summary& s, const Args& args) {
     std::cout.flush();
     if (args.json) {
         print_json(r, s);
     } else {
         print_text(r, s);
     }
+}
+
+}  // namespace
+
+int run_summary(const Args& args) {
+    // The streaming reader (report/stream.h): one pass for the figures and the live set at the
+    // peak (a second for the peak when it kept coming back), in memory bounded by what is live;
+    // load_report where it cannot answer.
+    std::optional<report::Report> streamed;
+    report::Summary s;
+    if (report::rereadable(args.file)) {
+        report::SummaryBuilder builder;
+        report::PeakObserver peaks;
+        report::Observers both({&builder, &peaks});
+        report::Report r = report::stream_report(args.file, both);
+        if (summary_streams(r)) {
+            s = builder.take(r);
+            const bool tensors = allocator_mode(r) && s.tensor_peak_t;
+            if (tensors || s.peak_t) {
+                const size_t at = tensors ? s.tensor_peak_events : s.peak_events;
+                report::LiveSet live;
+                if (peaks.has(tensors, at)) {
+                    r = peaks.take(tensors, std::move(r), 0, live);
+                } else {
+                    report::PointObserver point(at, std::nullopt, true);
+                    report::stream_report(args.file, point);
+                    r = point.take(std::move(r), 0, live);
+                }
+            }
+            streamed = std::move(r);
+        }
+    }
+    if (streamed) {
+        print_warnings(streamed->warnings);
+        print_summary(*streamed, s, args);
+        return kExitOk;
+    }
+    report::Report r = report::load_report(args.file);
+    print_warnings(r.warnings);
+    print_summary(r, report::summarize(r), args);
     return kExitOk;
 }
 

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "output.h"
 #include "report/json.h"
+#include "report/stream.h"
 #include "report/timeline.h"
 #include "report/units.h"
 #include "sites.h"
@@ -57,9 +58,8 @@ void keep_since(const report::Report& r, int64_t since, report::LiveSet& live) {
     drop(live.tensors, [&](size_t i) { return r.tensors[i].t_alloc; });
 }
 
-/// Fills the view in place (it points into itself); `sym` must outlive it.
-void build_view(const report::Report& r, const Args& args, SiteSymbolizer& sym, TopView& v) {
-    v.tensors = tensor_view(r, args);
+/// The live set of `args.at`, and whether there was a peak, from a whole report.
+void live_of(const report::Report& r, const Args& args, TopView& v) {
     // A peak needs the summary (a replay of every event): computed once.
     std::optional<report::Summary> summary;
     if (args.at.type == report::TimePoint::Peak) summary = report::summarize(r);
@@ -70,6 +70,11 @@ void build_view(const report::Report& r, const Args& args, SiteSymbolizer& sym, 
         v.live = report::live_at(r, args.at, known);
         v.has_peak = !summary || summary->peak_t.has_value();
     }
+}
+
+/// Fills the view in place (it points into itself); `sym` must outlive it. `v.live` and
+/// `v.has_peak` are set.
+void build_view(const report::Report& r, const Args& args, SiteSymbolizer& sym, TopView& v) {
     if (args.since) keep_since(r, *args.since, v.live);
     if (v.tensors) {
         v.table = report::group_tensors_by_site(r, v.live);
@@ -87,7 +92,7 @@ void build_view(const report::Report& r, const Args& args, SiteSymbolizer& sym, 
 std::string what_text(const report::Report& r, report::KindFilter kind, bool tensors) {
     if (tensors) return "Live tensor memory (memguard allocator blocks)";
     switch (kind) {
-    case report::KindFilter::Gpu: return r.tensors.empty() ? "Live GPU memory" : "Live GPU memory (allocator segments)";
+    case report::KindFilter::Gpu: return !r.has_tensors() ? "Live GPU memory" : "Live GPU memory (allocator segments)";
     case report::KindFilter::Pinned: return "Live pinned host memory";
     case report::KindFilter::All: return "Live GPU and pinned host memory";
     case report::KindFilter::Physical: return "Live physical memory (cuMemCreate)";
@@ -254,7 +259,7 @@ void print_json(const report::Report& r, const Args& args, const TopView& v, con
     j.key("kind").value(kind_filter_name(args.kind));
     if (args.since) j.key("since_s").number(report::seconds_exact(*args.since));
     // Allocator mode only: which blocks the sites are of ("tensors": T records; "segments": A records).
-    if (!r.tensors.empty()) j.key("view").value(v.tensors ? "tensors" : "segments");
+    if (r.has_tensors()) j.key("view").value(v.tensors ? "tensors" : "segments");
     // What the bytes are of, in the words of diff, phases and merge: "tensors" or "gpu" (GPU kinds).
     if (args.kind == report::KindFilter::Gpu)
         j.key("bytes_of").value(report::series_name(v.tensors ? report::Series::Tensors : report::Series::Gpu));
@@ -269,20 +274,25 @@ void print_json(const report::Report& r, const Args& args, const TopView& v, con
     std::cout << j.str();
 }
 
-/// --by category: the breakdown of all GPU memory at the point; --at peak is, as for the sites, the
-/// tensor peak in allocator mode (where the activations are), else the GPU peak.
-int run_top_categories(const report::Report& r, const Args& args) {
-    std::optional<report::Summary> summary;
+/// The point of --by category in a whole report: its live set, whether there was a peak, and the
+/// summary when --at peak.
+void category_point_of(const report::Report& r, const Args& args, report::LiveSet& live, bool& has_peak,
+                       std::optional<report::Summary>& summary) {
     if (args.at.type == report::TimePoint::Peak) summary = report::summarize(r);
     const report::Summary* known = summary ? &*summary : nullptr;
-    bool has_peak = true;
-    report::LiveSet live;
+    has_peak = true;
     if (tensor_view(r, args) && summary && summary->tensor_peak_t) {
         live = report::tensors_live_at(r, args.at, &has_peak, known);
     } else {
         live = report::live_at(r, args.at, known);
         has_peak = !summary || summary->peak_t.has_value();
     }
+}
+
+/// --by category: the breakdown of all GPU memory at the point; --at peak is, as for the sites, the
+/// tensor peak in allocator mode (where the activations are), else the GPU peak.
+int run_top_categories(const report::Report& r, const Args& args, const report::LiveSet& live, bool has_peak,
+                       const std::optional<report::Summary>& summary) {
     CategoryView view(r, live.events_applied, args.top_n_given ? args.top_n : 3, args.frames);
     std::cout.flush();
     const report::Breakdown& b = view.breakdown();
@@ -328,14 +338,61 @@ int run_top_categories(const report::Report& r, const Args& args) {
     return kExitOk;
 }
 
+/// The report of the point `args.at` from the streaming reader (report/stream.h): one pass (two
+/// for a peak that kept coming back, report::PeakObserver). Nothing when only load_report answers
+/// exactly: site labels that need backward_sites, categories that read the positions of steps and
+/// moments; and a pipe, which can be read only once (load_report reads it).
+std::optional<report::Report> stream_point(const Args& args, report::LiveSet& live, bool& has_peak,
+                                           std::optional<report::Summary>& summary) {
+    const bool peak = args.at.type == report::TimePoint::Peak;
+    if (!report::rereadable(args.file)) return std::nullopt;
+    auto streams = [&](const report::Report& r) {
+        if (r.backward_pending) return false;
+        return !args.by_category || (r.moments.empty() && r.steps.empty());
+    };
+    if (!peak) {
+        std::optional<int64_t> after;
+        if (args.at.type == report::TimePoint::Time) after = args.at.t;
+        report::PointObserver point(std::nullopt, after, false);
+        report::Report r = report::stream_report(args.file, point);
+        if (!streams(r)) return std::nullopt;
+        has_peak = true;
+        const int64_t t = args.at.type == report::TimePoint::Exit ? r.end_t : args.at.t;
+        return point.take(std::move(r), t, live);
+    }
+    report::SummaryBuilder builder;
+    report::PeakObserver peaks;
+    report::Observers both({&builder, &peaks});
+    report::Report r = report::stream_report(args.file, both);
+    if (!streams(r)) return std::nullopt;
+    summary = builder.take(r);
+    // As tensors_live_at and live_at choose it: the tensor peak for the tensor view (for --by
+    // category, only when there was one), else the GPU peak.
+    const bool tensors = args.by_category ? tensor_view(r, args) && summary->tensor_peak_t : tensor_view(r, args);
+    has_peak = tensors ? summary->tensor_peak_t.has_value() : summary->peak_t.has_value();
+    const size_t at = tensors ? summary->tensor_peak_events : summary->peak_events;
+    const int64_t t = (tensors ? summary->tensor_peak_t : summary->peak_t).value_or(0);
+    if (peaks.has(tensors, at)) return peaks.take(tensors, std::move(r), t, live);
+    report::PointObserver point(at, std::nullopt, true);  // the peak kept coming back: a second pass
+    report::stream_report(args.file, point);
+    return point.take(std::move(r), t, live);
+}
+
 }  // namespace
 
 int run_top(const Args& args) {
-    report::Report r = report::load_report(args.file);
-    print_warnings(r.warnings);
-    if (args.by_category) return run_top_categories(r, args);
-    SiteSymbolizer sym(r, args.frames);
     TopView v;
+    std::optional<report::Summary> summary;
+    std::optional<report::Report> streamed = stream_point(args, v.live, v.has_peak, summary);
+    report::Report r = streamed ? std::move(*streamed) : report::load_report(args.file);
+    print_warnings(r.warnings);
+    if (args.by_category) {
+        if (!streamed) category_point_of(r, args, v.live, v.has_peak, summary);
+        return run_top_categories(r, args, v.live, v.has_peak, summary);
+    }
+    SiteSymbolizer sym(r, args.frames);
+    v.tensors = tensor_view(r, args);
+    if (!streamed) live_of(r, args, v);
     build_view(r, args, sym, v);
     std::cout.flush();
     if (args.json) {

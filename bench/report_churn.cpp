@@ -1,0 +1,74 @@
+// An allocation churn for the reader's benchmark (bench/report_scale.py, docs/benchmarks.md):
+// cudaMalloc/cudaFree pairs over the fake runtime, from 8 allocation sites (distinct call stacks),
+// with a ring of `live` blocks that each stay allocated for `live` pairs and 16 blocks that live to
+// the end, so that the live set (and the reader's memory) stays the same whatever the length.
+//
+// usage: memguard_bench_report_churn PAIRS [LIVE]
+// Prints nothing; run it with LD_PRELOAD=libmemguard.so and MEMGUARD_OUTPUT set.
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime_api.h>
+#include <vector>
+
+namespace {
+
+volatile int g_sink = 0;
+
+void* must_alloc(size_t size) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, size) != cudaSuccess) {
+        std::fprintf(stderr, "cudaMalloc failed\n");
+        std::exit(1);
+    }
+    return p;
+}
+
+// Eight sites: the same call made through a different chain of frames each.
+template <int N>
+__attribute__((noinline)) void* site(size_t size) {
+    void* p = N == 0 ? must_alloc(size) : site<(N > 0 ? N - 1 : 0)>(size);
+    g_sink += 1;  // keeps the call from becoming a tail call
+    return p;
+}
+
+void* alloc_at(int s, size_t size) {
+    switch (s & 7) {
+    case 0: return site<0>(size);
+    case 1: return site<1>(size);
+    case 2: return site<2>(size);
+    case 3: return site<3>(size);
+    case 4: return site<4>(size);
+    case 5: return site<5>(size);
+    case 6: return site<6>(size);
+    default: return site<7>(size);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: %s PAIRS [LIVE]\n", argv[0]);
+        return 2;
+    }
+    const long pairs = std::atol(argv[1]);
+    const long live = argc > 2 ? std::atol(argv[2]) : 1000;
+    std::vector<void*> lasting;
+    for (int i = 0; i < 16; ++i) lasting.push_back(alloc_at(i, size_t{64} << 20));
+    std::vector<void*> ring(static_cast<size_t>(live), nullptr);
+    for (long i = 0; i < pairs; ++i) {
+        void*& slot = ring[static_cast<size_t>(i % live)];
+        if (slot != nullptr && cudaFree(slot) != cudaSuccess) {
+            std::fprintf(stderr, "cudaFree failed\n");
+            return 1;
+        }
+        // Sizes from 4 KiB to 4 MiB; the peak comes where the ring holds the most bytes.
+        const size_t size = size_t{4096} << static_cast<size_t>((i * 7 + i / 1000) % 11);
+        slot = alloc_at(static_cast<int>(i % 8), size);
+    }
+    for (void* p : ring) {
+        if (p != nullptr) cudaFree(p);
+    }
+    for (void* p : lasting) cudaFree(p);
+    return 0;
+}

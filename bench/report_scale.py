@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The reader at scale (issue 23; docs/benchmarks.md): wall time and peak RSS of the CLI's commands on
+reports of 10^6, 10^7 (and 10^8) events, before (an older memguard CLI) and after (this one), side
+by side.
+
+The reports come from bench/report_churn.cpp under the preloaded library over the fake runtime:
+cudaMalloc/cudaFree pairs from 8 sites, a ring of LIVE blocks each live for LIVE pairs and 16 blocks
+that live to the end, so the live set is the same at every length and a reader bounded by it keeps
+the same RSS. Arms are interleaved (before, after, before, after, ...) so that load on the shared
+machine falls on both; each cell is the median of the repetitions, and the ratio's spread is the
+range of the per-repetition ratios.
+
+  bench/report_scale.py --before OLD/memguard --after build/bin/memguard \\
+      [--lib build/lib/libmemguard.so] [--churn build/bin/memguard_bench_report_churn] \\
+      [--events 1e6,1e7] [--reps 3] [--dir /tmp/report_scale] [--keep]
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+
+def run_timed(cmd):
+    """Runs cmd under /usr/bin/time; returns (seconds, peak RSS in MiB, exit status)."""
+    fmt = "MEMGUARD_BENCH %e %M"
+    p = subprocess.run(["/usr/bin/time", "-f", fmt] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    line = [l for l in p.stderr.splitlines() if l.startswith("MEMGUARD_BENCH ")][-1].split()
+    return float(line[1]), int(line[2]) / 1024.0, p.returncode
+
+
+def make_report(args, events, path):
+    pairs = events // 2
+    env = dict(os.environ, LD_PRELOAD=os.path.abspath(args.lib), MEMGUARD_OUTPUT=path)
+    t0 = time.time()
+    subprocess.run([args.churn, str(pairs), str(args.live)], env=env, check=True)
+    return time.time() - t0
+
+
+def commands(report, end_s):
+    mid = "%.3f" % (end_s / 2)
+    return [
+        ("summary", ["summary", report]),
+        ("top --at peak", ["top", report, "--at", "peak"]),
+        ("top --at exit", ["top", report, "--at", "exit"]),
+        ("top --at T (mid-run)", ["top", report, "--at", mid]),
+        ("top --by category", ["top", report, "--by", "category"]),
+        ("phases", ["phases", report]),
+        ("steps", ["steps", report]),
+        ("cycles", ["cycles", report]),
+        ("oom", ["oom", report]),
+        ("diff A A", ["diff", report, report]),
+        ("merge A A", ["merge", report, report]),
+    ]
+
+
+def end_seconds(cli, report):
+    out = subprocess.run([cli, "summary", "--json", report], capture_output=True, text=True, check=True).stdout
+    import json
+
+    return json.loads(out)["duration_s"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", required=True, help="the older memguard CLI")
+    ap.add_argument("--after", required=True, help="the memguard CLI measured")
+    ap.add_argument("--lib", default="build/lib/libmemguard.so")
+    ap.add_argument("--churn", default="build/bin/memguard_bench_report_churn")
+    ap.add_argument("--events", default="1e6,1e7", help="comma-separated event counts (an event: an A or F record)")
+    ap.add_argument("--live", type=int, default=1000, help="blocks in the churn's ring")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--only", default="", help="comma-separated command names to run (default: all)")
+    ap.add_argument("--after-only-from", type=float, default=0,
+                    help="from this many events up, run only the after arm (the before arm's RSS would not fit)")
+    ap.add_argument("--dir", default="/tmp/report_scale")
+    ap.add_argument("--keep", action="store_true", help="keep the reports")
+    args = ap.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    print("# %s, %s; before %s, after %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.uname().nodename,
+                                            args.before, args.after))
+    print("| events | report | command | before s | after s | after/before time (range) | events/s after | before RSS MiB | after RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for spec in args.events.split(","):
+        events = int(float(spec))
+        report = os.path.join(args.dir, "churn.%d.mgr" % events)
+        if not os.path.exists(report):
+            secs = make_report(args, events, report)
+            print("generated %s (%d events) in %.1f s" % (report, events, secs), file=sys.stderr)
+        size_mb = os.path.getsize(report) / 1e6
+        end_s = end_seconds(args.after, report)
+        arms = [("after", args.after)] if args.after_only_from and events >= args.after_only_from else [
+            ("before", args.before), ("after", args.after)]
+        only = set(x.strip() for x in args.only.split(",") if x.strip())
+        for name, argv in commands(report, end_s):
+            if only and name not in only:
+                continue
+            res = {a: [] for a, _ in arms}
+            for _ in range(args.reps):
+                for arm, cli in arms:
+                    secs, rss, rc = run_timed([cli] + argv)
+                    res[arm].append((secs, rss, rc))
+            def med(arm, i):
+                return statistics.median(x[i] for x in res[arm]) if arm in res else None
+            b_t, a_t = med("before", 0), med("after", 0)
+            b_m, a_m = med("before", 1), med("after", 1)
+            if b_t is not None:
+                ratios = [a[0] / b[0] for a, b in zip(res["after"], res["before"]) if b[0] > 0]
+                ratio = "%.2f (%.2f-%.2f)" % (statistics.median(ratios), min(ratios), max(ratios))
+            else:
+                ratio = "-"
+            rcs = sorted(set(x[2] for arm in res for x in res[arm]))
+            note = "" if rcs == [0] else " (exit %s)" % ",".join(map(str, rcs))
+            print("| %.0e | %.0f MB | %s%s | %s | %.2f | %s | %.2g | %s | %.0f |" % (
+                events, size_mb, name, note, "-" if b_t is None else "%.2f" % b_t, a_t, ratio,
+                events / a_t if a_t else 0, "-" if b_m is None else "%.0f" % b_m, a_m))
+            sys.stdout.flush()
+        if not args.keep:
+            os.remove(report)
+    if not args.keep:
+        shutil.rmtree(args.dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+// The streaming reader's observers of a point (report/stream.h); SummaryBuilder is in analysis.cpp,
+// beside summarize(), and the reader itself in report.cpp.
+#include "report/stream.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+namespace memguard::report {
+
+bool rereadable(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool PointObserver::on_event(const Report& r, const Event& e) {
+    if (!walk_) walk_.emplace(r);
+    if (!taken_ && ((events_ && walk_->applied() >= *events_) || (after_t_ && e.t > *after_t_))) {
+        point_.take(r, *walk_, last_t_);
+        taken_ = true;
+        if (stop_) return false;  // the rest of the file cannot change the point
+    }
+    if (taken_) return true;  // a first pass goes on for the rest of the report
+    walk_->apply(e);
+    last_t_ = e.t;
+    return true;
+}
+
+void PointObserver::on_end(const Report& r) {
+    if (!walk_) walk_.emplace(r);
+    if (!taken_) point_.take(r, *walk_, last_t_);
+    taken_ = true;
+}
+
+void PointSnapshot::clear() {
+    blocks_.clear();
+    tensors_.clear();
+    handles_.clear();
+    last_t_ = 0;
+}
+
+void PointSnapshot::take(const Report& r, const LevelWalk& walk, int64_t last_t) {
+    clear();
+    last_t_ = last_t;
+    for (size_t b = 0; b < r.blocks.size(); ++b) {
+        if (!walk.block_live(b)) continue;
+        Block x = r.blocks[b];
+        x.t_free.reset();  // a block whose F is the next event: live at the point
+        x.free_api.clear();
+        x.free_tid = 0;
+        blocks_.push_back(std::move(x));
+    }
+    for (size_t i = 0; i < r.tensors.size(); ++i) {
+        if (!walk.tensor_live(i)) continue;
+        Tensor x = r.tensors[i];
+        x.t_free.reset();
+        x.free_tid = 0;
+        x.freed_in_gc = false;
+        tensors_.push_back(std::move(x));
+    }
+    for (size_t h = 0; h < r.handles.size(); ++h) {
+        if (walk.handle_live(h)) handles_.push_back(h);
+    }
+    auto by_order = [](const auto& a, const auto& b) { return a.order < b.order; };
+    std::sort(blocks_.begin(), blocks_.end(), by_order);
+    std::sort(tensors_.begin(), tensors_.end(), by_order);
+}
+
+Report PointSnapshot::into(Report base, int64_t t, LiveSet& live) {
+    base.blocks = std::move(blocks_);
+    base.tensors = std::move(tensors_);
+    base.events.clear();
+    base.events.reserve(base.blocks.size() + base.tensors.size() + handles_.size());
+    for (size_t i = 0; i < base.blocks.size(); ++i) base.events.push_back(Event{Event::Alloc, i, last_t_});
+    for (size_t i = 0; i < base.tensors.size(); ++i) base.events.push_back(Event{Event::TensorAlloc, i, last_t_});
+    for (size_t h : handles_) base.events.push_back(Event{Event::Create, h, last_t_});
+    live = LiveSet{};
+    live.events_applied = base.events.size();
+    live.t = t;
+    live.blocks.resize(base.blocks.size());
+    std::iota(live.blocks.begin(), live.blocks.end(), size_t{0});
+    live.tensors.resize(base.tensors.size());
+    std::iota(live.tensors.begin(), live.tensors.end(), size_t{0});
+    live.handles = std::move(handles_);
+    return base;
+}
+
+namespace {
+
+uint64_t plus(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+}  // namespace
+
+void PeakObserver::copy(const Report& r, Series& s) {
+    s.pending = false;
+    if (gave_up_) return;
+    work_ += s.point.cost(r);
+    if (work_ > kBudget * walk_->applied() + (size_t{1} << 20)) {
+        gave_up_ = true;  // the second pass is cheaper from here
+        gpu_.point.clear();
+        tensor_.point.clear();
+        return;
+    }
+    s.point.take(r, *walk_, last_t_);
+}
+
+bool PeakObserver::on_event(const Report& r, const Event& e) {
+    if (!walk_) walk_.emplace(r);
+    const Levels& l = walk_->levels();
+    // A pending peak stands unless this event raises its series again: copy its live set first.
+    if (gpu_.pending) {
+        bool raises = false;
+        if ((e.type == Event::Alloc || e.type == Event::Restore) && is_gpu(r.blocks[e.block].kind)) {
+            raises = plus(l.gpu_bytes, r.blocks[e.block].size) > gpu_.best;
+        } else if (e.type == Event::Create && r.handles[e.block].device >= 0) {
+            raises = plus(l.gpu_bytes, r.handles[e.block].size) > gpu_.best;
+        }
+        if (!raises) copy(r, gpu_);
+    }
+    if (tensor_.pending &&
+        !(e.type == Event::TensorAlloc && plus(l.tensor_bytes, r.tensors[e.block].size) > tensor_.best)) {
+        copy(r, tensor_);
+    }
+    walk_->apply(e);
+    last_t_ = e.t;
+    // As SummaryBuilder finds the peaks.
+    if (walk_->last_changed_gpu() && l.gpu_bytes > gpu_.best) {
+        gpu_.best = l.gpu_bytes;
+        gpu_.events = walk_->applied();
+        gpu_.pending = true;
+    }
+    if (walk_->last_changed_tensor() && l.tensor_bytes > tensor_.best) {
+        tensor_.best = l.tensor_bytes;
+        tensor_.events = walk_->applied();
+        tensor_.pending = true;
+    }
+    return true;
+}
+
+void PeakObserver::on_end(const Report& r) {
+    if (!walk_) walk_.emplace(r);
+    if (gpu_.pending) copy(r, gpu_);
+    if (tensor_.pending) copy(r, tensor_);
+}
+
+bool PeakObserver::has(bool tensors, size_t events) const {
+    const Series& s = tensors ? tensor_ : gpu_;
+    return !gave_up_ && s.events == events;
+}
+
+Report PeakObserver::take(bool tensors, Report base, int64_t t, LiveSet& live) {
+    return (tensors ? tensor_ : gpu_).point.into(std::move(base), t, live);
+}
+
+bool Observers::on_event(const Report& r, const Event& e) {
+    bool more = false;
+    for (EventObserver* o : all_) more = o->on_event(r, e) || more;
+    return more;
+}
+
+void Observers::on_end(const Report& r) {
+    for (EventObserver* o : all_) o->on_end(r);
+}
+
+}  // namespace memguard::report

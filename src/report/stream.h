@@ -1,0 +1,171 @@
+// The streaming reader: a report read in one pass, in memory bounded by what is live (blocks,
+// tensors, sites, stacks), not by the number of events (docs/architecture.md, "The streaming reader").
+//
+// load_report keeps every block, tensor and Event, so that any view can replay any prefix. A streamed
+// report keeps a block (tensor) only while it is live: the parser holds the live ones in slots of
+// Report::blocks (Report::tensors), recycles a slot once its free was told, stores no Event, and tells
+// each event, as it is read, to an EventObserver, which folds it into what its command needs (a
+// Summary, the live set at one point). Everything else (stacks, modules, phases, steps, captures,
+// collections, failures, virtual memory, ...) is kept as load_report keeps it; positions
+// (Phase::events_at_begin, Step::events_before, ...) count the events as load_report would.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "report/analysis.h"
+#include "report/levels.h"
+#include "report/report.h"
+
+namespace memguard::report {
+
+/// Told of every event of a streamed report, in file order.
+class EventObserver {
+public:
+    virtual ~EventObserver() = default;
+    /// `e.block` names a slot of r.blocks or r.tensors (Alloc ... TensorFree), or an index into
+    /// r.reservations, r.handles or r.mappings, as in Report::events; the item is in place during the
+    /// call (a freed block still in its slot, its t_free set). Returns false to stop reading: the
+    /// rest of the file is not read.
+    virtual bool on_event(const Report& r, const Event& e) = 0;
+    /// After the last record, before the slots are compacted: r.blocks and r.tensors are still the
+    /// slots the events named.
+    virtual void on_end(const Report& r) { (void)r; }
+};
+
+/// Reads a whole report, telling `observer` of each event. Throws ReportError as load_report does,
+/// with the same warnings. The report returned is `streamed`: no events, and its blocks and tensors
+/// are those live at the end, in order of their A and T records (Block::order, Tensor::order).
+Report stream_report(const std::string& path, EventObserver& observer);
+/// As stream_report, for a report held in memory (tests).
+Report stream_report_text(std::string_view content, const std::string& name, EventObserver& observer);
+
+/// Whether `path` can be read twice (a regular file): a second pass (the live set at the peak)
+/// needs it; a pipe (`memguard summary <(zcat r.mgr.gz)`) is read once, by load_report.
+bool rereadable(const std::string& path);
+
+/// The figures of summarize(), folded event by event: summarize(r) is a SummaryBuilder over
+/// r.events, so that both readers give one answer.
+class SummaryBuilder : public EventObserver {
+public:
+    bool on_event(const Report& r, const Event& e) override;
+    void on_end(const Report& r) override;
+    /// The summary of the report read; call once, after the read.
+    Summary take(const Report& r);
+
+private:
+    struct Peak {
+        uint64_t bytes = 0;
+        std::optional<int64_t> t;
+        bool update(uint64_t now, int64_t at) {
+            if (now <= bytes) return false;
+            bytes = now;
+            t = at;
+            return true;
+        }
+    };
+    std::optional<LevelWalk> walk_;
+    Summary s_;
+    Peak gpu_, mapped_, physical_, reserved_, tensor_;
+    std::array<Peak, kKindCount> kinds_;
+    std::map<int, Peak> devices_;
+};
+
+/// The blocks, tensors and physical handles live at one point of a streamed report, copied out of
+/// the parser's slots.
+class PointSnapshot {
+public:
+    /// What `walk` (over `r`'s slots) says is live now; `last_t`: the time of its last event.
+    void take(const Report& r, const LevelWalk& walk, int64_t last_t);
+    void clear();
+    /// Slots looked at by take(), for callers that bound their work.
+    size_t cost(const Report& r) const { return r.blocks.size() + r.tensors.size() + r.handles.size(); }
+
+    /// `base` (the streamed report) made into the report of the point: its blocks and tensors those
+    /// live there, in order, with one event each (at the time of the point's last event) after which
+    /// every view of a point (group_by_site, breakdown_at) reads as it would on the whole report.
+    /// `live` gets them all, and `t` as its time. Positions (phases, steps, moments) are not
+    /// translated: views that read them need load_report. (An empty point has no event, so its
+    /// Breakdown::t is 0.)
+    Report into(Report base, int64_t t, LiveSet& live);
+
+private:
+    int64_t last_t_ = 0;
+    std::vector<Block> blocks_;
+    std::vector<Tensor> tensors_;
+    std::vector<size_t> handles_;
+};
+
+/// The live set at one point, taken while streaming: the point is after `events` events, or before
+/// the first event later than `after_t` (LiveSet's rule), or else the end.
+class PointObserver : public EventObserver {
+public:
+    /// `stop`: read no further once the point is taken (a second pass, whose report is not used).
+    PointObserver(std::optional<size_t> events, std::optional<int64_t> after_t, bool stop)
+        : events_(events), after_t_(after_t), stop_(stop) {}
+    bool on_event(const Report& r, const Event& e) override;
+    void on_end(const Report& r) override;
+
+    /// The report of the point (PointSnapshot::into).
+    Report take(Report base, int64_t t, LiveSet& live) { return point_.into(std::move(base), t, live); }
+
+private:
+    std::optional<size_t> events_;
+    std::optional<int64_t> after_t_;
+    bool stop_ = false;
+    std::optional<LevelWalk> walk_;
+    bool taken_ = false;
+    int64_t last_t_ = 0;
+    PointSnapshot point_;
+};
+
+/// The live sets at the GPU peak and at the tensor peak (as summarize() finds them: the first time
+/// the most bytes were live), in the same pass as the summary: a copy of the live set is taken when
+/// the next event after a new peak does not raise it again, so that a run of allocations up to a
+/// peak costs one copy. A run whose peaks keep coming back costs a copy each: past a budget of
+/// copying (kBudget slots per event read) it gives up, and the caller reads the peak in a second
+/// pass (PointObserver).
+class PeakObserver : public EventObserver {
+public:
+    static constexpr size_t kBudget = 8;
+    bool on_event(const Report& r, const Event& e) override;
+    void on_end(const Report& r) override;
+
+    /// Whether the peak of `tensors` (tensor bytes) or of GPU bytes was taken; `events`: summarize()'s
+    /// peak_events or tensor_peak_events, which it checks.
+    bool has(bool tensors, size_t events) const;
+    /// The report of that peak (PointSnapshot::into).
+    Report take(bool tensors, Report base, int64_t t, LiveSet& live);
+
+private:
+    struct Series {
+        uint64_t best = 0;
+        bool pending = false;  // a new peak whose live set is not copied yet
+        size_t events = 0;     // events applied at the peak
+        PointSnapshot point;
+    };
+    void copy(const Report& r, Series& s);
+
+    std::optional<LevelWalk> walk_;
+    int64_t last_t_ = 0;
+    size_t work_ = 0;
+    bool gave_up_ = false;
+    Series gpu_, tensor_;
+};
+
+/// Tells every event to several observers, in order; stops reading when all of them asked to.
+class Observers : public EventObserver {
+public:
+    explicit Observers(std::vector<EventObserver*> all) : all_(std::move(all)) {}
+    bool on_event(const Report& r, const Event& e) override;
+    void on_end(const Report& r) override;
+
+private:
+    std::vector<EventObserver*> all_;
+};
+
+}  // namespace memguard::report
