@@ -14,6 +14,8 @@ bitwise-equal losses. The caller sets CUBLAS_WORKSPACE_CONFIG=:4096:8 (set here 
                 torch.OutOfMemoryError and records the message; every rank then exits cleanly.
                 CUDA only (on CPU there is no device memory to exhaust: "oom": "skipped on cpu").
 --device cpu:   the gloo backend on CPU, to check this script without a GPU.
+--inductor-cache DIR: TORCHINDUCTOR_CACHE_DIR=DIR/rank<R> (a fresh cache per process, set before
+                torch is imported).
 --backend:      default nccl on CUDA, gloo on CPU. gloo on CUDA lets several ranks share a GPU
                 (NCCL refuses two ranks on one device), for jobs of more ranks than GPUs.
 
@@ -26,9 +28,13 @@ import json
 import math
 import os
 import statistics
+import sys
 import time
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+if "--inductor-cache" in sys.argv:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(sys.argv[sys.argv.index("--inductor-cache") + 1],
+                                                         "rank" + os.environ.get("RANK", "0"))
 
 import torch
 import torch.distributed as dist
@@ -93,6 +99,7 @@ def parse():
     ap.add_argument("--oom-rank", type=int, default=-1)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--backend", choices=("nccl", "gloo"), default=None)
+    ap.add_argument("--inductor-cache", default=None, help="read before torch is imported (above)")
     return ap.parse_args()
 
 
