@@ -38,7 +38,9 @@ def _mgpu_job(ctx, tag, args=(), memguard=True, nproc=2, run_opts=()):
         cmd = torchrun
         if memguard:
             cmd = [str(ctx.cli), "run", "--output", str(d / "rank%r.%p.mgr"), *run_opts, "--", *torchrun]
-        env = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+        # NVLink multicast stays off (the device machines' rule: it can take a shared host's GPUs down).
+        env = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+               "NVSHMEM_DISABLE_NVLS": "1"}
         p = ctx.run(cmd, env=env, timeout=580)
         results = {}
         for r in range(nproc):
