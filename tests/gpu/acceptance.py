@@ -51,6 +51,13 @@ PARTS = [
     # periodic arms ~30 s, the budget run ~35 s, the benchmark's 4 cold compile sequences ~120 s
     ("cycles", 330, "issue 21: what held it (--explain), the recompute and step triggers, the budget; "
                     "benchmark against the seed's collections"),
+    # estimates (not yet run: no two-GPU machine yet; issue 24). multi-gpu: 8 torchrun jobs of 2 ranks,
+    # 4 eager ~20 s each, 4 compiled with a cold inductor cache ~50 s each; multi-gpu-ranks: 5 jobs,
+    # ~25 s each. They skip with fewer than 2 GPUs; run them on nvidia-h200-x2.
+    ("multi-gpu", 320, "2 GPUs: DDP and FSDP2, eager and compiled, under `memguard run -- torchrun`: losses "
+                       "bitwise equal, step-time ratio; merge rows, NCCL and categories per rank"),
+    ("multi-gpu-ranks", 150, "2 GPUs: a heavier rank named by merge's outliers, an OOM on one rank, "
+                             "allocator mode under FSDP2"),
 ]
 # Parts are packed in order into one device call while their checks take at most this many seconds:
 # a call is limited to 600 s, and the rest is left to the build and to estimates that fall short.
