@@ -3,6 +3,7 @@
 // every report of golden/ and on edge cases of the block records.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <sstream>
@@ -215,7 +216,10 @@ TEST(Stream, EveryGoldenReportReadsAsLoadReportReadsIt) {
 
 /// A report made of the header and `body`, written to a file.
 std::string write_report(const std::string& body) {
-    std::string path = ::testing::TempDir() + "stream_test.mgr";
+    // One file per test and process: ctest runs the tests of this binary in parallel processes.
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string path = ::testing::TempDir() + "stream_test." + std::to_string(getpid()) + "." +
+                       (info ? info->name() : "none") + ".mgr";
     FILE* f = fopen(path.c_str(), "w");
     fputs((test::kHeader + body).c_str(), f);
     fclose(f);
