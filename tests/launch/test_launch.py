@@ -10,6 +10,7 @@ CTest runs one test per case (launch.<name>) with, in the environment:
 Run by hand: python3 test_launch.py [LaunchTest.test_name ...]
 """
 import glob
+import io
 import json
 import os
 import pty
@@ -38,7 +39,15 @@ def need(name):
 def header(path):
     """The I records of a report's header, decoded."""
     info = {}
-    with open(path) as f:
+    with open(path, "rb") as f:
+        binary = f.read(23) == b"MEMGUARD-REPORT-BINARY "
+    if binary:  # the library's default encoding: its text through the CLI
+        text = subprocess.run([need("MGTEST_CLI"), "export", "--text", path, "-o", "-"], capture_output=True,
+                              text=True, check=True).stdout
+    else:
+        with open(path) as f:
+            text = f.read()
+    with io.StringIO(text) as f:
         assert f.readline().startswith("MEMGUARD-REPORT "), path
         for line in f:
             w = line.rstrip("\n").split(" ")
