@@ -123,6 +123,15 @@ struct Slot {
 /// The predictions both sides keep, in file order: initially none (each slot's first value is coded).
 class Predictions {
 public:
+    /// Room for the strings the writer predicts (an api's name, a pool's "first.second"): coding
+    /// one allocates nothing, so an encoding cannot fail halfway through its predictions.
+    static constexpr size_t kStringRoom = 64;
+    Predictions() {
+        for (Slot& s : shared_) s.str.reserve(kStringRoom);
+        for (auto& letter : own_) {
+            for (Slot& s : letter) s.str.reserve(kStringRoom);
+        }
+    }
     template <class R>
     Slot& slot(size_t i) {
         static constexpr auto kMap = slot_map<R>();

@@ -422,6 +422,27 @@ void read_frames(LineReader& reader, Parser& parser) {
     }
 }
 
+/// A binary report's records in memory, from `pos` (after its header line).
+void read_frames(std::string_view content, size_t pos, Parser& parser) {
+    while (pos < content.size()) {
+        // A binary report's frames: the letter, the payload's length (a varint), the payload.
+        uint64_t length = 0;
+        const char* start = content.data() + pos;
+        const char* end = content.data() + content.size();
+        const char* p = format::get_varint(start + 1, end, &length);
+        if (p == nullptr && end - start >= 11) parser.bad_frame(pos, "bad record length");
+        if (p != nullptr && length > LineReader::kMaxLine) {
+            parser.bad_frame(pos, "record longer than " + std::to_string(LineReader::kMaxLine >> 20) + " MiB");
+        }
+        if (p == nullptr || length > static_cast<uint64_t>(end - p)) {
+            parser.partial_frame(pos, content.size());
+            break;
+        }
+        parser.frame(*start, std::string_view(p, static_cast<size_t>(length)), pos);
+        pos = static_cast<size_t>(p - content.data()) + static_cast<size_t>(length);
+    }
+}
+
 }  // namespace
 
 Report load_report(const std::string& path) {
@@ -467,23 +488,7 @@ Report parse_report(std::string_view content, const std::string& name) {
         pos = nl + 1;
         if (parser.binary()) break;
     }
-    while (parser.binary() && pos < content.size()) {
-        // A binary report's frames: the letter, the payload's length (a varint), the payload.
-        uint64_t length = 0;
-        const char* start = content.data() + pos;
-        const char* end = content.data() + content.size();
-        const char* p = format::get_varint(start + 1, end, &length);
-        if (p == nullptr && end - start >= 11) parser.bad_frame(pos, "bad record length");
-        if (p != nullptr && length > LineReader::kMaxLine) {
-            parser.bad_frame(pos, "record longer than " + std::to_string(LineReader::kMaxLine >> 20) + " MiB");
-        }
-        if (p == nullptr || length > static_cast<uint64_t>(end - p)) {
-            parser.partial_frame(pos, content.size());
-            break;
-        }
-        parser.frame(*start, std::string_view(p, static_cast<size_t>(length)), pos);
-        pos = static_cast<size_t>(p - content.data()) + static_cast<size_t>(length);
-    }
+    if (parser.binary()) read_frames(content, pos, parser);
     return parser.finish();
 }
 

@@ -33,6 +33,9 @@ public:
             format::encode(r, line);
             out_.append(line.finish());
         } else if constexpr (format::is_predicted<R>()) {
+            // Room first: once encoded, the record must reach the file, or the reader's predictions
+            // would part from the writer's.
+            out_.reserve(out_.size() + format::Frame::kCapacity);
             out_.append(format::encode_predicted(r, *predictions_, values_, frame_));
         } else {
             out_.append(format::encode_plain(r, frame_));
