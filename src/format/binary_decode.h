@@ -4,6 +4,7 @@
 // One decoder reads one file, in order: predicted records depend on the records before them.
 #pragma once
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -19,11 +20,13 @@ namespace memguard::format {
 class BinaryDecoder {
 public:
     /// Decodes record R from a frame's payload in a file of format minor `minor`: plain records'
-    /// fields added after `minor` keep their defaults, bytes past the known fields are ignored.
+    /// fields added after `minor` keep their defaults, bytes past the known fields are ignored
+    /// (a predicted record's fields are those its mask names).
     /// Strings in `r` stay valid until the next call (they may point into `payload`).
     template <class R>
     void read(std::string_view payload, int minor, R& r) {
-        start(payload, minor, false);
+        // A predicted record's mask says which fields it holds, whatever the file's minor.
+        start(payload, is_predicted<R>() ? INT_MAX : minor, false);
         if constexpr (is_predicted<R>()) {
             Predicted<R> p{*this, varint()};
             R::fields(p, r);

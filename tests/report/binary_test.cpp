@@ -249,6 +249,27 @@ TEST(Binary, PredictedRecordsRepeatWhatTheyShare) {
     EXPECT_TRUE(r.complete);
 }
 
+TEST(Binary, PredictedRecordsHoldWhatTheirMaskSaysWhateverTheMinor) {
+    // A file of an older minor (a converted old report) still codes A's later fields (capture_id,
+    // minor 1; python_stack_id, minor 2): its mask says they are there, and they are read.
+    format::binary::Predictions p;
+    format::Frame values, frame;
+    format::BinaryDecoder d;
+    for (uint32_t i = 1; i <= 3; ++i) {
+        const rec::Alloc a{int64_t{i},  1, 0x1000 * i, 64,   format::Kind::Device, "cudaMalloc", 0,
+                           uint64_t{7}, i, 5 * i,      7 * i};
+        const std::string_view f = format::encode_predicted(a, p, values, frame);
+        uint64_t length = 0;
+        const char* payload = format::get_varint(f.data() + 1, f.data() + f.size(), &length);
+        rec::Alloc back{};
+        d.read(std::string_view(payload, length), 0, back);
+        EXPECT_EQ(back.capture_id, 5 * i);
+        EXPECT_EQ(back.python_stack_id, 7 * i);
+        EXPECT_EQ(back.addr, 0x1000u * i);
+        EXPECT_EQ(back.stream, std::optional<uint64_t>(7));
+    }
+}
+
 TEST(Binary, LargeFilesReadAcrossTheReadersChunks) {
     // Over a few MiB, frames straddle the reader's 1 MiB chunks: load_report (chunks) and
     // parse_report (one string) agree.
