@@ -3,11 +3,13 @@
 // every kFlushInterval, with a heartbeat record, so that a killed process leaves a file that is
 // valid up to the last flush.
 //
-// The records written on every tensor allocation and free (allocator mode's T and t) are
-// appended packed: their numbers, in as few bytes as they need, and the function that formats
-// them, so that the hook does not spend its time on decimal digits (nor its cache on a wide
-// record). The writer thread turns them into text in buffer order, so
-// the file is the same as if the hook had formatted them.
+// The records written on every tensor allocation and free (allocator mode's T and t), and in a
+// binary report interposition mode's A and F, are appended packed: their numbers and the function
+// that formats them, so that the hook does not spend its time on digits (nor its cache on a wide
+// record). The writer thread encodes them in buffer order (text, or binary against the
+// predictions it keeps: format/binary.h), so the file is the same as if the hook had encoded
+// them. In a binary report every other record arrives as a frame, and the buffer is walked by
+// frames instead of lines.
 #pragma once
 
 #include <condition_variable>
