@@ -33,7 +33,8 @@ for k in range(n):
 
 def run_arm(lib, arm, device, compiles, tmp):
     env = dict(os.environ)
-    env.update({"LD_PRELOAD": lib, "MEMGUARD_OUTPUT": os.path.join(tmp, f"{arm}.%p.mgr"), "OMP_NUM_THREADS": "1"})
+    env.update({"LD_PRELOAD": lib, "MEMGUARD_OUTPUT": os.path.join(tmp, f"{arm}.%p.mgr"), "OMP_NUM_THREADS": "1",
+                "MEMGUARD_REPORT_ENCODING": "text"})  # its Y records are read below as lines
     env.pop("MEMGUARD_COLLECT_COMPILE_GARBAGE", None)
     if arm == "full":
         env["MEMGUARD_COMPILE_WINDOW"] = "0"

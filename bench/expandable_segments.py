@@ -125,6 +125,7 @@ def run_arm(arm, steps, lib, out_dir, index):
         env["LD_PRELOAD"] = str(Path(lib).resolve())
         env["MEMGUARD_ALLOCATOR"] = "memguard"
         env["MEMGUARD_OUTPUT"] = str(Path(out_dir) / f"expandable_memguard_{index}.%p.mgr")
+        env["MEMGUARD_REPORT_ENCODING"] = "text"  # the report is read below as lines
     cmd = [sys.executable, os.path.abspath(__file__), "--child", str(result), "--steps", str(steps)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=580)
     if p.returncode != 0:

@@ -159,7 +159,8 @@ def run_arm(arm, a, workdir, rep, passthrough):
     caches = tempfile.TemporaryDirectory(prefix=f"mg-gc-seq-{tag}-")  # cold: new caches, removed after
     env.update({"TORCHINDUCTOR_CACHE_DIR": os.path.join(caches.name, "inductor"),
                 "TRITON_CACHE_DIR": os.path.join(caches.name, "triton"),
-                "MEMGUARD_OUTPUT": os.path.join(workdir, f"{tag}.%p.mgr"), "PYTHONHASHSEED": "0"})
+                "MEMGUARD_OUTPUT": os.path.join(workdir, f"{tag}.%p.mgr"), "PYTHONHASHSEED": "0",
+                "MEMGUARD_REPORT_ENCODING": "text"})  # report_ys reads its lines
     if a.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     out = os.path.join(workdir, f"{tag}.json")

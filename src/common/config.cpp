@@ -210,6 +210,18 @@ void parse_allocator(const char* v, Config& c, std::vector<std::string>& problem
     }
 }
 
+void parse_encoding(const char* v, Config& c, std::vector<std::string>& problems) {
+    if (!strcasecmp(v, "binary")) {
+        c.report_encoding = ReportEncoding::Binary;
+    } else if (!strcasecmp(v, "text")) {
+        c.report_encoding = ReportEncoding::Text;
+    } else {
+        problems.push_back("MEMGUARD_REPORT_ENCODING=" + quoted(v) +
+                           " is not valid: expected binary (compact records) or text (a line per record); "
+                           "keeping binary");
+    }
+}
+
 void parse_run_id(const EnvLookup& getenv_fn, Config& c, std::vector<std::string>& problems) {
     if (const char* v = getenv_fn("MEMGUARD_RUN_ID")) {
         if (valid_run_id(v)) {
@@ -325,6 +337,7 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
     if (const char* v = getenv_fn("MEMGUARD_ALLOCATOR")) parse_allocator(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_STACK_DEPTH")) parse_depth(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_OUTPUT")) parse_output(v, r.config, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_REPORT_ENCODING")) parse_encoding(v, r.config, r.problems);
     parse_run_id(getenv_fn, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_RUN_MANIFEST")) parse_manifest(v, r.config, r.problems);
     parse_cycles(getenv_fn, r.config.cycles, r.problems);

@@ -37,6 +37,10 @@ struct CyclesConfig {
 /// Who allocates PyTorch's CUDA memory (MEMGUARD_ALLOCATOR).
 enum class AllocatorMode { Native, Memguard };
 
+/// How the report file is written (MEMGUARD_REPORT_ENCODING): binary frames or text lines
+/// (docs/report-format.md); the CLI reads both.
+enum class ReportEncoding { Binary, Text };
+
 struct Config {
     bool enabled = true;                  // MEMGUARD_ENABLE
     std::string output_template;          // MEMGUARD_OUTPUT; empty means the default name
@@ -50,7 +54,8 @@ struct Config {
     bool steps = true;                    // MEMGUARD_STEPS: steps from optimizer hooks, step moments
     bool explain_oom = true;              // MEMGUARD_EXPLAIN_OOM: PyTorch's OOM observer, OOM moments
     bool nvtx = true;                     // MEMGUARD_NVTX: register as the NVTX injection library
-    AllocatorMode allocator = AllocatorMode::Native;  // MEMGUARD_ALLOCATOR: native or memguard
+    AllocatorMode allocator = AllocatorMode::Native;          // MEMGUARD_ALLOCATOR: native or memguard
+    ReportEncoding report_encoding = ReportEncoding::Binary;  // MEMGUARD_REPORT_ENCODING: binary or text
     std::string run_id;        // MEMGUARD_RUN_ID, else TORCHELASTIC_RUN_ID: the header's I run_id ("": none)
     std::string run_manifest;  // MEMGUARD_RUN_MANIFEST: a file each report's path is appended to ("": none)
     CyclesConfig cycles;

@@ -16,6 +16,7 @@ struct Alloc {
     static constexpr char kLetter = 'A';
     static constexpr int kMinor = 0;
     static constexpr Family kFamily = Family::Blocks;
+    static constexpr bool kPredicted = true;  // binary: coded against the previous records
     int64_t t = 0;
     uint64_t tid = 0, addr = 0, size = 0;
     Kind kind = Kind::Device;
@@ -44,6 +45,7 @@ struct Free {
     static constexpr char kLetter = 'F';
     static constexpr int kMinor = 0;
     static constexpr Family kFamily = Family::Blocks;
+    static constexpr bool kPredicted = true;  // binary: coded against the previous records
     int64_t t = 0;
     uint64_t tid = 0, addr = 0, size = 0;
     std::string_view api;

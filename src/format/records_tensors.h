@@ -16,6 +16,7 @@ struct TensorAlloc {
     static constexpr char kLetter = 'T';
     static constexpr int kMinor = 5;
     static constexpr Family kFamily = Family::Tensors;
+    static constexpr bool kPredicted = true;  // binary: coded against the previous records
     int64_t t = 0;
     uint64_t tid = 0, addr = 0, size = 0, requested = 0;
     int device = 0;
@@ -43,6 +44,7 @@ struct TensorFree {
     static constexpr char kLetter = 't';
     static constexpr int kMinor = 5;
     static constexpr Family kFamily = Family::Tensors;
+    static constexpr bool kPredicted = true;  // binary: coded against the previous records
     int64_t t = 0;
     uint64_t tid = 0, addr = 0;
     bool gc = false;

@@ -200,9 +200,7 @@ int capture_with_gil(Captured* out, int max) {
 }
 
 void write_frame(uint32_t id, int line, const std::string& name, const std::string& filename, track::Recorder& rec) {
-    format::Line p;
-    format::encode(format::rec::PyFrame{id, line, name, filename}, p);
-    rec.append_records(p.finish());
+    rec.append_record(format::rec::PyFrame{id, line, name, filename});
 }
 
 /// Interns one frame (GIL path); writes its p record when new. The table keeps a reference to
@@ -254,9 +252,7 @@ uint32_t intern_stack(Tables& t, std::vector<uint32_t> ids, track::Recorder& rec
     if (inserted) {
         it->second = static_cast<uint32_t>(t.stacks.size());
         t.stack_by_id.push_back(&it->first);
-        format::Line s;
-        format::encode(format::rec::PyStack{it->second, format::Tail<uint32_t>{it->first.data(), it->first.size()}}, s);
-        rec.append_records(s.finish());
+        rec.append_record(format::rec::PyStack{it->second, format::Tail<uint32_t>{it->first.data(), it->first.size()}});
     }
     return it->second;
 }

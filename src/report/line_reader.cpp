@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "format/binary_decode.h"
 #include "report/report.h"
 
 namespace memguard::report {
@@ -48,6 +49,33 @@ LineReader::Status LineReader::next(std::string_view& text) {
             return Partial;
         }
     }
+}
+
+bool LineReader::have(size_t n) {
+    while (buf_.size() - pos_ < n) {
+        if (!fill() && eof_) return buf_.size() - pos_ >= n;
+    }
+    return true;
+}
+
+LineReader::FrameStatus LineReader::next_frame(char& letter, std::string_view& payload, uint64_t& offset) {
+    offset = bytes_read_ - (buf_.size() - pos_);
+    if (!have(1)) return NoMoreFrames;
+    // The letter and a length of at most 10 bytes; fewer at the file's end.
+    have(11);
+    const char* start = buf_.data() + pos_;
+    const char* end = buf_.data() + buf_.size();
+    uint64_t length = 0;
+    const char* p = format::get_varint(start + 1, end, &length);
+    if (p == nullptr) return end - start < 11 ? PartialFrame : BadLength;
+    if (length > kMaxLine) return FrameTooLong;
+    const size_t head = static_cast<size_t>(p - start);
+    if (!have(head + length)) return PartialFrame;
+    letter = buf_[pos_];
+    payload = std::string_view(buf_).substr(pos_ + head, length);
+    pos_ += head + length;
+    scan_ = pos_;
+    return Frame;
 }
 
 }  // namespace memguard::report

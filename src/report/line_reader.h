@@ -1,4 +1,5 @@
-// Reads a file line by line in large chunks, without limiting the file size. Internal to the reader.
+// Reads a file line by line, or frame by frame (a binary report's records after its header line),
+// in large chunks, without limiting the file size. Internal to the reader.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +29,21 @@ public:
     /// Bytes read from the file so far.
     uint64_t bytes_read() const { return bytes_read_; }
 
+    enum FrameStatus {
+        Frame,         // a complete frame
+        PartialFrame,  // the file ends inside a frame
+        FrameTooLong,  // a frame's length is over kMaxLine
+        BadLength,     // a frame's length is not a varint of at most 64 bits
+        NoMoreFrames,  // no more data
+    };
+    /// The next binary frame (format/binary.h): its letter and payload, valid until the next call;
+    /// `offset` is where it starts in the file. Throws ReportError on a read error.
+    FrameStatus next_frame(char& letter, std::string_view& payload, uint64_t& offset);
+
 private:
     bool fill();
+    /// Reads until buf_ holds `n` bytes from pos_, or the file ends; false when it ends first.
+    bool have(size_t n);
 
     std::FILE* file_;
     std::string name_;

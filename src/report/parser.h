@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "format/binary_decode.h"
 #include "format/decode.h"
 #include "format/records.h"
 #include "report/addr_map.h"
@@ -42,6 +43,15 @@ public:
     bool wants_more() const { return !stopped_; }
 
     void line(std::string_view text, size_t line_no);
+    /// True once the header said the records are binary frames (format/binary.h): they come
+    /// through frame(), each with its offset in the file.
+    bool binary() const { return binary_; }
+    /// A binary report's record (report/read_binary.cpp).
+    void frame(char letter, std::string_view payload, uint64_t offset);
+    /// The binary input ends inside the frame at `offset`; the frames before it are kept.
+    void partial_frame(uint64_t offset, uint64_t file_size);
+    /// A frame at `offset` that cannot be read: refuses the file ("corrupt file?").
+    [[noreturn]] void bad_frame(uint64_t offset, const std::string& what);
     /// The input ends inside line `line_no` (no '\n'): a cut header refuses the file; a cut record
     /// is left out with a warning.
     void partial_last_line(std::string_view text, size_t line_no, uint64_t file_size);
@@ -112,7 +122,17 @@ private:
     void header(std::string_view text);
     void record();
     /// After a record is decoded: its time counts towards the end time of a killed run.
-    void note_time();
+    void note_time() { note_time(decoder_.time()); }
+    void note_time(std::optional<int64_t> t);
+    /// Where the record being read is: ":<line>" in text, ": record at byte <offset>" in binary.
+    std::string where() const;
+    /// Field `i` of a text record as written, for a message; `value` in a binary report.
+    std::string field_text(size_t i, const std::string& value) const;
+    /// Decodes binary record R from the frame's payload and applies it.
+    template <class R>
+    void read_frame();
+    template <char Letter>
+    void read_frame_keyed();
     /// Decodes record R from the line's fields and applies it.
     template <class R>
     void read();
@@ -150,6 +170,11 @@ private:
     std::vector<std::string_view> f_;
     format::Decoder decoder_;
     size_t line_no_ = 0;
+    bool binary_ = false;
+    format::BinaryDecoder binary_decoder_;
+    std::string_view payload_;  // the binary record being read
+    uint64_t offset_ = 0;       // its offset in the file
+    char letter_ = 0;
     std::unordered_set<uint32_t> module_ids_;
     AddrMap<size_t> live_;  // addr -> block
     /// A free an R can still undo: the block, and the free's rank among all frees.

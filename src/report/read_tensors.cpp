@@ -93,7 +93,7 @@ void Parser::apply(const rec::TensorOomSite& r) {
     s.blocks = r.blocks;
     s.bytes = r.bytes;
     if (report_.tensor_ooms.empty() || report_.tensor_ooms.back().t != r.t) {
-        malformed("no O record at t=" + std::string(f_[1]) + " precedes it");
+        malformed("no O record at t=" + field_text(1, std::to_string(r.t)) + " precedes it");
     }
     check_stack_ref(s.stack_id, "o");
     check_python_stack_ref(s.python_stack_id, "o");

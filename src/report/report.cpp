@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "common/text.h"
+#include "format/binary_decode.h"
 #include "format/decode.h"
 #include "format/fields.h"
 #include "report/line_reader.h"
@@ -83,16 +84,22 @@ std::string hex(uint64_t v) {
     return std::string(buf, format::put_hex(buf, v));
 }
 
-void Parser::fail(const std::string& what) const {
-    throw ReportError(report_.path + ":" + std::to_string(line_no_) + ": " + what);
+std::string Parser::where() const {
+    return binary_ && offset_ > 0 ? ": record at byte " + std::to_string(offset_) : ":" + std::to_string(line_no_);
 }
+
+std::string Parser::field_text(size_t i, const std::string& value) const {
+    return binary_ ? value : std::string(f_[i]);
+}
+
+void Parser::fail(const std::string& what) const { throw ReportError(report_.path + where() + ": " + what); }
 
 void Parser::malformed(const std::string& detail) const {
     fail("malformed " + std::string(f_[0]) + " record: " + detail);
 }
 
 void Parser::warn(const char* cls, const std::string& what) {
-    warnings_.add(cls, report_.path + ":" + std::to_string(line_no_) + ": " + what);
+    warnings_.add(cls, report_.path + where() + ": " + what);
 }
 
 void Parser::line(std::string_view text, size_t line_no) {
@@ -122,7 +129,9 @@ void Parser::partial_last_line(std::string_view text, size_t line_no, uint64_t f
 void Parser::header(std::string_view text) {
     split_fields(text, f_);
     std::string expected = std::string(kMagic) + " " + std::to_string(kFormatVersion);
-    if (f_[0] != kMagic || f_.size() < 2) {
+    // A binary report's header line (docs/report-format.md, "Binary encoding"): the same version.
+    binary_ = f_[0] == format::kBinaryMagic && f_.size() >= 2;
+    if ((f_[0] != kMagic && !binary_) || f_.size() < 2) {
         fail("not a memguard report: first line is " + format::quoted(text) + ", expected '" + expected + "'");
     }
     auto version = text::parse_dec(f_[1]);
@@ -137,8 +146,8 @@ void Parser::header(std::string_view text) {
     report_.version = static_cast<int>(*version);
 }
 
-void Parser::note_time() {
-    if (auto t = decoder_.time()) {
+void Parser::note_time(std::optional<int64_t> t) {
+    if (t) {
         if (!any_t_ || *t > max_t_) max_t_ = *t;
         any_t_ = true;
     }
@@ -211,7 +220,7 @@ void Parser::apply(const rec::Info& r) {
     std::string value(r.value);
     if (key == "format_minor") {
         auto minor = text::parse_dec(value);
-        if (!minor || *minor > 1000000) malformed("bad format_minor " + format::quoted(f_[2]));
+        if (!minor || *minor > 1000000) malformed("bad format_minor " + format::quoted(field_text(2, value)));
         minor_ = static_cast<int>(*minor);
         report_.format_minor = minor_;
     }
@@ -219,7 +228,7 @@ void Parser::apply(const rec::Info& r) {
         char* end = nullptr;
         const double f = std::strtod(value.c_str(), &end);
         if (end == value.c_str() || *end != '\0' || !(f > 0 && f <= 1)) {
-            malformed("bad gc_budget " + format::quoted(f_[2]) + " (a fraction above 0 and at most 1)");
+            malformed("bad gc_budget " + format::quoted(field_text(2, value)) + " (a fraction above 0 and at most 1)");
         }
         report_.gc_budget = f;
     }
@@ -234,7 +243,9 @@ void Parser::apply(const rec::Module& r) {
     m.bias = r.bias;
     m.build_id = std::string(r.build_id);
     m.path = std::string(r.path);
-    if (m.hi < m.lo) malformed("hi " + format::quoted(f_[3]) + " is below lo " + format::quoted(f_[2]));
+    if (m.hi < m.lo)
+        malformed("hi " + format::quoted(field_text(3, hex(m.hi))) + " is below lo " +
+                  format::quoted(field_text(2, hex(m.lo))));
     if (!module_ids_.insert(m.id).second) {
         warn("dup-module", "module id " + std::to_string(m.id) + " defined twice; the second M record is ignored");
         return;
@@ -294,7 +305,9 @@ void Parser::apply(const rec::PyStack& r) {
 }
 
 void Parser::apply(const rec::Lost& r) {
-    if (r.first_t > r.t) malformed("the first lost record's time " + std::string(f_[2]) + " is after the record's");
+    if (r.first_t > r.t)
+        malformed("the first lost record's time " + field_text(2, std::to_string(r.first_t)) +
+                  " is after the record's");
     if (report_.lost_records == 0) report_.lost_first_t = r.first_t;
     add_to(report_.lost_records, r.count);
     report_.lost_last_t = r.t;
@@ -471,6 +484,44 @@ std::FILE* open_report(const std::string& path) {
 
 namespace {
 
+/// A binary report's records, after its header line.
+void read_frames(LineReader& reader, Parser& parser) {
+    char letter = 0;
+    std::string_view payload;
+    uint64_t offset = 0;
+    while (parser.wants_more()) {
+        switch (reader.next_frame(letter, payload, offset)) {
+        case LineReader::Frame: parser.frame(letter, payload, offset); continue;
+        case LineReader::NoMoreFrames: return;
+        case LineReader::PartialFrame: parser.partial_frame(offset, reader.bytes_read()); return;
+        case LineReader::FrameTooLong:
+            parser.bad_frame(offset, "record longer than " + std::to_string(LineReader::kMaxLine >> 20) + " MiB");
+        case LineReader::BadLength: parser.bad_frame(offset, "bad record length");
+        }
+    }
+}
+
+/// A binary report's records in memory, from `pos` (after its header line).
+void read_frames(std::string_view content, size_t pos, Parser& parser) {
+    while (pos < content.size() && parser.wants_more()) {
+        // A binary report's frames: the letter, the payload's length (a varint), the payload.
+        uint64_t length = 0;
+        const char* start = content.data() + pos;
+        const char* end = content.data() + content.size();
+        const char* p = format::get_varint(start + 1, end, &length);
+        if (p == nullptr && end - start >= 11) parser.bad_frame(pos, "bad record length");
+        if (p != nullptr && length > LineReader::kMaxLine) {
+            parser.bad_frame(pos, "record longer than " + std::to_string(LineReader::kMaxLine >> 20) + " MiB");
+        }
+        if (p == nullptr || length > static_cast<uint64_t>(end - p)) {
+            parser.partial_frame(pos, content.size());
+            break;
+        }
+        parser.frame(*start, std::string_view(p, static_cast<size_t>(length)), pos);
+        pos = static_cast<size_t>(p - content.data()) + static_cast<size_t>(length);
+    }
+}
+
 /// Feeds the lines of `path` to `parser` until the end or until it wants no more.
 void read_lines(const std::string& path, Parser& parser) {
     std::unique_ptr<std::FILE, FileCloser> file(open_report(path));
@@ -492,6 +543,10 @@ void read_lines(const std::string& path, Parser& parser) {
             break;
         }
         parser.line(text, line_no);
+        if (parser.binary()) {
+            read_frames(reader, parser);
+            break;
+        }
     }
 }
 
@@ -506,7 +561,9 @@ void read_text(std::string_view content, Parser& parser) {
         }
         parser.line(content.substr(pos, nl - pos), line_no);
         pos = nl + 1;
+        if (parser.binary()) break;
     }
+    if (parser.binary()) read_frames(content, pos, parser);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 namespace memguard::track {
 
 class Clock;
+class PackedOut;
 
 class EventSink {
 public:
@@ -27,14 +28,20 @@ public:
     /// Where the report went; empty before start.
     virtual const std::string& path() const = 0;
 
-    /// Appends complete records (a missing last '\n' is added). Never throws: records that cannot
-    /// be kept are counted as lost.
+    /// The report's encoding: binary frames (format/binary.h) or text lines. Set before start;
+    /// records are appended in it (a text sink is given text, a binary one frames).
+    bool binary() const noexcept { return binary_; }
+    void set_binary(bool binary) noexcept { binary_ = binary; }
+
+    /// Appends complete records (in text, a missing last '\n' is added). Never throws: records
+    /// that cannot be kept are counted as lost.
     virtual void append(std::string_view records) noexcept = 0;
 
-    /// Formats a packed record's payload (`bytes` of it) as its text (at most format::Line::kCapacity
-    /// bytes), appending it to `out`; stamps in it are turned into times with `clock`. Runs on
-    /// the thread that writes the records out, after clock.anchor().
-    using PackedFormat = void (*)(const unsigned char* payload, uint32_t bytes, const Clock& clock, std::string& out);
+    /// Formats a packed record's payload (`bytes` of it) into `out` (track/packed.h: the record in
+    /// the report's encoding, at most format::Line::kCapacity bytes); stamps in it are turned into
+    /// times with out.clock. Runs on the thread that writes the records out, after clock.anchor(),
+    /// in the records' order: the binary encoding's predictions follow that order.
+    using PackedFormat = void (*)(const unsigned char* payload, uint32_t bytes, PackedOut& out);
     static constexpr uint32_t kMaxPackedBytes = 128;
     /// Appends one record as a payload of `bytes` (at most kMaxPackedBytes) and the function that
     /// formats it when it is written out; ordered with append()'s records as if formatted here.
@@ -55,6 +62,9 @@ public:
     virtual void lock_for_fork() = 0;
     virtual void unlock_after_fork() = 0;
     virtual void reset_in_child() = 0;
+
+protected:
+    bool binary_ = false;
 };
 
 }  // namespace memguard::track

@@ -9,6 +9,7 @@
 
 #include "format/encode.h"
 #include "track/event_sink.h"
+#include "track/packed.h"
 
 namespace memguard::track {
 namespace {
@@ -112,9 +113,7 @@ void ModuleMap::refresh_locked(EventSink& out) {
     for (Object& o : objects) {
         if (covered_locked(o.lo)) continue;
         if (o.path.empty()) o.path = self_exe_path();
-        format::Line line;
-        format::encode(format::rec::Module{next_id_++, o.lo, o.hi, o.bias, o.build_id, o.path}, line);
-        out.append(line.finish());
+        append_plain(out, format::rec::Module{next_id_++, o.lo, o.hi, o.bias, o.build_id, o.path});
         Range r{o.lo, o.hi};
         ranges_.insert(std::upper_bound(ranges_.begin(), ranges_.end(), r,
                                         [](const Range& a, const Range& b) { return a.lo < b.lo; }),

@@ -111,6 +111,10 @@ Recorder::Recorder(const Config& config, EventSink& sink, Clock& clock, Unwinder
 
 void Recorder::init(const Config& config) {
     config_ = config;
+    // The encoding is chosen for the report file (MEMGUARD_REPORT_ENCODING), before any record is
+    // made (records made before the report exists wait in its encoding); another sink (a test's)
+    // keeps its own.
+    if (file_sink_) file_sink_->set_binary(config.report_encoding == ReportEncoding::Binary);
     state_.store(config.enabled ? State::Idle : State::Off, std::memory_order_release);
 }
 
@@ -280,11 +284,12 @@ bool Recorder::start_recording() {
 }
 
 std::string Recorder::header() const {
-    std::string header = "MEMGUARD-REPORT " + std::to_string(format::kFormatVersion) + "\n";
-    format::Line line;
-    auto info = [&header, &line](const char* key, std::string_view value) {
-        format::encode(format::rec::Info{key, value}, line);
-        header += line.finish();
+    // The binary encoding's first line names it; the records after it are frames (format/binary.h).
+    const bool binary = writer_.binary();
+    std::string header = std::string(binary ? format::kBinaryMagic : std::string_view("MEMGUARD-REPORT")) + " " +
+                         std::to_string(format::kFormatVersion) + "\n";
+    auto info = [&header, binary](const char* key, std::string_view value) {
+        encode_record(binary, format::rec::Info{key, value}, header);
     };
     info("format_minor", std::to_string(format::kFormatMinor));  // the record table's highest minor
     info("pid", std::to_string(getpid()));
@@ -328,10 +333,6 @@ void Recorder::append_or_defer(std::string_view record) {
             ++deferred_dropped_;
         }
     }
-}
-
-void Recorder::append_records(std::string_view records) {
-    if (state_.load(std::memory_order_acquire) == State::Recording) writer_.append(records);
 }
 
 void Recorder::flush() {

@@ -24,9 +24,11 @@
 #include "track/events.h"
 #include "track/frame_sizes.h"
 #include "track/modules.h"
+#include "track/packed.h"
 #include "track/phases.h"
 #include "track/stack_table.h"
 #include "track/unwind.h"
+#include "track/writer.h"
 
 namespace memguard::track {
 
@@ -231,8 +233,11 @@ public:
     /// An out-of-memory's context (x); starts the report. Its t and tid are set here.
     void record_oom_context(format::rec::OomContext x);
 
-    /// Appends complete records built by the Python layer (p/P) to a started report.
-    void append_records(std::string_view records);
+    /// Appends a record of the Python layer (p/P) to a started report, in its encoding.
+    template <class R>
+    void append_record(const R& r) {
+        if (state_.load(std::memory_order_acquire) == State::Recording) append_plain(writer_, r);
+    }
     bool recording() const noexcept { return state_.load(std::memory_order_acquire) == State::Recording; }
 
     /// Changes whenever this process starts over with a new report (in a fork child): ids interned
@@ -367,8 +372,22 @@ private:
     void append_or_defer(std::string_view record);
     /// Appends record `r` (format/records.h) to the report: every record the recorder writes is
     /// encoded here (the packed T and t records by their formatters, track/records_tensors.cpp).
+    /// In a binary report the hook formats nothing for the records of every allocation and free
+    /// (A, F): it packs them, and the writer thread encodes them in file order (track/packed.h).
     template <class R>
     __attribute__((always_inline)) void emit(const R& r) noexcept {
+        if (writer_.binary()) {
+            if constexpr (format::is_predicted<R>()) {
+                if (file_sink_) {
+                    file_sink_->ReportWriter::append_packed(&format_packed<R>, &r, sizeof r);
+                } else {
+                    writer_.append_packed(&format_packed<R>, &r, sizeof r);
+                }
+            } else {
+                append_plain(writer_, r);
+            }
+            return;
+        }
         format::Line line;
         format::encode(r, line);
         writer_.append(line.finish());
@@ -376,9 +395,9 @@ private:
     /// Like emit, for the records that wait in memory until the report exists (append_or_defer).
     template <class R>
     void emit_or_defer(const R& r) {
-        format::Line line;
-        format::encode(r, line);
-        append_or_defer(line.finish());
+        std::string record;
+        encode_record(writer_.binary(), r, record);
+        append_or_defer(record);
     }
     uint32_t python_stack() const noexcept {
         PythonStackFn fn = python_stack_.load(std::memory_order_acquire);

@@ -7,6 +7,7 @@
 
 #include "format/encode.h"
 #include "track/clock.h"
+#include "track/packed.h"
 #include "track/recorder.h"
 #include "track/system_clock.h"
 #include "track/writer.h"
@@ -55,15 +56,9 @@ Payload unpack(const unsigned char* bytes, uint32_t n) {
     return p;
 }
 
-// The packed records' text, from the table's T and t records like every other record's.
-template <class R>
-void format_record(const R& r, std::string& out) {
-    format::Line line;
-    format::encode(r, line);
-    out.append(line.finish());
-}
-
-void format_block_alloc(const unsigned char* bytes, uint32_t n, const Clock& clock, std::string& out) {
+// The packed records in the report's encoding, from the table's T and t records like every other
+// record's (track/packed.h).
+void format_block_alloc(const unsigned char* bytes, uint32_t n, PackedOut& out) {
     const auto f = unpack<BlockAllocPayload>(bytes, n);
     char pool[48];
     size_t len = 0;
@@ -74,14 +69,13 @@ void format_block_alloc(const unsigned char* bytes, uint32_t n, const Clock& clo
     } else {
         pool[len++] = '-';
     }
-    format_record(format::rec::TensorAlloc{clock.time_of_stamp(f.stamp), f.tid, f.addr, f.size, f.requested, f.device,
-                                           f.stream, f.stack, f.python_stack, f.capture, std::string_view(pool, len)},
-                  out);
+    out.record(format::rec::TensorAlloc{out.clock.time_of_stamp(f.stamp), f.tid, f.addr, f.size, f.requested, f.device,
+                                        f.stream, f.stack, f.python_stack, f.capture, std::string_view(pool, len)});
 }
 
-void format_block_free(const unsigned char* bytes, uint32_t n, const Clock& clock, std::string& out) {
+void format_block_free(const unsigned char* bytes, uint32_t n, PackedOut& out) {
     const auto f = unpack<BlockFreePayload>(bytes, n);
-    format_record(format::rec::TensorFree{clock.time_of_stamp(f.stamp), f.tid, f.addr, f.during_gc != 0}, out);
+    out.record(format::rec::TensorFree{out.clock.time_of_stamp(f.stamp), f.tid, f.addr, f.during_gc != 0});
 }
 
 // The file sink's append_packed is always inlined where it is named directly (the copy of a
@@ -135,16 +129,16 @@ void Recorder::record_block_free(uintptr_t addr, bool during_gc) {
 void Recorder::record_allocator_oom(const AllocatorOom& oom) {
     if (!ensure_started()) return;
     const int64_t t = now();
-    format::Line line;
-    format::encode(format::rec::TensorOom{t, current_tid(), oom.device, oom.requested, oom.rounded, oom.allocated,
-                                          oom.reserved, oom.limit, oom.stack_id, oom.python_stack_id, oom.rescued},
-                   line);
+    const bool binary = writer_.binary();
     // One append for the event and its sites, so that no other record lands between them.
-    std::string records(line.finish());
+    std::string records;
+    encode_record(binary,
+                  format::rec::TensorOom{t, current_tid(), oom.device, oom.requested, oom.rounded, oom.allocated,
+                                         oom.reserved, oom.limit, oom.stack_id, oom.python_stack_id, oom.rescued},
+                  records);
     for (size_t i = 0; i < oom.site_count; ++i) {
         const OomSite& s = oom.sites[i];
-        format::encode(format::rec::TensorOomSite{t, s.stack_id, s.python_stack_id, s.blocks, s.bytes}, line);
-        records.append(line.finish());
+        encode_record(binary, format::rec::TensorOomSite{t, s.stack_id, s.python_stack_id, s.blocks, s.bytes}, records);
     }
     writer_.append(records);
 }

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "format/encode.h"
 #include "track/clock.h"
+#include "track/packed.h"
 
 namespace memguard::track {
 
@@ -95,11 +96,40 @@ bool ReportWriter::start(const std::string& path, const std::string& name_in_dir
     return true;
 }
 
+namespace {
+
+/// The length of the binary frame at `p` (its letter, length and payload), or 0 when `end` comes
+/// first. The frames appended are the writer's own encoder's: whole.
+size_t frame_size(const char* p, const char* end) noexcept {
+    uint64_t length = 0;
+    size_t i = 1;
+    for (int shift = 0; p + i < end && shift < 64; shift += 7) {
+        const auto b = static_cast<uint8_t>(p[i++]);
+        length |= static_cast<uint64_t>(b & 0x7f) << shift;
+        if ((b & 0x80) == 0) {
+            return length <= static_cast<uint64_t>(end - p) - i ? i + static_cast<size_t>(length) : 0;
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
 void ReportWriter::append(std::string_view records) noexcept {
     // A text record must end its line: a packed record is recognized only at a line's start.
-    const bool newline = !records.empty() && records.back() != '\n';
+    // Binary records are frames, whole: nothing is added.
+    const bool newline = !binary_ && !records.empty() && records.back() != '\n';
     const auto lines = [&] {
-        const auto n = static_cast<uint64_t>(std::count(records.begin(), records.end(), '\n'));
+        uint64_t n = 0;
+        if (binary_) {
+            const char* end = records.data() + records.size();
+            for (const char* p = records.data(); p < end; ++n) {
+                const size_t size = frame_size(p, end);
+                p = size == 0 ? end : p + size;
+            }
+        } else {
+            n = static_cast<uint64_t>(std::count(records.begin(), records.end(), '\n'));
+        }
         return n == 0 ? uint64_t{1} : n;
     };
     append_locked(records.size() + (newline ? 1 : 0), false, lines, [&](char* at) {
@@ -133,10 +163,8 @@ void ReportWriter::add_lost(uint64_t records) noexcept {
 
 void ReportWriter::append_lost_locked() noexcept {
     if (lost_ == 0) return;
-    format::Line u;
-    format::encode(format::rec::Lost{clock_.now(), lost_since_, lost_}, u);
     // Still out of memory: the count waits for the next flush.
-    if (buffer_.append(u.finish())) lost_ = 0;
+    if (buffer_.append(own_record(format::rec::Lost{clock_.now(), lost_since_, lost_}))) lost_ = 0;
 }
 
 bool ReportWriter::write_formatted(std::string_view raw) {
@@ -153,6 +181,7 @@ bool ReportWriter::write_formatted(std::string_view raw) {
         can_format = false;  // out of host memory: the packed records of this buffer are lost
     }
     chunk_.clear();
+    PackedOut out(clock_, chunk_, binary_ ? &predictions_ : nullptr);
     auto drain = [this] {
         const bool ok = write_all(chunk_.data(), chunk_.size());
         chunk_.clear();
@@ -178,17 +207,23 @@ bool ReportWriter::write_formatted(std::string_view raw) {
             }
             if (chunk_.size() + format::Line::kCapacity > chunk_.capacity()) ok = drain();
             try {
-                format(payload, bytes, clock_, chunk_);
+                format(payload, bytes, out);
             } catch (...) {
                 ++lost;
             }
             continue;
         }
-        // A run of text records, up to the next packed one (which starts a line).
+        // A run of text records (binary frames), up to the next packed one (which starts a line,
+        // or a frame).
         const char* q = p;
         while (q < end) {
-            const void* nl = std::memchr(q, '\n', static_cast<size_t>(end - q));
-            q = nl ? static_cast<const char*>(nl) + 1 : end;
+            if (binary_) {
+                const size_t size = frame_size(q, end);
+                q = size == 0 ? end : q + size;
+            } else {
+                const void* nl = std::memchr(q, '\n', static_cast<size_t>(end - q));
+                q = nl ? static_cast<const char*>(nl) + 1 : end;
+            }
             if (q < end && *q == kPackedMarker) break;
         }
         ok = drain() && write_all(p, static_cast<size_t>(q - p));
@@ -252,10 +287,8 @@ void ReportWriter::write_pending(bool heartbeat) {
         }
         if (heartbeat) {
             append_lost_locked();
-            format::Line hb;
-            format::encode(format::rec::Heartbeat{clock_.now()}, hb);
             // Out of host memory, this flush goes without its heartbeat (append's comment).
-            (void)buffer_.append(hb.finish());
+            (void)buffer_.append(own_record(format::rec::Heartbeat{clock_.now()}));
         }
         out.swap(buffer_);
         packed = has_packed_;
@@ -289,9 +322,10 @@ void ReportWriter::finish() {
         std::lock_guard<FutexLock> lock(mu_);
         append_lost_locked();  // before the end record, which is the file's last line
     }
-    format::Line z;
-    format::encode(format::rec::End{clock_.now()}, z);
-    append(z.finish());
+    // Not own_record: a flush from another thread may be using its buffers.
+    std::string z;
+    encode_record(binary_, format::rec::End{clock_.now()}, z);
+    append(z);
     write_pending(false);  // the end record is the file's last line
 }
 
@@ -325,6 +359,7 @@ void ReportWriter::reset_in_child() {
     has_packed_ = false;
     stop_ = false;
     thread_running_ = false;
+    predictions_.reset();  // the child's report predicts from its own records
 }
 
 }  // namespace memguard::track

@@ -3,11 +3,13 @@
 // every kFlushInterval, with a heartbeat record, so that a killed process leaves a file that is
 // valid up to the last flush.
 //
-// The records written on every tensor allocation and free (allocator mode's T and t) are
-// appended packed: their numbers, in as few bytes as they need, and the function that formats
-// them, so that the hook does not spend its time on decimal digits (nor its cache on a wide
-// record). The writer thread turns them into text in buffer order, so
-// the file is the same as if the hook had formatted them.
+// The records written on every tensor allocation and free (allocator mode's T and t), and in a
+// binary report interposition mode's A and F, are appended packed: their numbers and the function
+// that formats them, so that the hook does not spend its time on digits (nor its cache on a wide
+// record). The writer thread encodes them in buffer order (text, or binary against the
+// predictions it keeps: format/binary.h), so the file is the same as if the hook had encoded
+// them. In a binary report every other record arrives as a frame, and the buffer is walked by
+// frames instead of lines.
 #pragma once
 
 #include <condition_variable>
@@ -19,6 +21,7 @@
 #include <string_view>
 
 #include "common/futex_lock.h"
+#include "format/binary.h"
 #include "format/encode.h"
 #include "track/byte_buffer.h"
 #include "track/event_sink.h"
@@ -102,6 +105,14 @@ private:
     void append_lost_locked() noexcept;
     /// Writes `raw` with its packed records formatted, in order; false when a write failed.
     bool write_formatted(std::string_view raw);
+    /// The writer's own records (H, Z, U) in the report's encoding: the view is valid until the
+    /// next call.
+    template <class R>
+    std::string_view own_record(const R& r) noexcept {
+        if (binary_) return format::encode_plain(r, own_frame_);
+        format::encode(r, own_line_);
+        return own_line_.finish();
+    }
 
     Clock& clock_;
     // Guards buffer_, dropped_, lost_, lost_since_, has_packed_. Every hook's record takes it.
@@ -117,7 +128,11 @@ private:
     std::mutex io_mu_;         // serializes write(2) calls on fd_; guards spare_ and chunk_
     ByteBuffer spare_;         // the last written buffer, empty, for buffer_ to take over
     static constexpr size_t kChunk = 64 << 10;
-    std::string chunk_;  // formatted packed records on their way to the file
+    std::string chunk_;                        // formatted packed records on their way to the file
+    format::binary::Predictions predictions_;  // binary: the predicted records' state, in file order
+    // own_record's buffers, under mu_ (H and U).
+    format::Line own_line_;
+    format::Frame own_frame_;
     int fd_ = -1;
     bool io_failed_ = false;
     std::string path_;

@@ -1,7 +1,8 @@
-// libFuzzer harness of the report reader: the input is a report. parse_report must answer with a
-// Report or a one-line ReportError naming the file; a Report goes through every analysis the CLI
-// builds its answers from, whose figures must agree with each other (the invariants of
-// tests/report/fuzz_test.cpp, which checks them on mutations of its own). A crash, a sanitizer
+// libFuzzer harness of the report reader: the input is a report, text or binary (the corpus has
+// both: the binary seeds are golden reports through `memguard export --binary`). parse_report must
+// answer with a Report or a one-line ReportError naming the file; a Report goes through every
+// analysis the CLI builds its answers from, whose figures must agree with each other (the
+// invariants of tests/report/fuzz_test.cpp, which checks them on mutations of its own). A crash, a sanitizer
 // finding, another exception, a broken invariant, a hang (-timeout) or a blow-up of memory
 // (-rss_limit_mb, -malloc_limit_mb) is a finding. docs/security.md ("Kept in CI") says how to run it.
 #include <cstdint>

@@ -98,6 +98,9 @@ class Context:
     def run(self, cmd, env=None, preload=False, timeout=600, check=True):
         full_env = dict(os.environ)
         full_env.update(env or {})
+        # The checks read the reports' lines themselves (parse_report, records): text, unless a
+        # check asks for binary.
+        full_env.setdefault("MEMGUARD_REPORT_ENCODING", "text")
         if preload and self.venv:
             cmd = [str(self.cli), "run", "--", *cmd]
         elif preload:

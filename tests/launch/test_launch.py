@@ -10,6 +10,7 @@ CTest runs one test per case (launch.<name>) with, in the environment:
 Run by hand: python3 test_launch.py [LaunchTest.test_name ...]
 """
 import glob
+import io
 import json
 import os
 import pty
@@ -38,7 +39,15 @@ def need(name):
 def header(path):
     """The I records of a report's header, decoded."""
     info = {}
-    with open(path) as f:
+    with open(path, "rb") as f:
+        binary = f.read(23) == b"MEMGUARD-REPORT-BINARY "
+    if binary:  # the library's default encoding: its text through the CLI
+        text = subprocess.run([need("MGTEST_CLI"), "export", "--text", path, "-o", "-"], capture_output=True,
+                              text=True, check=True).stdout
+    else:
+        with open(path) as f:
+            text = f.read()
+    with io.StringIO(text) as f:
         assert f.readline().startswith("MEMGUARD-REPORT "), path
         for line in f:
             w = line.rstrip("\n").split(" ")
@@ -249,6 +258,9 @@ class LaunchTest(unittest.TestCase):
                                      "expected an integer from 0 to 256\n"),
             (["--allocator", "cuda"], "memguard: error: --allocator: MEMGUARD_ALLOCATOR='cuda' is not valid: "
                                       "expected native (PyTorch's allocator) or memguard\n"),
+            (["--report-encoding", "xml"], "memguard: error: --report-encoding: MEMGUARD_REPORT_ENCODING='xml' is "
+                                           "not valid: expected binary (compact records) or text (a line per "
+                                           "record)\n"),
             (["--output", "a%q"], "memguard: error: --output: MEMGUARD_OUTPUT='a%q' is not valid: '%' must be "
                                   "followed by p (pid), h (host), r (rank) or %\n"),
             (["--log-level", "loud"], "memguard: error: --log-level: MEMGUARD_LOG_LEVEL='loud' is not valid: "
@@ -502,14 +514,14 @@ class LaunchTest(unittest.TestCase):
     # --- env ------------------------------------------------------------------------------------------
 
     def test_env_helper(self):
-        r = self.run_cli(["env", "--stack-depth", "5", "--output", "it's %p.mgr"],
+        r = self.run_cli(["env", "--stack-depth", "5", "--report-encoding", "text", "--output", "it's %p.mgr"],
                          env=self.env(MEMGUARD_NVTX="0", MEMGUARD_RUN_MANIFEST="/x/y", LD_PRELOAD=self.fake))
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
         self.assertEqual(lines[0], f"export LD_PRELOAD={self.lib}:{self.fake}")
         self.assertRegex(lines[1], r"^export MEMGUARD_RUN_ID=\d{8}-\d{6}-[0-9a-f]{8}$")
         self.assertEqual(sorted(lines[2:]), ["export MEMGUARD_NVTX=0", "export MEMGUARD_OUTPUT='it'\\''s %p.mgr'",
-                                             "export MEMGUARD_STACK_DEPTH=5"])
+                                             "export MEMGUARD_REPORT_ENCODING=text", "export MEMGUARD_STACK_DEPTH=5"])
         # The shell reads back the values.
         sh = subprocess.run(["sh", "-c", r.stdout + 'printf "%s\\n" "$MEMGUARD_OUTPUT"'], capture_output=True,
                             text=True)

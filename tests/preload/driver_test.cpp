@@ -265,7 +265,7 @@ TEST_F(DriverTest, RuntimeAllocationThroughTheDriverIsRecordedOnce) {
     ChildResult result = run_program(kDriverPaths, {"runtime"}, env);
     ASSERT_EQ(result.exit_code, 0) << describe(result);
     auto records = raw_records(report_for(result.pid), "AF");
-    ASSERT_EQ(records.size(), 2u) << read_file(report_for(result.pid));
+    ASSERT_EQ(records.size(), 2u) << report_text(report_for(result.pid));
     EXPECT_EQ(records[0][0], "A");
     EXPECT_EQ(records[0][4], std::to_string(29 * 4096));
     EXPECT_EQ(records[0][6], "cudaMalloc");

@@ -109,7 +109,7 @@ TEST_F(Phases, NvtxRangesMarksAndApiPhasesAreRecorded) {
               "env NVTX_INJECTION64_PATH " + real_path(Paths::memguard_lib()));
     EXPECT_EQ(lines_containing(result.err, "NVTX instance 3 attached").size(), 1u) << describe(result);
     EXPECT_TRUE(lines_containing(result.err, "NVTX instance 4 attached").empty()) << describe(result);
-    auto minor = lines_starting_with(read_file(path), "I format_minor ");
+    auto minor = lines_starting_with(report_text(path), "I format_minor ");
     ASSERT_EQ(minor.size(), 1u);
     EXPECT_GE(std::stoi(minor[0].substr(15)), 4) << "B/b/J records are minor 4";
 

@@ -1,5 +1,8 @@
 #include "test_support.h"
 
+#include "format/binary.h"
+#include "report/transcode.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -253,9 +256,19 @@ report::Kind kind_of_api(const std::string& api) {
     throw std::runtime_error("not an allocating API: " + api);
 }
 
+std::string report_text(const std::string& path) {
+    std::string content = read_file(path);
+    if (content.rfind(std::string(memguard::format::kBinaryMagic) + " ", 0) != 0) return content;
+    // A binary report (the library's default encoding): its records as text lines.
+    std::string text;
+    std::vector<std::string> warnings;
+    report::transcode(path, report::Encoding::Text, text, &warnings);
+    return text;
+}
+
 std::vector<std::vector<std::string>> raw_records(const std::string& path, const std::string& types) {
     std::vector<std::vector<std::string>> records;
-    std::istringstream in(read_file(path));
+    std::istringstream in(report_text(path));
     std::string line;
     while (std::getline(in, line)) {
         if (line.size() >= 2 && line[1] == ' ' && types.find(line[0]) != std::string::npos) {

@@ -114,6 +114,9 @@ memguard::report::Kind kind_of_api(const std::string& api);
 
 /// Records whose type letter is one of `types`, in file order, split into fields (type first).
 std::vector<std::vector<std::string>> raw_records(const std::string& path, const std::string& types);
+/// A report's text: the file as it is when it is text, its records turned into text lines
+/// (report/transcode.h) when it is binary, the library's default.
+std::string report_text(const std::string& path);
 
 /// Sum of the sizes of GPU-kind blocks (device, async, managed) that are live at the end.
 uint64_t live_gpu_bytes_at_exit(const memguard::report::Report& report);

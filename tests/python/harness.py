@@ -11,6 +11,7 @@ Environment of the driver (set by CTest, see CMakeLists.txt):
                         no_preload   children run without libmemguard.so
 A test is skipped (exit code 77) only when `import torch` fails in the test's interpreter.
 """
+import io
 import json
 import os
 import shutil
@@ -68,6 +69,18 @@ def _dec(s):
     return "" if s == "%" else urllib.parse.unquote(s)
 
 
+def open_report(path, lib=None):
+    """A report's lines, to read as a text file: a binary report (the library's default) through
+    `memguard export --text` (the one beside `lib`, by default MGTEST_LIB's)."""
+    with open(path, "rb") as f:
+        binary = f.read(23) == b"MEMGUARD-REPORT-BINARY "
+    if not binary:
+        return open(path)
+    cli = os.path.join(os.path.dirname(os.path.dirname(lib or lib_path())), "bin", "memguard")
+    p = subprocess.run([cli, "export", "--text", path, "-o", "-"], capture_output=True, text=True, check=True)
+    return io.StringIO(p.stdout)
+
+
 class Report:
     """The records of one report, by type. Y: dicts; X: (t, tid, compile_id); A: dicts; p, P: maps."""
 
@@ -77,7 +90,9 @@ class Report:
         self.j, self.u, self.y, self.r = [], [], [], []  # explanations (minor 9)
         self.pframes, self.pstacks = {}, {}
         self.ended = False
-        with open(path) as f:
+        with open(path, "rb") as f:
+            self.encoding = "binary" if f.read(23) == b"MEMGUARD-REPORT-BINARY " else "text"
+        with open_report(path) as f:
             self.header = f.readline().rstrip("\n")
             for line in f:
                 w = line.rstrip("\n").split(" ")

@@ -249,7 +249,7 @@ def child(arm):
 
 def read_records(path, types):
     out = []
-    with open(path) as f:
+    with harness.open_report(path) as f:
         for line in f:
             w = line.rstrip("\n").split(" ")
             if w[0] in types:

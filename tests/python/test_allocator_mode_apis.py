@@ -392,7 +392,7 @@ def child(arm):
 
 def records(path, types):
     out = []
-    with open(path) as f:
+    with harness.open_report(path) as f:
         for line in f:
             w = line.rstrip("\n").split(" ")
             if w[0] in types:

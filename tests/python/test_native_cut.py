@@ -55,7 +55,7 @@ def child(arm):
 
 def stacks_and_modules(path):
     stacks, modules = {}, []
-    with open(path) as f:
+    with harness.open_report(path) as f:
         for line in f:
             w = line.split()
             if w and w[0] == "S":

@@ -164,7 +164,7 @@ def _dec(s):
 class PhaseRecords:
     def __init__(self, path):
         self.records = []  # (type, fields) in file order: A, F, B, b, J
-        with open(path) as f:
+        with harness.open_report(path) as f:
             for line in f:
                 w = line.rstrip("\n").split(" ")
                 if w[0] in ("A", "F", "B", "b", "J"):

@@ -97,6 +97,7 @@ class ReportFile(harness.ChildTestCase):
         self.assertEqual(files(run), [f"memguard.{exe}.{run.pid}.mgr"], run.describe())
         rep = harness.Report(os.path.join(run.workdir, files(run)[0]))
         self.assertEqual(rep.header, "MEMGUARD-REPORT 1")
+        self.assertEqual(rep.encoding, "binary", "the library writes binary by default (MEMGUARD_REPORT_ENCODING)")
         self.assertEqual(rep.info.get("pid"), str(run.pid))
         self.assertTrue(rep.ended, "Z record at exit")
         self.assertEqual(rep.A, [], "no CUDA allocation")

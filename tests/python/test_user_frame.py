@@ -58,7 +58,7 @@ class UserFrame(harness.ChildTestCase):
         self.assertChildOk(run)
         rep = run.need_report()
         paths = {}
-        with open(rep.path) as f:
+        with harness.open_report(rep.path) as f:
             for line in f:
                 w = line.rstrip("\n").split(" ")
                 if w[0] == "e":

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "format/binary.h"
+#include "format/binary_decode.h"
 #include "format/decode.h"
 #include "format/encode.h"
 #include "format/table.h"
@@ -81,14 +83,37 @@ std::string record_name() {
 
 /// Builds a report through the encoders. Each record is also decoded straight back by the table's
 /// decoder and compared field by field (the codec alone, before the reader applies it).
+/// In binary (format/binary.h) when `binary`: the predicted records against the predictions of
+/// the records before them, decoded back by one decoder that follows them.
 class Writer {
 public:
-    Writer() {
-        text_ = "MEMGUARD-REPORT " + std::to_string(format::kFormatVersion) + "\n";
+    explicit Writer(bool binary) : binary_(binary) {
+        text_ = std::string(binary ? format::kBinaryMagic : std::string_view("MEMGUARD-REPORT")) + " " +
+                std::to_string(format::kFormatVersion) + "\n";
         add(rec::Info{"format_minor", std::to_string(format::kFormatMinor)});
     }
     template <class R>
     void add(const R& r) {
+        written_.insert(record_name<R>());
+        if (binary_) {
+            std::string_view frame;
+            if constexpr (format::is_predicted<R>()) {
+                frame = format::encode_predicted(r, predictions_, values_, frame_);
+            } else {
+                frame = format::encode_plain(r, frame_);
+            }
+            text_.append(frame);
+            // The codec alone: the frame's letter, length and payload, decoded.
+            ASSERT_EQ(frame[0], R::kLetter);
+            uint64_t length = 0;
+            const char* payload = format::get_varint(frame.data() + 1, frame.data() + frame.size(), &length);
+            ASSERT_NE(payload, nullptr);
+            ASSERT_EQ(payload + length, frame.data() + frame.size());
+            R back{};
+            binary_decoder_.read(std::string_view(payload, length), format::kFormatMinor, back);
+            EXPECT_EQ(flatten(back), flatten(r)) << "decoding " << record_name<R>() << " from binary";
+            return;
+        }
         format::Line line;
         format::encode(r, line);
         std::string_view text = line.finish();
@@ -123,8 +148,12 @@ public:
     const std::string& text() const { return text_; }
 
 private:
+    bool binary_;
     std::string text_;
     std::set<std::string> written_;
+    format::binary::Predictions predictions_;
+    format::Frame values_, frame_;
+    format::BinaryDecoder binary_decoder_;
 };
 
 /// Compares written fields with what the reader made of them, and remembers which fields were.
@@ -166,12 +195,16 @@ std::vector<T> tail_values(size_t n, T first, T last) {
 // Strings that need percent-encoding: space, '%', control bytes, DEL, bytes above 0x7f.
 const std::string kOdd = std::string("a b%c\t\n\x01\x7f\xc3\xa9-") + "end";
 
-struct RoundTrip : ::testing::Test {
-    Writer w;
+/// Both encodings: text (false) and binary (true).
+struct RoundTrip : ::testing::TestWithParam<bool> {
+    Writer w{GetParam()};
     Checker c;
 };
 
-TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
+INSTANTIATE_TEST_SUITE_P(Encodings, RoundTrip, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Binary" : "Text"; });
+
+TEST_P(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     const std::vector<uint64_t> ips = tail_values<uint64_t>(300, 0, kU64);
     const std::vector<uint32_t> frames = tail_values<uint32_t>(200, 1, kU32);
 
@@ -765,7 +798,7 @@ TEST_F(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
 
     // A second file: a run without its end record ends at its last heartbeat, and a block freed
     // for good keeps its F's api.
-    Writer w2;
+    Writer w2(GetParam());
     const rec::Alloc a3{0, 1, 0x1000, 1, format::Kind::Device, "cudaMalloc", 0, std::nullopt, 0, 0, 0};
     const rec::Free f3{1, 1, 0x1000, 1, "cuMemFreeAsync", uint64_t{7}};
     const rec::Heartbeat h{kMaxT};

@@ -49,6 +49,7 @@ def main():
         env = {"PATH": "/usr/bin:/bin", "LANG": "C", "HOME": tmp,
                "LD_PRELOAD": os.environ["MGTEST_LIB"],
                "MEMGUARD_OUTPUT": os.path.join(tmp, "report.%p.mgr"),
+               "MEMGUARD_REPORT_ENCODING": "text",  # its O records are read below as lines
                "FAKE_CUDA_CAPACITY": str(100 * MIB)}
         for k in ("MGTEST_FAKE_CUDART", "MGTEST_BINDING_DIR"):
             env[k] = os.environ[k]

@@ -12,6 +12,7 @@ using memguard::ConfigResult;
 using memguard::CyclesConfig;
 using memguard::ExplainCycles;
 using memguard::LogLevel;
+using memguard::ReportEncoding;
 
 namespace {
 ConfigResult parse(const std::map<std::string, std::string>& env) {
@@ -133,6 +134,24 @@ TEST(Config, AllocatorModeDefaultsToNativeAndRejectsUnknownValues) {
     EXPECT_EQ(bad.config.allocator, AllocatorMode::Native);
 }
 
+TEST(Config, ReportEncodingDefaultsToBinaryAndRejectsUnknownValues) {
+    EXPECT_EQ(parse({}).config.report_encoding, ReportEncoding::Binary);
+    ConfigResult text = parse({{"MEMGUARD_REPORT_ENCODING", "text"}});
+    EXPECT_TRUE(text.problems.empty());
+    EXPECT_EQ(text.config.report_encoding, ReportEncoding::Text);
+    EXPECT_EQ(parse({{"MEMGUARD_REPORT_ENCODING", "Binary"}}).config.report_encoding, ReportEncoding::Binary);
+    ConfigResult bad = parse({{"MEMGUARD_REPORT_ENCODING", "json"}});
+    ASSERT_EQ(bad.problems.size(), 1u);
+    EXPECT_EQ(bad.problems[0], "MEMGUARD_REPORT_ENCODING='json' is not valid: expected binary (compact records) or "
+                               "text (a line per record); keeping binary");
+    EXPECT_EQ(bad.config.report_encoding, ReportEncoding::Binary);
+    // What memguard run says of a bad --report-encoding, without what the library keeps.
+    EXPECT_EQ(memguard::config_value_problem("MEMGUARD_REPORT_ENCODING", "json"),
+              "MEMGUARD_REPORT_ENCODING='json' is not valid: expected binary (compact records) or text (a line per "
+              "record)");
+    EXPECT_EQ(memguard::config_value_problem("MEMGUARD_REPORT_ENCODING", "text"), "");
+}
+
 TEST(Config, RunIdFromMemguardRunIdElseTorchelastic) {
     EXPECT_EQ(parse({}).config.run_id, "");
     EXPECT_EQ(parse({{"MEMGUARD_RUN_ID", "20250101-120000-1a2b3c4d"}}).config.run_id, "20250101-120000-1a2b3c4d");
@@ -232,7 +251,7 @@ TEST(Config, EchoedValuesAreCutAtTheLimit) {
 TEST(Config, ProblemsShowTheValueOnOneLine) {
     const std::string forged = "loud\nmemguard: error: a forged line\x1b[2J";
     for (const char* var : {"MEMGUARD_LOG_LEVEL", "MEMGUARD_ENABLE", "MEMGUARD_STACK_DEPTH", "MEMGUARD_ALLOCATOR",
-                            "MEMGUARD_PYTHON_STACKS"}) {
+                            "MEMGUARD_PYTHON_STACKS", "MEMGUARD_REPORT_ENCODING"}) {
         ConfigResult r = parse({{var, forged}});
         ASSERT_EQ(r.problems.size(), 1u) << var;
         EXPECT_NE(r.problems[0].find("'loud\\nmemguard: error: a forged line\\x1b[2J'"), std::string::npos)

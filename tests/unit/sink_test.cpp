@@ -10,6 +10,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "track/packed.h"
 #include "track/testing/fake_clock.h"
 #include "track/testing/memory_sink.h"
 #include "track/writer.h"
@@ -18,10 +19,10 @@ namespace memguard::track::testing {
 namespace {
 
 /// A packed record whose text is "P <time of its stamp> <its byte count>".
-void format_stamped(const unsigned char* payload, uint32_t bytes, const Clock& clock, std::string& out) {
+void format_stamped(const unsigned char* payload, uint32_t bytes, memguard::track::PackedOut& out) {
     uint64_t stamp = 0;
     std::memcpy(&stamp, payload, sizeof stamp);
-    out += "P " + std::to_string(clock.time_of_stamp(stamp)) + " " + std::to_string(bytes) + "\n";
+    out.text() += "P " + std::to_string(out.clock.time_of_stamp(stamp)) + " " + std::to_string(bytes) + "\n";
 }
 
 /// Everything but heartbeats (the file's writer thread adds one whenever it wakes up to write).

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "track/packed.h"
 #include "track/testing/fake_clock.h"
 #include "track/writer.h"
 
@@ -115,16 +116,19 @@ std::string read_without_heartbeats(const std::string& path) {
 }
 
 // A packed record's text: "P" and its payload's bytes, to check they arrive whole and in order.
-void format_bytes(const unsigned char* payload, uint32_t bytes, const memguard::track::Clock&, std::string& out) {
+void format_bytes_text(const unsigned char* payload, uint32_t bytes, std::string& out) {
     out += 'P';
     for (uint32_t i = 0; i < bytes; ++i) out += ' ' + std::to_string(payload[i]);
     out += '\n';
+}
+void format_bytes(const unsigned char* payload, uint32_t bytes, memguard::track::PackedOut& out) {
+    format_bytes_text(payload, bytes, out.text());
 }
 
 // A packed record of 64-bit fields, appended and expected.
 void append_fields(memguard::track::ReportWriter& w, const uint64_t* fields, uint32_t count, std::string& expect) {
     w.append_packed(&format_bytes, fields, count * 8);
-    format_bytes(reinterpret_cast<const unsigned char*>(fields), count * 8, zero_clock, expect);
+    format_bytes_text(reinterpret_cast<const unsigned char*>(fields), count * 8, expect);
 }
 
 // Packed records come out formatted, in the order of appending, between the text records around
@@ -147,7 +151,7 @@ TEST_F(ReportWriterFile, PackedRecordsAreFormattedInPlace) {
             }
             const unsigned char odd[3] = {'\n', 1, 'T'};  // a payload of any length
             w.append_packed(&format_bytes, odd, 3);
-            format_bytes(odd, 3, zero_clock, expect);
+            format_bytes_text(odd, 3, expect);
             w.append("X after\n");
             expect += "X after\n";
             uint64_t one = 0x0a;
@@ -403,11 +407,10 @@ TEST_F(ReportWriterFile, LostRecordsAddedByTheCallerComeBeforeTheEnd) {
 }  // namespace
 
 // A packed record of a thread's number and its sequence number.
-static void format_thread_seq(const unsigned char* payload, uint32_t bytes, const memguard::track::Clock&,
-                              std::string& out) {
+static void format_thread_seq(const unsigned char* payload, uint32_t bytes, memguard::track::PackedOut& out) {
     uint32_t f[2] = {0, 0};
     std::memcpy(f, payload, bytes < sizeof f ? bytes : sizeof f);
-    out += "P " + std::to_string(f[0]) + ' ' + std::to_string(f[1]) + '\n';
+    out.text() += "P " + std::to_string(f[0]) + ' ' + std::to_string(f[1]) + '\n';
 }
 
 // Threads appending at once, packed and text records, while another flushes: every record

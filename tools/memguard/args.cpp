@@ -208,11 +208,17 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
         if (v != "svg" && v != "html")
             throw UsageError("bad value '" + v + "' for --format: expected svg or html", command);
         args.format = v == "svg" ? Args::Svg : Args::Html;
-    } else if (command == "export" && (opt == "--memory-viz" || opt == "--perfetto" || opt == "--jsonl")) {
+    } else if (command == "export" && (opt == "--memory-viz" || opt == "--perfetto" || opt == "--jsonl" ||
+                                       opt == "--text" || opt == "--binary")) {
         cur.no_value(opt);
-        Args::Format f = opt == "--perfetto" ? Args::Perfetto : opt == "--jsonl" ? Args::Jsonl : Args::MemoryViz;
+        Args::Format f = opt == "--perfetto" ? Args::Perfetto
+                         : opt == "--jsonl"  ? Args::Jsonl
+                         : opt == "--text"   ? Args::Text
+                         : opt == "--binary" ? Args::Binary
+                                             : Args::MemoryViz;
         if (args.format != Args::NoFormat && args.format != f) {
-            throw UsageError("give one of --memory-viz, --perfetto and --jsonl, not several", command);
+            throw UsageError("give one of --memory-viz, --perfetto, --jsonl, --text and --binary, not several",
+                             command);
         }
         args.format = f;
     } else {
@@ -335,7 +341,7 @@ void check_positional(const std::string& command, const std::vector<std::string>
         throw UsageError("'" + command + "' needs an output file: -o FILE", command);
     }
     if (command == "export" && args.format == Args::NoFormat) {
-        throw UsageError("'export' needs a format: --memory-viz, --perfetto or --jsonl", command);
+        throw UsageError("'export' needs a format: --memory-viz, --perfetto, --jsonl, --text or --binary", command);
     }
     if (command == "plot") args.format = plot_format(args.output, args.format);
 }
@@ -381,6 +387,7 @@ struct LaunchOption {
 constexpr LaunchOption kLaunchOptions[] = {
     {"--output", "MEMGUARD_OUTPUT", nullptr},
     {"--allocator", "MEMGUARD_ALLOCATOR", nullptr},
+    {"--report-encoding", "MEMGUARD_REPORT_ENCODING", nullptr},
     {"--stack-depth", "MEMGUARD_STACK_DEPTH", nullptr},
     {"--log-level", "MEMGUARD_LOG_LEVEL", nullptr},
     {"--run-id", "MEMGUARD_RUN_ID", nullptr},

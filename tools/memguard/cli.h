@@ -88,7 +88,7 @@ struct Args {
     // plot, export
     std::string output;  // -o
     // export: --memory-viz, --perfetto or --jsonl; plot: SVG or HTML, from the name, --format or the default
-    enum Format { NoFormat, MemoryViz, Perfetto, Svg, Html, Jsonl } format = NoFormat;
+    enum Format { NoFormat, MemoryViz, Perfetto, Svg, Html, Jsonl, Text, Binary } format = NoFormat;
     // the commands that show frames: where the module files and their debug files are
     std::string sysroot;    // --sysroot: module paths are looked up under it instead of /
     std::string debug_dir;  // --debug-dir: separate debug files by build-id, DIR/.build-id/xx/rest.debug

@@ -1,4 +1,4 @@
-// memguard export --memory-viz|--perfetto|--jsonl FILE -o OUT [--frames K]
+// memguard export --memory-viz|--perfetto|--jsonl|--text|--binary FILE -o OUT [--frames K]
 #include <cstdio>
 #include <iostream>
 
@@ -6,11 +6,26 @@
 #include "export.h"
 #include "output.h"
 #include "rank_summary.h"
+#include "report/transcode.h"
 #include "report/units.h"
 
 namespace memguard::cli {
 
 int run_export(const Args& args) {
+    if (args.format == Args::Text || args.format == Args::Binary) {
+        // The report's records in the other encoding (or the same), without reading what they mean.
+        std::string content;
+        std::vector<std::string> warnings;
+        const bool text = args.format == Args::Text;
+        report::transcode(args.file, text ? report::Encoding::Text : report::Encoding::Binary, content, &warnings);
+        print_warnings(warnings);
+        std::cout.flush();
+        bool to_stdout = write_output_file(args.output, content);
+        print_to(to_stdout ? stderr : stdout, "wrote %s: %s, %s\n", output_name(args.output).c_str(),
+                 text ? "the report in text (a line per record)" : "the report in binary (compact records)",
+                 report::human_bytes(content.size()).c_str());
+        return kExitOk;
+    }
     report::Report r = report::load_report(args.file);
     print_warnings(r.warnings);
     std::string content;

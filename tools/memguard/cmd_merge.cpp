@@ -26,6 +26,7 @@
 #include "report/json.h"
 #include "report/saturate.h"
 #include "report/timeline.h"
+#include "report/transcode.h"
 #include "report/units.h"
 #include "sites.h"
 
@@ -121,26 +122,18 @@ std::optional<HeaderInfo> read_header(const std::string& path) {
         text.resize(n > 0 ? static_cast<size_t>(n) : 0);
     }
     ::close(fd);
-    if (text.rfind("MEMGUARD-REPORT ", 0) != 0) return std::nullopt;
+    std::optional<std::map<std::string, std::string>> info = report::header_info(text);
+    if (!info) return std::nullopt;
     HeaderInfo h;
     h.path = path;
-    size_t i = text.find('\n');
-    while (i != std::string::npos && i + 1 < text.size()) {
-        size_t end = text.find('\n', i + 1);
-        if (end == std::string::npos) break;
-        std::string_view line(text.data() + i + 1, end - i - 1);
-        i = end;
-        if (line.rfind("I ", 0) != 0) break;
-        size_t sp = line.find(' ', 2);
-        if (sp == std::string_view::npos) continue;
-        std::string_view key = line.substr(2, sp - 2);
-        std::optional<std::string> value = format::decode(line.substr(sp + 1));
-        if (!value) continue;
-        if (key == "run_id") h.run_id = *value;
-        if (key == "rank") h.rank = text::parse_dec(*value).value_or(0);
-        if (key == "t0_unix_ns") h.t0 = text::parse_dec(*value).value_or(0);
-        if (key == "pid") h.pid = text::parse_dec(*value).value_or(0);
-    }
+    auto value = [&info](const char* key) {
+        auto it = info->find(key);
+        return it == info->end() ? std::string() : it->second;
+    };
+    h.run_id = value("run_id");
+    h.rank = text::parse_dec(value("rank")).value_or(0);
+    h.t0 = text::parse_dec(value("t0_unix_ns")).value_or(0);
+    h.pid = text::parse_dec(value("pid")).value_or(0);
     return h;
 }
 

@@ -27,7 +27,8 @@ std::string synopsis(const std::string& command) {
     if (command == "run") return "memguard run [OPTIONS] [--] CMD [ARGS...]   (memguard help run for the options)";
     if (command == "env") return "memguard env [OPTIONS] [--json]   (memguard help env for the options)";
     if (command == "plot") return "memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]";
-    if (command == "export") return "memguard export --memory-viz|--perfetto|--jsonl FILE -o OUT [--frames K]";
+    if (command == "export")
+        return "memguard export --memory-viz|--perfetto|--jsonl|--text|--binary FILE -o OUT [--frames K]";
     if (command == "summarize") return "memguard summarize FILE...";
     return "memguard run|env|summary|summarize|top|graphs|hazards|cycles|phases|steps|oom|diff|merge|plot|export|"
            "check ... "
@@ -56,7 +57,7 @@ usage:
   memguard diff A B [-n N] [--frames K] [--segments] [--fail-if EXPR]... [--json]
   memguard merge [DIR] [--run ID] | FILE... | --template TEMPLATE [--frames K] [--json]
   memguard plot FILE -o OUT.svg|OUT.html|- [--format svg|html] [--frames K]
-  memguard export --memory-viz|--perfetto|--jsonl FILE -o OUT [--frames K]
+  memguard export --memory-viz|--perfetto|--jsonl|--text|--binary FILE -o OUT [--frames K]
   memguard check FILE [--max-peak SIZE] [--max-tensor-peak SIZE] [--max-live-at-exit SIZE]
                  [--max-tensor-live-at-exit SIZE] [--max-gc-freed SIZE] [--no-hazards] [--no-oom] [--json]
   memguard help [COMMAND]
@@ -92,8 +93,8 @@ commands:
   plot      GPU memory over time as an SVG or HTML picture, with phases, captures, compiles,
             collections, OOM events and the peak marked
   export    the report as a memory snapshot for pytorch.org/memory_viz (--memory-viz), as
-            a Chrome trace for ui.perfetto.dev (--perfetto), or as JSON lines for DuckDB,
-            Spark or a warehouse (--jsonl)
+            a Chrome trace for ui.perfetto.dev (--perfetto), as JSON lines for DuckDB,
+            Spark or a warehouse (--jsonl), or as itself in text or binary (--text, --binary)
   check     a gate for CI: fails (exit 1) when the run exceeded a limit (peak, live at exit,
             bytes freed by garbage collections) or had hazards or OOM events; diff --fail-if
             gates a run against a baseline
@@ -500,7 +501,8 @@ options:
   -h, --help       show this help
 )";
 
-const char* const kExport = R"(usage: memguard export --memory-viz|--perfetto|--jsonl FILE -o OUT [--frames K]
+const char* const kExport =
+    R"(usage: memguard export --memory-viz|--perfetto|--jsonl|--text|--binary FILE -o OUT [--frames K]
 
 --memory-viz writes a memory snapshot in the format of torch.cuda.memory._snapshot() (a pickle,
 protocol 4, plain types only) that https://pytorch.org/memory_viz and torch.cuda._memory_viz
@@ -524,6 +526,11 @@ its "record" saying what it is: "summary" (the rank summary), "site" (each site 
 "phase" (each phase) and "step" (each step); every line has run_id, rank, host, pid and report,
 so that the exports of many ranks read as one table (docs/fleet-export.md: the schema and
 example queries).
+
+--text writes the report itself as text, a line per record (docs/report-format.md), whichever
+encoding it was recorded in: for people, grep and scripts. --binary writes it in the compact
+binary encoding (the library's default, MEMGUARD_REPORT_ENCODING). Both keep every record this
+memguard knows, with the same values: every command reads either and answers the same.
 
 options:
   -o FILE          the file to write, '-' for standard output, or a character device or a FIFO
@@ -563,6 +570,8 @@ options (each sets the library's variable, which it overrides; the variables wor
                           in it)
   --allocator MODE        MEMGUARD_ALLOCATOR: native (PyTorch's allocator, the default) or
                           memguard (memguard allocates PyTorch's CUDA tensors)
+  --report-encoding ENC   MEMGUARD_REPORT_ENCODING: binary (compact records, the default) or
+                          text (a line per record)
   --stack-depth N         MEMGUARD_STACK_DEPTH: native frames kept per stack, 0 to 256 (0: none)
   --no-python-stacks      MEMGUARD_PYTHON_STACKS=0 (--python-stacks: 1, the default)
   --native-below-python   MEMGUARD_NATIVE_BELOW_PYTHON=1: keep the interpreter's native frames

@@ -2,6 +2,7 @@
 
 #include "format/encode.h"
 #include "track/clock.h"
+#include "track/packed.h"
 #include "track/writer.h"
 
 namespace memguard::track::testing {
@@ -72,8 +73,9 @@ void MemorySink::write_pending_locked(bool heartbeat) {
         std::string& out = reports_.back().text;
         for (const Entry& e : pending_) {
             if (e.format) {
+                PackedOut packed(clock_, out, nullptr);  // a memory sink holds text
                 e.format(reinterpret_cast<const unsigned char*>(e.payload.data()),
-                         static_cast<uint32_t>(e.payload.size()), clock_, out);
+                         static_cast<uint32_t>(e.payload.size()), packed);
             } else {
                 out += e.text;
             }
