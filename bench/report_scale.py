@@ -33,7 +33,8 @@ def run_timed(cmd):
 
 def make_report(args, events, path):
     pairs = events // 2
-    env = dict(os.environ, LD_PRELOAD=os.path.abspath(args.lib), MEMGUARD_OUTPUT=path)
+    env = dict(os.environ, LD_PRELOAD=os.path.abspath(args.lib), MEMGUARD_OUTPUT=path,
+               MEMGUARD_REPORT_ENCODING=args.encoding)
     t0 = time.time()
     subprocess.run([args.churn, str(pairs), str(args.live)], env=env, check=True)
     return time.time() - t0
@@ -71,6 +72,8 @@ def main():
     ap.add_argument("--churn", default="build/bin/memguard_bench_report_churn")
     ap.add_argument("--events", default="1e6,1e7", help="comma-separated event counts (an event: an A or F record)")
     ap.add_argument("--live", type=int, default=1000, help="blocks in the churn's ring")
+    ap.add_argument("--encoding", choices=("text", "binary"), default="text",
+                    help="the reports' encoding (text: what a CLI from before the binary encoding reads)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated command names to run (default: all)")
     ap.add_argument("--after-only-from", type=float, default=0,
@@ -85,7 +88,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     for spec in args.events.split(","):
         events = int(float(spec))
-        report = os.path.join(args.dir, "churn.%d.mgr" % events)
+        report = os.path.join(args.dir, "churn.%d.%s.mgr" % (events, args.encoding))
         if not os.path.exists(report):
             secs = make_report(args, events, report)
             print("generated %s (%d events) in %.1f s" % (report, events, secs), file=sys.stderr)

@@ -5,7 +5,7 @@
 
 - 1024 synthetic rank summaries with three planted outliers (synthetic_summaries.py): merge names
   exactly those three, each with the figures that diverged; identical ranks and small differences
-  name none; two ranks are not compared.
+  name none; of two ranks, the heavier is named where the two differ by more than the floor.
 - Summaries that are not summaries: one error naming the file and the field, exit 2.
 - `memguard summarize` on golden reports (copied): each summary is small and says what summary,
   top, steps and oom say of the report; merge reads them instead of the reports, with the same
@@ -108,9 +108,21 @@ def check_quiet_fleets(cli, tmp):
     files = same[:3] + [write(os.path.join(d, "low.summary.json"), low), write(os.path.join(d, "big.summary.json"), big)]
     found = outlier_ranks(json.loads(run(cli, "merge", "--json", *files).stdout))
     check(sorted(found) == ["3", "4"], f"a high and a low peak: {sorted(found)}")
+    # Two ranks: no median to differ from; the heavier is named where the two differ by more than
+    # the floor (256 MiB and 20% of the lighter), against the other.
     merged = json.loads(run(cli, "merge", "--json", *same[:2]).stdout)
-    check(merged["outliers"] is None, "two ranks are not compared")
-    check("outlier rank" not in run(cli, "merge", *same[:2]).stdout, "two ranks: no outlier section")
+    check(merged["outliers"] is not None and merged["outliers"]["pair"] and outlier_ranks(merged) == {},
+          f"two equal ranks: compared, none heavier: {merged['outliers']}")
+    check("no heavier rank (2 ranks" in run(cli, "merge", *same[:2]).stdout, "two equal ranks: said so")
+    pair = [same[0], os.path.join(d, "big.summary.json")]
+    merged = json.loads(run(cli, "merge", "--json", *pair).stdout)
+    found = outlier_ranks(merged)
+    check(sorted(found) == ["4"], f"two ranks, one 6 GiB heavier: {sorted(found)}")
+    peak = [f for f in found.get("4", []) if f["figure"] == "peak"]
+    check(len(peak) == 1 and peak[0]["bytes"] - peak[0]["median_bytes"] == 6 * syn.GiB + 100 * syn.MiB and
+          "on the other rank" in peak[0]["text"], f"the heavier rank's peak against the other's: {peak}")
+    text = run(cli, "merge", *pair).stdout
+    check("the heavier of 2 ranks" in text and "rank 4: " in text, f"two ranks, text: {text[-600:]}")
 
 
 def check_bad_summaries(cli, tmp):

@@ -192,8 +192,12 @@ struct RankRow {
     uint64_t live_at_exit = 0;
     uint64_t oom_events = 0;            // E records
     uint64_t allocator_oom_events = 0;  // allocator mode: memguard's allocator's (O records)
-    bool tensors = false;               // allocator mode (T records)
-    uint64_t tensor_peak = 0;           // then the tensor peak (torch.cuda.max_memory_allocated())
+    uint64_t ooms = 0;                  // out-of-memory events as `memguard oom` counts them (PyTorch's too)
+    /// The OOM column: the larger of the events `memguard oom` explains and the failed allocations
+    /// (a PyTorch OOM under a memory fraction fails no CUDA call; one cudaMalloc failure may be retried).
+    uint64_t oom_column() const { return std::max(ooms, report::saturating_add(oom_events, allocator_oom_events)); }
+    bool tensors = false;      // allocator mode (T records)
+    uint64_t tensor_peak = 0;  // then the tensor peak (torch.cuda.max_memory_allocated())
     int64_t gc_freed = 0;
     uint64_t phases = 0;
     bool complete = false;
@@ -226,6 +230,7 @@ RankRow make_row(const RankSummary& s, const std::string& path, size_t position)
     row.live_at_exit = s.gpu.live_bytes_at_exit;
     row.oom_events = s.cuda_oom_errors;
     row.allocator_oom_events = s.allocator_ooms;
+    row.ooms = s.ooms;
     row.tensors = s.bytes_of == "tensors";
     row.tensor_peak = s.tensors ? s.tensors->peak_bytes : 0;
     row.gc_freed = s.collections_freed();
@@ -243,13 +248,23 @@ constexpr size_t kDivergencesShown = 4;
 
 void print_outliers(const std::vector<RankRow>& rows, const OutlierFinding& f) {
     if (!f.compared) return;
+    if (f.pair && f.ranks.empty()) {
+        print("\nno heavier rank (2 ranks; peak, categories and sites at the peak against the other rank: %s)\n",
+              plural(f.figures, "figure", "figures").c_str());
+        return;
+    }
     if (f.ranks.empty()) {
         print("\nno outlier rank (%zu ranks; peak, categories and sites at the peak against their medians: %s)\n",
               rows.size(), plural(f.figures, "figure", "figures").c_str());
         return;
     }
-    print("\n%s of %zu (peak, categories and sites at the peak against their medians over the ranks):\n",
-          plural(f.ranks.size(), "outlier rank", "outlier ranks").c_str(), rows.size());
+    if (f.pair) {
+        print("\nthe heavier of 2 ranks (peak, categories and sites at the peak against the other rank, where they "
+              "differ by more than 256 MiB and 20%%):\n");
+    } else {
+        print("\n%s of %zu (peak, categories and sites at the peak against their medians over the ranks):\n",
+              plural(f.ranks.size(), "outlier rank", "outlier ranks").c_str(), rows.size());
+    }
     for (const OutlierRank& o : f.ranks) {
         std::string text;
         for (size_t i = 0; i < o.divergences.size() && i < kDivergencesShown; ++i) {
@@ -285,15 +300,13 @@ void print_text(const std::vector<RankRow>& rows, const RankRow& max, const Rank
         std::string file = r.file + (r.complete ? "" : " (incomplete)");
         print("%-6s %10s %9s%s %12s %4llu %12s  %-20s %s\n", r.rank.c_str(), human_bytes(r.peak).c_str(),
               r.has_peak ? report::seconds_fixed3(r.peak_t).c_str() : "-", tensor_peak(r).c_str(),
-              human_bytes(r.live_at_exit).c_str(),
-              static_cast<unsigned long long>(report::saturating_add(r.oom_events, r.allocator_oom_events)),
+              human_bytes(r.live_at_exit).c_str(), static_cast<unsigned long long>(r.oom_column()),
               report::human_bytes_signed(r.gc_freed).c_str(), file.c_str(), site.c_str());
     }
     for (const RankRow* r : {&max, &sum}) {
         print("%-6s %10s %9s%s %12s %4llu %12s\n", r->rank.c_str(), human_bytes(r->peak).c_str(), "",
               tensor_peak(*r).c_str(), human_bytes(r->live_at_exit).c_str(),
-              static_cast<unsigned long long>(report::saturating_add(r->oom_events, r->allocator_oom_events)),
-              report::human_bytes_signed(r->gc_freed).c_str());
+              static_cast<unsigned long long>(r->oom_column()), report::human_bytes_signed(r->gc_freed).c_str());
     }
     if (tensors) print("\n* allocator mode: the largest site of the tensor blocks at the tensor peak\n");
     print_outliers(rows, outliers);
@@ -304,6 +317,7 @@ void json_figures(report::JsonWriter& j, const RankRow& r) {
     j.key("live_bytes_at_exit").value(r.live_at_exit);
     j.key("oom_events").value(r.oom_events);
     j.key("allocator_oom_events").value(r.allocator_oom_events);
+    j.key("ooms").value(r.ooms);
     j.key("tensor_peak_bytes");
     if (r.tensors) {
         j.value(r.tensor_peak);
@@ -322,6 +336,8 @@ void json_outliers(report::JsonWriter& j, const std::vector<RankRow>& rows, cons
     const report::OutlierRule rule;
     j.begin_object();
     j.key("ranks_compared").value(static_cast<uint64_t>(rows.size()));
+    // Two ranks: the heavier against the other (median_bytes: the other rank's value).
+    j.key("pair").value(f.pair);
     j.key("figures").value(static_cast<uint64_t>(f.figures));
     auto decimal = [](double v) {  // the rule's own finite constants: valid JSON numbers
         char buf[32];
@@ -434,6 +450,7 @@ int run_merge(const Args& args) {
         max.live_at_exit = std::max(max.live_at_exit, r.live_at_exit);
         max.oom_events = std::max(max.oom_events, r.oom_events);
         max.allocator_oom_events = std::max(max.allocator_oom_events, r.allocator_oom_events);
+        max.ooms = std::max(max.ooms, r.ooms);
         max.tensors = sum.tensors = max.tensors || r.tensors;
         max.tensor_peak = std::max(max.tensor_peak, r.tensor_peak);
         report::add_to(sum.tensor_peak, r.tensor_peak);
@@ -442,6 +459,7 @@ int run_merge(const Args& args) {
         report::add_to(sum.live_at_exit, r.live_at_exit);
         report::add_to(sum.oom_events, r.oom_events);
         report::add_to(sum.allocator_oom_events, r.allocator_oom_events);
+        report::add_to(sum.ooms, r.ooms);
         gc_sum.add(r.gc_freed);
     }
     sum.gc_freed = gc_sum.value();

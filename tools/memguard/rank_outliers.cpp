@@ -68,8 +68,9 @@ const char* divergence_kind(Divergence::What w) {
 }
 
 std::string divergence_text(const Divergence& d) {
-    const std::string figures = report::human_bytes(d.bytes) + " against a median of " +
-                                report::human_bytes(d.stats.median);
+    const std::string figures = report::human_bytes(d.bytes) +
+                                (d.pair ? " against " + report::human_bytes(d.stats.median) + " on the other rank"
+                                        : " against a median of " + report::human_bytes(d.stats.median));
     switch (d.what) {
     case Divergence::Peak: return "peak " + figures + (d.name == "tensors" ? " (tensor bytes)" : "");
     case Divergence::Category: return d.name + " " + figures;
@@ -80,8 +81,9 @@ std::string divergence_text(const Divergence& d) {
 
 OutlierFinding find_outlier_ranks(const std::vector<RankSummary>& ranks, const report::OutlierRule& rule) {
     OutlierFinding out;
-    if (ranks.size() < kMinRanksForOutliers) return out;
+    if (ranks.size() < 2) return out;
     out.compared = true;
+    out.pair = ranks.size() < kMinRanksForOutliers;
     std::vector<Figure> figures;
     Figure peak;
     peak.what = Divergence::Peak;
@@ -122,6 +124,25 @@ OutlierFinding find_outlier_ranks(const std::vector<RankSummary>& ranks, const r
             values = absent;
         }
         for (const auto& [i, bytes] : f.listed) values[i] = bytes;
+        if (out.pair) {
+            // Two ranks: the heavier, where it exceeds the other by more than the floor (the
+            // rule's bytes and its share of the smaller value).
+            const size_t hi = values[1] > values[0] ? 1 : 0;
+            const uint64_t other = values[1 - hi];
+            const auto floor = std::max<uint64_t>(rule.min_bytes,
+                                                  static_cast<uint64_t>(rule.min_share * static_cast<double>(other)));
+            if (values[hi] - other <= floor) continue;
+            Divergence d;
+            d.what = f.what;
+            d.name = f.what == Divergence::Site   ? site_label_in(ranks[hi], f.name)
+                     : f.what == Divergence::Peak ? ranks[hi].bytes_of
+                                                  : f.name;
+            d.bytes = values[hi];
+            d.stats = report::FigureStats{other, 0, floor};
+            d.pair = true;
+            by_rank[hi].divergences.push_back(std::move(d));
+            continue;
+        }
         const report::FigureStats stats = report::figure_stats(values, rule);
         for (size_t i = 0; i < ranks.size(); ++i) {
             if (!report::is_outlier(values[i], stats, f.high_only)) continue;

@@ -15,14 +15,18 @@
 
 namespace memguard::cli {
 
-/// Fewer ranks have no majority to differ from: no outliers are looked for.
+/// From this many ranks, a rank is compared with the median of all. Two ranks have no majority to
+/// differ from: where they differ by more than the rule's floor (its bytes and its share of the
+/// smaller), the heavier one is named against the other. One rank: nothing is compared.
 constexpr size_t kMinRanksForOutliers = 3;
 
 struct Divergence {
     enum What { Peak, Category, Site } what = Peak;
     std::string name;  // peak: its series ("gpu" or "tensors"); category: its name; site: its label in this rank
     uint64_t bytes = 0;
+    /// Over all ranks; of two ranks: median is the other rank's value, mad 0.
     report::FigureStats stats;
+    bool pair = false;  // two ranks: against the other rank, not a median
 };
 
 struct OutlierRank {
@@ -31,7 +35,8 @@ struct OutlierRank {
 };
 
 struct OutlierFinding {
-    bool compared = false;           // at least kMinRanksForOutliers ranks
+    bool compared = false;           // at least two ranks
+    bool pair = false;               // exactly two: the heavier rank against the other
     size_t figures = 0;              // figures compared
     std::vector<OutlierRank> ranks;  // in the order of the summaries
 };

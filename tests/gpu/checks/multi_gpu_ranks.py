@@ -3,12 +3,11 @@
 # helpers (_mgpu_need_two, _mgpu_job, _mgpu_categories, _mgpu_gib) it uses.
 
 
-@check("multi-gpu-ranks", "a heavier rank 1 (4x its batch): merge's outlier detection names rank 1 and the "
-                          "category that grew (4 ranks on 2 GPUs, gloo; with 2 ranks merge compares none)")
+@check("multi-gpu-ranks", "a heavier rank 1 (4x its batch): merge names rank 1 and the category that grew, "
+                          "with 2 ranks (the heavier against the other) and with 4 (against the median; gloo)")
 def mgpu_heavy_rank(ctx):
     _mgpu_need_two(ctx)
-    # Two ranks over NCCL: merge prints both rows; outliers need 3 ranks or more (docs/rank-summary.md),
-    # so the difference is shown from the summaries.
+    # Two ranks over NCCL: merge names the heavier rank against the other (docs/rank-summary.md).
     two = _mgpu_job(ctx, "heavy2", ("--mode", "ddp", "--steps", "6", "--heavy-rank", "1"))
     files2 = [str(two["reports"][r]) for r in (0, 1)]
     print(ctx.run([str(ctx.cli), "merge", *files2]).stdout)
@@ -41,7 +40,13 @@ def mgpu_heavy_rank(ctx):
     print(f"outlier ranks: {sorted(named)}; rank 1's figures: "
           f"{[(f['figure'], f['name']) for f in named.get('1', {}).get('figures', [])]}")
     assert two["results"][1]["batch"] == 4 * two["results"][0]["batch"]
-    assert merged2["outliers"] is None
+    out2 = merged2["outliers"]
+    named2 = {o["rank"]: o for o in (out2 or {}).get("ranks", [])}
+    print(f"2 ranks: heavier rank named: {sorted(named2)}; its figures: "
+          f"{[(f['figure'], f['name']) for f in named2.get('1', {}).get('figures', [])]}")
+    assert out2 is not None and out2["pair"], out2
+    assert list(named2) == ["1"], sorted(named2)
+    assert any(f["figure"] == "category" and f["name"] == grew2 for f in named2["1"]["figures"]), grew2
     assert cats2[1][grew2] > cats2[0].get(grew2, 0)
     assert list(named) == ["1"], sorted(named)
     figs = named["1"]["figures"]
