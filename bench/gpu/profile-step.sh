@@ -20,7 +20,9 @@ reports=$(mktemp -d)
 spec='{"arm": "ARM", "bench": "step", "cpus": [4,5,6,7], "d": 512, "layers": 6, "seq": 128, "batch": 4,
        "warmup": 20, "steps": STEPS, "compiled": false}'
 for arm in memguard mg_nostack; do
-    env=(LD_PRELOAD="$lib" MEMGUARD_ALLOCATOR=memguard MEMGUARD_OUTPUT="$reports/$arm.%p.mgr" MEMGUARD_LOG_LEVEL=info)
+    # Text reports: bench/stack_depths.py reads their lines.
+    env=(LD_PRELOAD="$lib" MEMGUARD_ALLOCATOR=memguard MEMGUARD_OUTPUT="$reports/$arm.%p.mgr" MEMGUARD_LOG_LEVEL=info
+         MEMGUARD_REPORT_ENCODING=text)
     [ "$arm" = mg_nostack ] && env+=(MEMGUARD_STACK_DEPTH=0 MEMGUARD_PYTHON_STACKS=0)
     s=${spec//ARM/$arm}; s=${s//STEPS/$steps}
     echo "== $arm"
