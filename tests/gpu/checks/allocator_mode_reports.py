@@ -192,3 +192,38 @@ def alloc_report_views(ctx):
     print(f"plot: {svg.stat().st_size} bytes, tensor series {series}; perfetto tensor counter samples "
           f"{len(counters)}, max {max(counters) if counters else None}")
     assert series and counters and max(counters) == t_peak
+
+
+@check("allocator-mode-reports", "the binary report (the default): bytes per tensor allocation, and summary, top "
+                                 "--at peak and export --text answer as on the text report of the same training")
+def alloc_mode_binary_report(ctx):
+    # The same 50-step training as the text run above, with the default encoding.
+    text_path, text_records = _mg7r_train(ctx)
+    workload(ctx, "allocator_mode", "train_memguard_binary", True,
+             env={"MEMGUARD_ALLOCATOR": "memguard", "MEMGUARD_REPORT_ENCODING": "binary"},
+             args=("train", "--steps", "50"))
+    path = _mg7r_report(ctx, "train_memguard_binary")
+    with open(path, "rb") as f:
+        head = f.readline()
+    as_text = ctx.out / "allocator_mode_train_binary.txt.mgr"
+    ctx.run([str(ctx.cli), "export", "--text", str(path), "-o", str(as_text)])
+    records = _mg7r_records(as_text)
+    n_t = sum(r[0] == "T" for r in records)
+    n_text_t = sum(r[0] == "T" for r in text_records)
+    size, text_size = path.stat().st_size, text_path.stat().st_size
+    print(f"binary report {size} bytes, {n_t} T records: {size / max(n_t, 1):.1f} bytes per tensor allocation "
+          f"(whole file, every record); text report of the same training {text_size} bytes, {n_text_t} T records: "
+          f"{text_size / max(n_text_t, 1):.1f}; header {head[:40]!r}")
+    t_peak, _ = _mg7r_peaks(records)
+    t_peak_text, _ = _mg7r_peaks(text_records)
+    summary = _mg7r_cli_json(ctx, "summary", "--json", str(path))
+    summary_text = _mg7r_cli_json(ctx, "summary", "--json", str(text_path))
+    top = ctx.run([str(ctx.cli), "top", str(path), "--at", "peak"]).stdout
+    print(f"tensor peak binary {t_peak} text {t_peak_text}; summary tensor peak binary "
+          f"{summary.get('tensors', {}).get('peak_bytes')} text {summary_text.get('tensors', {}).get('peak_bytes')}")
+    print(top[:1200])
+    assert head.startswith(b"MEMGUARD-REPORT-BINARY"), head
+    assert n_t == n_text_t and n_t > 0, (n_t, n_text_t)
+    assert t_peak == t_peak_text
+    assert summary.get("tensors", {}).get("peak_bytes") == t_peak, summary.get("tensors")
+    assert size * 4 < text_size, (size, text_size)
