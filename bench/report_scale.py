@@ -31,10 +31,10 @@ def run_timed(cmd):
     return float(line[1]), int(line[2]) / 1024.0, p.returncode
 
 
-def make_report(args, events, path):
+def make_report(args, events, path, encoding):
     pairs = events // 2
     env = dict(os.environ, LD_PRELOAD=os.path.abspath(args.lib), MEMGUARD_OUTPUT=path,
-               MEMGUARD_REPORT_ENCODING=args.encoding)
+               MEMGUARD_REPORT_ENCODING=encoding)
     t0 = time.time()
     subprocess.run([args.churn, str(pairs), str(args.live)], env=env, check=True)
     return time.time() - t0
@@ -74,6 +74,9 @@ def main():
     ap.add_argument("--live", type=int, default=1000, help="blocks in the churn's ring")
     ap.add_argument("--encoding", choices=("text", "binary"), default="text",
                     help="the reports' encoding (text: what a CLI from before the binary encoding reads)")
+    ap.add_argument("--after-encoding", choices=("text", "binary"), default=None,
+                    help="the after arm reads the same churn in this encoding instead (the before arm reads "
+                         "--encoding's): an old CLI on text against the new one on its binary default")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated command names to run (default: all)")
     ap.add_argument("--after-only-from", type=float, default=0,
@@ -88,10 +91,13 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     for spec in args.events.split(","):
         events = int(float(spec))
-        report = os.path.join(args.dir, "churn.%d.%s.mgr" % (events, args.encoding))
-        if not os.path.exists(report):
-            secs = make_report(args, events, report)
-            print("generated %s (%d events) in %.1f s" % (report, events, secs), file=sys.stderr)
+        reports = {}
+        for arm, encoding in (("before", args.encoding), ("after", args.after_encoding or args.encoding)):
+            reports[arm] = os.path.join(args.dir, "churn.%d.%s.mgr" % (events, encoding))
+            if not os.path.exists(reports[arm]):
+                secs = make_report(args, events, reports[arm], encoding)
+                print("generated %s (%d events) in %.1f s" % (reports[arm], events, secs), file=sys.stderr)
+        report = reports["after"]
         size_mb = os.path.getsize(report) / 1e6
         end_s = end_seconds(args.after, report)
         arms = [("after", args.after)] if args.after_only_from and events >= args.after_only_from else [
@@ -103,7 +109,7 @@ def main():
             res = {a: [] for a, _ in arms}
             for _ in range(args.reps):
                 for arm, cli in arms:
-                    secs, rss, rc = run_timed([cli] + argv)
+                    secs, rss, rc = run_timed([cli] + [reports[arm] if x == report else x for x in argv])
                     res[arm].append((secs, rss, rc))
             def med(arm, i):
                 return statistics.median(x[i] for x in res[arm]) if arm in res else None
@@ -121,7 +127,8 @@ def main():
                 events / a_t if a_t else 0, "-" if b_m is None else "%.0f" % b_m, a_m))
             sys.stdout.flush()
         if not args.keep:
-            os.remove(report)
+            for path in set(reports.values()):
+                os.remove(path)
     if not args.keep:
         shutil.rmtree(args.dir, ignore_errors=True)
 
