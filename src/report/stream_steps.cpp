@@ -65,6 +65,25 @@ void StepRowsObserver::on_end(const Report& r) {
     close_steps(r);
 }
 
+StepPointsPlan plan_points(const Report& r, const std::vector<StepRow>& rows, const std::optional<Growth>& growth,
+                           Series series, std::vector<size_t> points) {
+    StepPointsPlan plan;
+    plan.points = std::move(points);
+    plan.series = series;
+    if (!growth || growth->last >= rows.size()) return plan;
+    plan.growth = growth;
+    plan.from = rows[growth->first].events_end;
+    plan.to = rows[growth->last].events_end;
+    plan.begin_t = rows[growth->first].t_end;
+    plan.end_t = rows[growth->last].t_end;
+    plan.last_end_t = rows.back().t_end;
+    // As growth_fate's estimate finds it: the last full collection (by time) that ended after begin_t.
+    for (const Collection& c : r.collections) {
+        if (c.generation >= 2 && c.t > plan.begin_t && (!plan.full_t || c.t > *plan.full_t)) plan.full_t = c.t;
+    }
+    return plan;
+}
+
 StepPointsObserver::StepPointsObserver(StepPointsPlan plan, PointBreakdowns& breakdowns)
     : plan_(std::move(plan)), pb_(breakdowns) {
     if (plan_.growth) {

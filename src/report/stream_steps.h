@@ -56,6 +56,11 @@ struct StepPointsPlan {
     std::optional<int64_t> full_t;  // estimated: the last full collection after begin_t
 };
 
+/// The plan of `points` (breakdowns) in `series`, with the ends of `growth` (found over `rows`) when
+/// there is one; `r`: the first pass's report (its collections).
+StepPointsPlan plan_points(const Report& r, const std::vector<StepRow>& rows, const std::optional<Growth>& growth,
+                           Series series, std::vector<size_t> points);
+
 /// The second pass: at each point of the plan, the breakdown (PointBreakdowns over the first pass's
 /// report); at the growth's ends, the site tables; and the items growth_fate reads (GrowthItems),
 /// tracked to the end of the report.

@@ -161,25 +161,11 @@ std::optional<StepsView> analyse_streamed(const Args& args, std::optional<report
         out = std::move(r);
         return v;
     }
-    report::StepPointsPlan plan;
-    plan.points = category_points(v);
-    plan.series = v.series;
-    if (v.growth) {
-        plan.growth = v.growth;
-        plan.from = v.rows[v.growth->first].events_end;
-        plan.to = v.rows[v.growth->last].events_end;
-        plan.begin_t = v.rows[v.growth->first].t_end;
-        plan.end_t = v.rows[v.growth->last].t_end;
-        plan.last_end_t = v.rows.back().t_end;
-        for (const report::Collection& c : r.collections) {
-            if (c.generation >= 2 && c.t > plan.begin_t && (!plan.full_t || c.t > *plan.full_t)) plan.full_t = c.t;
-        }
-    }
     const std::vector<size_t> points = category_points(v);
     const std::unordered_map<size_t, report::Category> tag_map = tags.take();
     const report::BreakdownOptions options = breakdown_options();
     report::PointBreakdowns breakdowns(r, options, &tag_map);
-    report::StepPointsObserver second(std::move(plan), breakdowns);
+    report::StepPointsObserver second(report::plan_points(r, v.rows, v.growth, v.series, points), breakdowns);
     report::stream_report(args.file, second);
     std::vector<report::Breakdown> at_points;
     at_points.reserve(points.size());
