@@ -4,6 +4,7 @@
 // ones.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <random>
@@ -255,6 +256,69 @@ TEST(StreamPhases, RandomReports) {
         }
         if (rng() % 2 == 0) r += "Z " + std::to_string(t + 1) + "\n";
         expect_same_text(r);
+    }
+}
+
+// --- the commands: a streamed read against load_report's (a pipe) ------------------------------
+
+/// A report whose GPU peak keeps coming back with many blocks live (PeakObserver gives up: diff
+/// reads it a second time), with phases, marks and, when `tensors`, allocator mode's T records.
+std::string returning_peak_report(bool tensors) {
+    std::string r = kMinor5 + "S 1 7f00\nS 2 7f10\n";
+    auto a = [](int64_t t, uint64_t addr, uint64_t size, int stack) {
+        return "A " + std::to_string(t) + " 1 " + hex_addr(addr) + " " + std::to_string(size) +
+               " device cudaMalloc 0 - " + std::to_string(stack) + " 0 0\n";
+    };
+    int64_t t = 1;
+    r += begin(t++, 1, 1, "api", "warm up");
+    for (uint64_t i = 0; i < 2000; ++i) r += a(t++, 0x100000000 + i * 0x10000, 4096, 1 + static_cast<int>(i % 2));
+    r += end(t, 1, 1) + mark(t, "warm") + begin(t, 1, 2, "api", "churn");
+    ++t;
+    // Each round frees the oldest block and allocates a bigger one: a new peak at every round.
+    for (uint64_t i = 0; i < 3000; ++i) {
+        r += free_(t++, 0x100000000 + i * 0x10000, i < 2000 ? 4096 : 4096 + (i - 2000) + 1);
+        r += a(t++, 0x100000000 + (i + 2000) * 0x10000, 4096 + i + 1, 1 + static_cast<int>(i % 2));
+        if (tensors) {
+            r += tensor(t++, 0x900000000 + i * 0x1000, 64 + i % 7);
+            if (i % 3 != 0) r += tensor_free(t++, 0x900000000 + i * 0x1000);
+        }
+        if (i % 500 == 0) r += begin(t, 2, 100 + static_cast<uint32_t>(i), "nvtx", "step") + mark(t, "tick");
+        if (i % 500 == 250) r += end(t, 2, 100 + static_cast<uint32_t>(i - 250));
+    }
+    return r + end(t, 1, 2) + "Z " + std::to_string(t + 1) + "\n";
+}
+
+TEST(StreamPhases, DiffAndPhasesReadStreamedAsLoadReportReadsThem) {
+    test::TempDir dir;
+    const std::string gpu = dir.write("gpu.mgr", returning_peak_report(false));
+    const std::string alloc = dir.write("alloc.mgr", returning_peak_report(true));
+    // The other side of a diff: the same, under another name (the names of A are replaced).
+    const std::string gpu_b = dir.write("gpu_b.mgr", returning_peak_report(false));
+    const std::string alloc_b = dir.write("alloc_b.mgr", returning_peak_report(true));
+    // diff reads a pipe with load_report, a file with the streaming reader (gpu.mgr's peak in a
+    // second pass): only the names differ. phases streams both: the same output from a pipe.
+    auto both = [&](const std::string& args, const std::string& file, const std::string& other) {
+        SCOPED_TRACE(args + " " + file + " " + other);
+        test::CliResult streamed = test::run_cli(args + " '" + file + "' " + other);
+        test::CliResult loaded = test::run_cli(args + " /dev/stdin " + other, "cat '" + file + "' |");
+        std::string expected = streamed.out;
+        for (size_t at = 0; (at = expected.find(file, at)) != std::string::npos;) {
+            expected.replace(at, file.size(), "/dev/stdin");
+            at += 10;
+        }
+        EXPECT_EQ(streamed.rc, loaded.rc);
+        EXPECT_EQ(expected, loaded.out);
+        EXPECT_GT(streamed.out.size(), 200u) << streamed.out;
+    };
+    for (const std::string& b : {gpu_b, alloc_b}) {
+        for (const std::string& a : {gpu, alloc}) {
+            both("diff -n 50", a, "'" + b + "'");
+            both("diff --json --segments", a, "'" + b + "'");
+            both("diff --fail-if 'phase[churn].peak>+1%' --fail-if 'tensor_peak>0'", a, "'" + b + "'");
+        }
+        for (const char* args : {"phases", "phases --json", "phases --marks", "phases --segments --marks --json"}) {
+            both(args, b == gpu_b ? gpu : alloc, "");
+        }
     }
 }
 
