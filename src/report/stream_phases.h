@@ -1,6 +1,6 @@
 // The figures of phases and marks (report/timeline.h: phase_stats, live_at_mark) folded in the
-// streaming reader's one pass (report/stream.h), in memory bounded by the phases open at once, not by
-// the number of events.
+// streaming reader's one pass (report/stream.h), in memory that grows with the phases and marks
+// (their figures) and the phases open at once, not with the number of events.
 #pragma once
 
 #include <array>
@@ -27,7 +27,7 @@ namespace memguard::report {
 /// its own stretch, from its begin to the next open phase's. At its end a phase's peak is the
 /// highest over its stretch and the later ones (a tree over the open phases: O(log) for a phase
 /// that ends, whatever their order), then its stretch joins the previous open phase's. Each event
-/// costs O(1); each B or b O(log open phases).
+/// costs O(1); each B or b O(log open phases), amortized (the tree is rebuilt as it fills).
 class PhaseObserver : public EventObserver {
 public:
     bool on_event(const Report& r, const Event& e) override;
