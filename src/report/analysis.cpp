@@ -64,11 +64,8 @@ void count_collections(const Report& r, Summary& s) {
 }  // namespace
 
 bool SummaryBuilder::on_event(const Report& r, const Event& e) {
-    if (shared_ == nullptr) {
-        if (!walk_) walk_.emplace(r);
-        walk_->apply(e);
-    }
-    const LevelWalk& walk = current_walk(r);
+    if (!walk_.shared()) walk_.apply(r, e);
+    const LevelWalk& walk = walk_.get(r);
     Summary& s = s_;
     switch (e.type) {
     case Event::Alloc: {
@@ -128,7 +125,7 @@ bool SummaryBuilder::on_event(const Report& r, const Event& e) {
 }
 
 void SummaryBuilder::on_end(const Report& r) {
-    const LevelWalk& walk = current_walk(r);
+    const LevelWalk& walk = walk_.get(r);
     Summary& s = s_;
     for (size_t b = 0; b < r.blocks.size(); ++b) {
         if (walk.block_live(b) && is_gpu(r.blocks[b].kind)) ++s.by_device[r.blocks[b].device].live_blocks_at_exit;
@@ -139,7 +136,7 @@ void SummaryBuilder::on_end(const Report& r) {
 }
 
 Summary SummaryBuilder::take(const Report& r) {
-    const Levels& end = current_walk(r).levels();
+    const Levels& end = walk_.get(r).levels();
     Summary& s = s_;
     s.duration_ns = r.end_t;
     s.complete = r.complete;

@@ -96,7 +96,7 @@ uint64_t plus(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX :
 void PeakObserver::copy(const Report& r, Series& s) {
     s.pending = false;
     if (gave_up_) return;
-    const LevelWalk& w = current_walk(r);
+    const LevelWalk& w = walk_.get(r);
     work_ += s.point.cost(r);
     if (work_ > kBudget * w.applied() + (size_t{1} << 20)) {
         gave_up_ = true;  // the second pass is cheaper from here
@@ -108,7 +108,7 @@ void PeakObserver::copy(const Report& r, Series& s) {
 }
 
 void PeakObserver::before(const Report& r, const Event& e) {
-    const Levels& l = current_walk(r).levels();
+    const Levels& l = walk_.get(r).levels();
     // A pending peak stands unless this event raises its series again: copy its live set first.
     if (gpu_.pending) {
         bool raises = false;
@@ -126,11 +126,11 @@ void PeakObserver::before(const Report& r, const Event& e) {
 }
 
 bool PeakObserver::on_event(const Report& r, const Event& e) {
-    if (shared_ == nullptr) {
+    if (!walk_.shared()) {
         before(r, e);
-        walk_->apply(e);
+        walk_.apply(r, e);
     }
-    const LevelWalk& w = current_walk(r);
+    const LevelWalk& w = walk_.get(r);
     const Levels& l = w.levels();
     last_t_ = e.t;
     // As SummaryBuilder finds the peaks.
@@ -161,14 +161,17 @@ Report PeakObserver::take(bool tensors, Report base, int64_t t, LiveSet& live) {
     return (tensors ? tensor_ : gpu_).point.into(std::move(base), t, live);
 }
 
+void Observers::start(const Report& r) {
+    if (started_) return;
+    started_ = true;
+    walk_.emplace(r);
+    bool taken = false;
+    for (EventObserver* o : all_) taken = o->share_walk(*walk_) || taken;
+    if (!taken) walk_.reset();
+}
+
 bool Observers::on_event(const Report& r, const Event& e) {
-    if (!started_) {
-        started_ = true;
-        walk_.emplace(r);
-        bool taken = false;
-        for (EventObserver* o : all_) taken = o->share_walk(*walk_) || taken;
-        if (!taken) walk_.reset();
-    }
+    start(r);
     if (walk_) {
         for (EventObserver* o : all_) o->before(r, e);
         walk_->apply(e);
@@ -179,10 +182,12 @@ bool Observers::on_event(const Report& r, const Event& e) {
 }
 
 void Observers::on_phase(const Report& r, size_t phase) {
+    start(r);
     for (EventObserver* o : all_) o->on_phase(r, phase);
 }
 
 void Observers::on_end(const Report& r) {
+    start(r);
     for (EventObserver* o : all_) o->on_end(r);
 }
 

@@ -64,16 +64,43 @@ Report stream_report_text(std::string_view content, const std::string& name, Eve
 /// needs it; a pipe (`memguard summary <(zcat r.mgr.gz)`) is read once, by load_report.
 bool rereadable(const std::string& path);
 
+/// The LevelWalk an observer reads: the one its Observers shares (share_walk), else its own, to
+/// which the observer applies each event itself. The pattern of such an observer:
+///     bool share_walk(const LevelWalk& w) override { return walk_.share(w); }
+///     void before(r, e) override { ...what reads the levels before e... }
+///     bool on_event(r, e) override {
+///         if (!walk_.shared()) { before(r, e); walk_.apply(r, e); }
+///         ...what reads them after...
+///     }
+class WalkRef {
+public:
+    bool share(const LevelWalk& walk) {
+        shared_ = &walk;
+        return true;
+    }
+    bool shared() const { return shared_ != nullptr; }
+    /// Applies `e` to the observer's own walk (only when not shared).
+    void apply(const Report& r, const Event& e) { own(r).apply(e); }
+    const LevelWalk& get(const Report& r) { return shared_ != nullptr ? *shared_ : own(r); }
+    /// Once get(r) or apply() was called.
+    const LevelWalk& get() const { return shared_ != nullptr ? *shared_ : *walk_; }
+
+private:
+    LevelWalk& own(const Report& r) {
+        if (!walk_) walk_.emplace(r);
+        return *walk_;
+    }
+    const LevelWalk* shared_ = nullptr;
+    std::optional<LevelWalk> walk_;
+};
+
 /// The figures of summarize(), folded event by event: summarize(r) is a SummaryBuilder over
 /// r.events, so that both readers give one answer.
 class SummaryBuilder : public EventObserver {
 public:
     bool on_event(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
-    bool share_walk(const LevelWalk& walk) override {
-        shared_ = &walk;
-        return true;
-    }
+    bool share_walk(const LevelWalk& walk) override { return walk_.share(walk); }
     /// The summary of the report read; call once, after the read.
     Summary take(const Report& r);
 
@@ -88,13 +115,7 @@ private:
             return true;
         }
     };
-    const LevelWalk& current_walk(const Report& r) {
-        if (shared_ != nullptr) return *shared_;
-        if (!walk_) walk_.emplace(r);
-        return *walk_;
-    }
-    const LevelWalk* shared_ = nullptr;
-    std::optional<LevelWalk> walk_;  // without a shared walk
+    WalkRef walk_;
     Summary s_;
     Peak gpu_, mapped_, physical_, reserved_, tensor_;
     std::array<Peak, kKindCount> kinds_;
@@ -162,10 +183,7 @@ public:
     static constexpr size_t kBudget = 8;
     bool on_event(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
-    bool share_walk(const LevelWalk& walk) override {
-        shared_ = &walk;
-        return true;
-    }
+    bool share_walk(const LevelWalk& walk) override { return walk_.share(walk); }
     void before(const Report& r, const Event& e) override;
 
     /// Whether the peak of `tensors` (tensor bytes) or of GPU bytes was taken; `events`: summarize()'s
@@ -182,14 +200,8 @@ private:
         PointSnapshot point;
     };
     void copy(const Report& r, Series& s);
-    const LevelWalk& current_walk(const Report& r) {
-        if (shared_ != nullptr) return *shared_;
-        if (!walk_) walk_.emplace(r);
-        return *walk_;
-    }
 
-    const LevelWalk* shared_ = nullptr;
-    std::optional<LevelWalk> walk_;  // without a shared walk
+    WalkRef walk_;
     int64_t last_t_ = 0;
     size_t work_ = 0;
     bool gave_up_ = false;
@@ -206,6 +218,8 @@ public:
     void on_end(const Report& r) override;
 
 private:
+    /// At the first call of any kind: the walk, offered to every observer.
+    void start(const Report& r);
     std::vector<EventObserver*> all_;
     bool started_ = false;
     std::optional<LevelWalk> walk_;  // when an observer took it

@@ -17,11 +17,11 @@ std::pair<bool, uint64_t> family_of(const Phase& p) {
 }  // namespace
 
 uint64_t PhaseObserver::level(size_t s) const {
-    const Levels& l = walk_->levels();
+    const Levels& l = walk_.get().levels();
     return s == index(Series::Tensors) ? l.tensor_bytes : l.gpu_bytes;
 }
 
-PhaseObserver::Best PhaseObserver::point(size_t s) const { return Best{level(s), walk_->applied(), last_t_}; }
+PhaseObserver::Best PhaseObserver::point(size_t s) const { return Best{level(s), walk_.get().applied(), last_t_}; }
 
 void PhaseObserver::catch_up_marks(const Report& r) {
     // The marks read since the last event: all at this point.
@@ -30,22 +30,29 @@ void PhaseObserver::catch_up_marks(const Report& r) {
     }
 }
 
-bool PhaseObserver::on_event(const Report& r, const Event& e) {
-    if (!walk_) walk_.emplace(r);
+void PhaseObserver::before(const Report& r, const Event& e) {
+    (void)e;
+    walk_.get(r);
     catch_up_marks(r);
-    walk_->apply(e);
+}
+
+bool PhaseObserver::on_event(const Report& r, const Event& e) {
+    if (!walk_.shared()) {
+        before(r, e);
+        walk_.apply(r, e);
+    }
     last_t_ = e.t;
     if (open_.empty()) return true;
     for (size_t s = 0; s < series_.size(); ++s) {
         Best& c = series_[s].current;
         const uint64_t now = level(s);
-        if (now > c.bytes) c = Best{now, walk_->applied(), last_t_};
+        if (now > c.bytes) c = Best{now, walk_.get().applied(), last_t_};
     }
     return true;
 }
 
 void PhaseObserver::on_phase(const Report& r, size_t phase) {
-    if (!walk_) walk_.emplace(r);
+    walk_.get(r);
     if (!r.phases[phase].t_end) {
         begin(r, phase);
     } else {
@@ -148,7 +155,7 @@ void PhaseObserver::end(const Report& r, size_t phase) {
 }
 
 void PhaseObserver::on_end(const Report& r) {
-    if (!walk_) walk_.emplace(r);
+    walk_.get(r);
     catch_up_marks(r);
     // The phases never ended are measured to the end: each one's peak is the highest over its
     // stretch and the later ones.

@@ -31,6 +31,8 @@ namespace memguard::report {
 class PhaseObserver : public EventObserver {
 public:
     bool on_event(const Report& r, const Event& e) override;
+    bool share_walk(const LevelWalk& walk) override { return walk_.share(walk); }
+    void before(const Report& r, const Event& e) override;
     void on_phase(const Report& r, size_t phase) override;
     void on_end(const Report& r) override;
 
@@ -77,7 +79,7 @@ private:
     Best suffix(const PerSeries& s, size_t slot) const;
     size_t take_slot();
 
-    std::optional<LevelWalk> walk_;
+    WalkRef walk_;
     int64_t last_t_ = 0;  // of the last event applied (0 before the first)
     std::array<PerSeries, 2> series_;
     size_t marks_seen_ = 0;

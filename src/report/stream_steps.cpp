@@ -9,7 +9,7 @@
 namespace memguard::report {
 
 uint64_t StepRowsObserver::level(Series s) const {
-    const Levels& l = walk_->levels();
+    const Levels& l = walk_.get().levels();
     return s == Series::Tensors ? l.tensor_bytes : l.gpu_bytes;
 }
 
@@ -18,7 +18,7 @@ uint64_t StepRowsObserver::level(Series s) const {
 void StepRowsObserver::close_steps(const Report& r) {
     for (; next_step_ < r.steps.size(); ++next_step_) {
         const Step& s = r.steps[next_step_];
-        const size_t here = walk_->applied();
+        const size_t here = walk_.get().applied();
         for (Series series : {Series::Gpu, Series::Tensors}) {
             Range& range = ranges_[series == Series::Tensors ? 1 : 0];
             StepRow row;
@@ -43,17 +43,24 @@ void StepRowsObserver::close_steps(const Report& r) {
     }
 }
 
-bool StepRowsObserver::on_event(const Report& r, const Event& e) {
-    if (!walk_) walk_.emplace(r);
+void StepRowsObserver::before(const Report& r, const Event& e) {
+    (void)e;
+    walk_.get(r);
     close_steps(r);
-    walk_->apply(e);
+}
+
+bool StepRowsObserver::on_event(const Report& r, const Event& e) {
+    if (!walk_.shared()) {
+        before(r, e);
+        walk_.apply(r, e);
+    }
     last_t_ = e.t;
     for (Series series : {Series::Gpu, Series::Tensors}) {
         Range& range = ranges_[series == Series::Tensors ? 1 : 0];
         const uint64_t now = level(series);
         if (now > range.best) {
             range.best = now;
-            range.best_at = walk_->applied();
+            range.best_at = walk_.get().applied();
             range.best_t = e.t;
         }
     }
@@ -61,7 +68,7 @@ bool StepRowsObserver::on_event(const Report& r, const Event& e) {
 }
 
 void StepRowsObserver::on_end(const Report& r) {
-    if (!walk_) walk_.emplace(r);
+    walk_.get(r);
     close_steps(r);
 }
 

@@ -26,6 +26,8 @@ namespace memguard::report {
 class StepRowsObserver : public EventObserver {
 public:
     bool on_event(const Report& r, const Event& e) override;
+    bool share_walk(const LevelWalk& walk) override { return walk_.share(walk); }
+    void before(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
     /// The rows of `series`, one per s record; after the read.
     const std::vector<StepRow>& rows(Series series) const { return series == Series::Tensors ? tensor_ : gpu_; }
@@ -38,7 +40,7 @@ private:
     };
     void close_steps(const Report& r);
     uint64_t level(Series s) const;
-    std::optional<LevelWalk> walk_;
+    WalkRef walk_;
     size_t next_step_ = 0, begin_ = 0;
     int64_t t_begin_ = 0, last_t_ = 0;
     Range ranges_[2];  // Gpu, Tensors
