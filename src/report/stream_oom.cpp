@@ -41,7 +41,7 @@ private:
 OomObserver::Point OomObserver::take_point(const Report& r, int device) {
     Point p;
     p.known = true;
-    p.position = walk_->applied();
+    p.position = applied_;
     if (!points_) return p;
     p.at = oom_point(r, *walk_, device);
     if (snapshot_at_ != p.position || !snapshot_) {
@@ -65,6 +65,7 @@ OomObserver::Window& OomObserver::window(uint64_t tid, int64_t from) {
         w.complete = latest == latest_alloc_.end() || latest->second < from;
         windows_.push_back(std::move(w));
         by_tid_[tid].emplace(from, it->second);
+        cached_latest_ = nullptr;
     }
     return windows_[it->second];
 }
@@ -95,7 +96,7 @@ void OomObserver::drop_if_recovered(const Report& r, Window& w) {
 }
 
 void OomObserver::catch_up(const Report& r) {
-    if (!walk_) walk_.emplace(r);
+    if (points_ && !walk_) walk_.emplace(r);  // counts only (summary): no levels
     for (; contexts_ < r.oom_contexts.size(); ++contexts_) {
         const OomContext& x = r.oom_contexts[contexts_];
         context_points_.push_back(take_point(r, x.device));  // x.events_before: the events read so far
@@ -124,7 +125,7 @@ void OomObserver::resolve(const Report& r, const int64_t* later) {
     while (!waiting_.empty() && (later == nullptr || waiting_.begin()->first < *later)) {
         const auto [t, w] = *waiting_.begin();
         waiting_.erase(waiting_.begin());
-        events_at_.emplace(t, walk_->applied());
+        events_at_.emplace(t, applied_);
         if (w.tensor_oom) {
             tensor_oom_points_[w.index] = take_point(r, r.tensor_ooms[w.index].device);
             continue;
@@ -140,12 +141,16 @@ bool OomObserver::on_event(const Report& r, const Event& e) {
     resolve(r, &e.t);
     if (e.type == Event::Alloc && is_gpu(r.blocks[e.block].kind)) {
         const Block& b = r.blocks[e.block];
-        auto latest = latest_alloc_.try_emplace(b.tid, b.t_alloc).first;
-        latest->second = std::max(latest->second, b.t_alloc);
-        auto windows = by_tid_.find(b.tid);
-        if (windows != by_tid_.end()) {
-            auto end = windows->second.upper_bound(b.t_alloc);
-            for (auto it = windows->second.lower_bound(minus_window(b.t_alloc, kRetryWindowNs)); it != end; ++it) {
+        if (cached_latest_ == nullptr || cached_tid_ != b.tid) {
+            cached_tid_ = b.tid;
+            cached_latest_ = &latest_alloc_.try_emplace(b.tid, b.t_alloc).first->second;
+            auto windows = by_tid_.find(b.tid);
+            cached_windows_ = windows == by_tid_.end() ? nullptr : &windows->second;
+        }
+        *cached_latest_ = std::max(*cached_latest_, b.t_alloc);
+        if (cached_windows_ != nullptr) {
+            auto end = cached_windows_->upper_bound(b.t_alloc);
+            for (auto it = cached_windows_->lower_bound(minus_window(b.t_alloc, kRetryWindowNs)); it != end; ++it) {
                 Window& w = windows_[it->second];
                 if (b.t_alloc < w.from || b.t_alloc > w.to) continue;
                 const Window::Block x{b.t_alloc, b.order, b.device, b.size};
@@ -163,7 +168,8 @@ bool OomObserver::on_event(const Report& r, const Event& e) {
             }
         }
     }
-    walk_->apply(e);
+    if (walk_) walk_->apply(e);
+    ++applied_;
     last_t_ = e.t;
     max_t_ = std::max(max_t_, e.t);
     return true;

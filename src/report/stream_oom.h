@@ -94,8 +94,9 @@ private:
     const Point* point_of(const OomEvent& e) const;
 
     bool points_;
-    std::optional<LevelWalk> walk_;
-    int64_t max_t_ = INT64_MIN;  // the latest time of the events applied
+    std::optional<LevelWalk> walk_;  // with points only
+    size_t applied_ = 0;             // events read
+    int64_t max_t_ = INT64_MIN;      // the latest time of the events applied
     int64_t last_t_ = 0;
     size_t failures_ = 0, tensor_ooms_ = 0, contexts_ = 0;  // records looked at
     std::unordered_map<uint64_t, int64_t> latest_alloc_;    // tid -> the latest GPU block read
@@ -105,7 +106,12 @@ private:
     std::vector<Window> windows_;
     std::map<std::pair<uint64_t, int64_t>, size_t> window_of_;             // (tid, from) -> windows_
     std::unordered_map<uint64_t, std::multimap<int64_t, size_t>> by_tid_;  // tid -> from -> windows_
-    size_t snapshot_at_ = SIZE_MAX;                                        // the last copy's position
+    // The thread of the last GPU block read, its entries above (most reports allocate on one thread
+    // most of the time: no hashing per event); cleared when a window is added.
+    uint64_t cached_tid_ = 0;
+    int64_t* cached_latest_ = nullptr;
+    std::multimap<int64_t, size_t>* cached_windows_ = nullptr;
+    size_t snapshot_at_ = SIZE_MAX;  // the last copy's position
     std::shared_ptr<const PointSnapshot> snapshot_;
 };
 
