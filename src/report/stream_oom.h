@@ -33,8 +33,9 @@ namespace memguard::report {
 /// - with `points`, at each point the GPU bytes of its device, the free gaps of the segments and a
 ///   copy of the live set (PointSnapshot), dropped as soon as a CUDA failure is seen recovered.
 /// Memory: per failure record its window (at most kOomScanLimit blocks) and, until recovered, a copy
-/// of the live set at it: bounded by the live set times the OOMs that are not recovered (a report
-/// holds few: each ends a step or the run).
+/// of the live set at it (records at one point share it): bounded by the live set times the OOMs
+/// that are not recovered, plus the last copy taken (a report holds few OOMs: each ends a step or
+/// the run).
 class OomObserver : public EventObserver {
 public:
     explicit OomObserver(bool points) : points_(points) {}
