@@ -7,13 +7,13 @@ The reports come from bench/report_churn.cpp under the preloaded library over th
 cudaMalloc/cudaFree pairs from 8 sites, a ring of LIVE blocks each live for LIVE pairs and 16 blocks
 that live to the end, so the live set is the same at every length and a reader bounded by it keeps
 the same RSS (--ooms N: N failed cudaMalloc calls of more than the device holds spread through it,
-out-of-memory E records for oom and summary to explain and count). Arms are interleaved (before, after, before, after, ...) so that load on the shared
-machine falls on both; each cell is the median of the repetitions, and the ratio's spread is the
+out-of-memory E records for oom and summary to explain and count). Arms are interleaved (before,
+after, before, after, ...) so that load on the shared machine falls on both; each cell is the median of the repetitions, and the ratio's spread is the
 range of the per-repetition ratios.
 
   bench/report_scale.py --before OLD/memguard --after build/bin/memguard \\
       [--lib build/lib/libmemguard.so] [--churn build/bin/memguard_bench_report_churn] \\
-      [--events 1e6,1e7] [--reps 3] [--ooms 0] [--dir /tmp/report_scale] [--keep]
+      [--events 1e6,1e7] [--reps 3] [--steps-every N] [--ooms 0] [--dir /tmp/report_scale] [--keep]
 """
 import argparse
 import os
@@ -32,13 +32,39 @@ def run_timed(cmd):
     return float(line[1]), int(line[2]) / 1024.0, p.returncode
 
 
+def add_steps(text_path, out_path, every):
+    """Copies a text report with an s record (a training step's end, memguard.step()'s) after every
+    `every` A or F records, at that record's time: steps need Python (the optimizer hooks or
+    memguard.step()), which the churn does not run."""
+    step = 0
+    seen = 0
+    with open(text_path) as src, open(out_path, "w") as dst:
+        for line in src:
+            dst.write(line)
+            if line[:2] in ("A ", "F "):
+                seen += 1
+                if seen % every == 0:
+                    step += 1
+                    dst.write("s %s 1 %d api churn\n" % (line.split(" ", 2)[1], step))
+
+
 def make_report(args, events, path, encoding):
     pairs = events // 2
-    env = dict(os.environ, LD_PRELOAD=os.path.abspath(args.lib), MEMGUARD_OUTPUT=path,
-               MEMGUARD_REPORT_ENCODING=encoding)
     t0 = time.time()
+    churn_path = path + ".churn" if args.steps_every else path
+    churn_encoding = "text" if args.steps_every else encoding
+    env = dict(os.environ, LD_PRELOAD=os.path.abspath(args.lib), MEMGUARD_OUTPUT=churn_path,
+               MEMGUARD_REPORT_ENCODING=churn_encoding)
     churn = [args.churn, str(pairs), str(args.live)] + ([str(args.ooms)] if args.ooms else [])
     subprocess.run(churn, env=env, check=True)
+    if args.steps_every:
+        text_path = path + ".text" if encoding == "binary" else path
+        add_steps(churn_path, text_path, args.steps_every)
+        os.remove(churn_path)
+        if encoding == "binary":  # the newer CLI transcodes (`export --binary`)
+            subprocess.run([args.after, "export", "--binary", text_path, "-o", path], check=True,
+                           stdout=subprocess.DEVNULL)
+            os.remove(text_path)
     return time.time() - t0
 
 
@@ -81,6 +107,9 @@ def main():
     ap.add_argument("--after-encoding", choices=("text", "binary"), default=None,
                     help="the after arm reads the same churn in this encoding instead (the before arm reads "
                          "--encoding's): an old CLI on text against the new one on its binary default")
+    ap.add_argument("--steps-every", type=int, default=0,
+                    help="add an s record (a step's end) after every N A or F records, so that `steps` and the "
+                         "rank summary's steps have rows to fold (0: none, the churn as recorded)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated command names to run (default: all)")
     ap.add_argument("--after-only-from", type=float, default=0,
@@ -97,7 +126,9 @@ def main():
         events = int(float(spec))
         reports = {}
         for arm, encoding in (("before", args.encoding), ("after", args.after_encoding or args.encoding)):
-            reports[arm] = os.path.join(args.dir, "churn.%d.%d.%s.mgr" % (events, args.ooms, encoding))
+            steps = ".steps%d" % args.steps_every if args.steps_every else ""
+            ooms = ".ooms%d" % args.ooms if args.ooms else ""
+            reports[arm] = os.path.join(args.dir, "churn.%d%s%s.%s.mgr" % (events, steps, ooms, encoding))
             if not os.path.exists(reports[arm]):
                 secs = make_report(args, events, reports[arm], encoding)
                 print("generated %s (%d events) in %.1f s" % (reports[arm], events, secs), file=sys.stderr)

@@ -11,8 +11,7 @@ namespace {
 const Field kMask{"mask", "field mask", Enc::Dec};
 }
 
-uint64_t BinaryDecoder::varint(const Field& f) {
-    if (p_ < end_ && static_cast<uint8_t>(*p_) < 0x80) return static_cast<uint8_t>(*p_++);
+uint64_t BinaryDecoder::varint_checked(const Field& f) {
     uint64_t v = 0;
     const char* next = get_varint(p_, end_, &v);
     if (next == nullptr) {

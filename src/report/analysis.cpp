@@ -64,9 +64,11 @@ void count_collections(const Report& r, Summary& s) {
 }  // namespace
 
 bool SummaryBuilder::on_event(const Report& r, const Event& e) {
-    if (!walk_) walk_.emplace(r);
-    LevelWalk& walk = *walk_;
-    walk.apply(e);
+    if (shared_ == nullptr) {
+        if (!walk_) walk_.emplace(r);
+        walk_->apply(e);
+    }
+    const LevelWalk& walk = current_walk(r);
     Summary& s = s_;
     switch (e.type) {
     case Event::Alloc: {
@@ -76,7 +78,7 @@ bool SummaryBuilder::on_event(const Report& r, const Event& e) {
         ++k.allocations;
         add_to(k.bytes_allocated, b.size);
         if (is_gpu(b.kind)) {
-            DeviceStats& d = s.by_device[b.device];
+            DeviceStats& d = by_device_.get(s.by_device, b.device);
             ++d.allocations;
             add_to(d.bytes_allocated, b.size);
         }
@@ -111,7 +113,9 @@ bool SummaryBuilder::on_event(const Report& r, const Event& e) {
         size_t k = kind_index(r.blocks[e.block].kind);
         kinds_[k].update(l.kind_bytes[k], e.t);
     }
-    if (auto dev = walk.last_gpu_device()) devices_[*dev].update(l.device_bytes.at(*dev), e.t);
+    if (auto dev = walk.last_gpu_device()) {
+        device_peak_.get(devices_, *dev).update(walk.last_gpu_device_bytes(), e.t);
+    }
     if (walk.last_changed_gpu() && gpu_.update(l.gpu_bytes, e.t)) s.peak_events = walk.applied();
     if (walk.last_changed_tensor() && tensor_.update(l.tensor_bytes, e.t)) {
         s.tensor_peak_events = walk.applied();
@@ -124,8 +128,7 @@ bool SummaryBuilder::on_event(const Report& r, const Event& e) {
 }
 
 void SummaryBuilder::on_end(const Report& r) {
-    if (!walk_) walk_.emplace(r);
-    const LevelWalk& walk = *walk_;
+    const LevelWalk& walk = current_walk(r);
     Summary& s = s_;
     for (size_t b = 0; b < r.blocks.size(); ++b) {
         if (walk.block_live(b) && is_gpu(r.blocks[b].kind)) ++s.by_device[r.blocks[b].device].live_blocks_at_exit;
@@ -136,13 +139,12 @@ void SummaryBuilder::on_end(const Report& r) {
 }
 
 Summary SummaryBuilder::take(const Report& r) {
-    if (!walk_) walk_.emplace(r);
+    const Levels& end = current_walk(r).levels();
     Summary& s = s_;
     s.duration_ns = r.end_t;
     s.complete = r.complete;
     count_failures(r, s);
     count_virtual(r, s);
-    const Levels& end = walk_->levels();
     s.peak_bytes = gpu_.bytes;
     s.peak_t = gpu_.t;
     s.live_bytes_at_exit = end.gpu_bytes;

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 
 #include "report/category_rules.h"
 #include "report/levels.h"
@@ -142,16 +143,26 @@ uint32_t moment_step(const Moment& m) { return m.reason == MomentReason::Step ? 
 
 class Engine {
 public:
-    Engine(const Report& r, const BreakdownOptions& o)
+    /// `tags`: the tensor tags of a streamed report, by Tensor::order (TensorTagObserver); null: resolved
+    /// here from the events of `r`.
+    Engine(const Report& r, const BreakdownOptions& o, const std::unordered_map<size_t, Category>* tags = nullptr)
         : r_(r),
           o_(o),
           rules_(r, o.symbolizer),
+          streamed_tags_(tags),
           blocks_(r.blocks.size()),
           handles_(r.handles.size()),
           tensors_(r.tensors.size()) {
         auto it = r.info.find("allocator");
         allocator_mode_ = r.has_tensors() || (it != r.info.end() && it->second == "memguard");
-        if (allocator_mode_) resolve_tensor_tags();
+        if (allocator_mode_ && tags == nullptr) resolve_tensor_tags();
+    }
+
+    /// The breakdown of a point given by its live items: `live` names items of `items` (the slots of
+    /// a streamed report, or the report of a point), `p` is the point's position among the events of
+    /// the whole report (as load_report counts them) and `t` the time of its last event.
+    Breakdown at_items(const Report& items, const LiveSet& live, size_t p, int64_t t) {
+        return at(items, live.blocks, live.handles, live.tensors, p, t);
     }
 
     std::vector<Breakdown> run(const std::vector<size_t>& points) {
@@ -166,7 +177,8 @@ public:
                 walk.step();
                 track(walk, r_.events[walk.applied() - 1]);
             }
-            out[i] = at(target);
+            out[i] = at(r_, blocks_.items(), handles_.items(), tensors_.items(), target,
+                        target == 0 ? 0 : r_.events[target - 1].t);
         }
         return out;
     }
@@ -278,9 +290,17 @@ private:
         parts.add(cat, detail, estimate, size, 1, physical, stack_id, python_stack_id);
     }
 
+    /// A tensor block's tag (its Category), or kUntagged; `i`: its index in the report read whole.
+    uint8_t tag_of(const Tensor& x, size_t i) const {
+        if (streamed_tags_ == nullptr) return tensor_tag_[i];
+        auto it = streamed_tags_->find(x.order);
+        return it == streamed_tags_->end() ? kUntagged : static_cast<uint8_t>(it->second);
+    }
+
     Category tensor_category(const Tensor& x, size_t i, const std::optional<int64_t>& began, bool& estimate) {
         estimate = false;
-        if (tensor_tag_[i] != kUntagged) return static_cast<Category>(tensor_tag_[i]);
+        const uint8_t tag = tag_of(x, i);
+        if (tag != kUntagged) return static_cast<Category>(tag);
         if (x.pool != "-" || x.capture_id != 0) return Category::GraphPool;
         if (rules_.blas_workspace(x.stack_id)) return Category::BlasWorkspace;
         estimate = true;
@@ -291,16 +311,17 @@ private:
 
     /// The tensor pieces of the point, sorted by address, per device: allocator mode's live T blocks;
     /// interposition mode's d blocks of the moment, else its tags.
-    std::map<int, std::vector<Piece>> pieces_at(size_t p, const Moment* m) {
+    std::map<int, std::vector<Piece>> pieces_at(const Report& items, const std::vector<size_t>& tensors, size_t p,
+                                                const Moment* m) {
         std::map<int, std::vector<Piece>> out;
         if (allocator_mode_) {
             const std::optional<int64_t> began = step_began(p);
-            for (size_t i : tensors_.items()) {
-                const Tensor& x = r_.tensors[i];
+            for (size_t i : tensors) {
+                const Tensor& x = items.tensors[i];
                 if (!device_ok(x.device) || x.size == 0) continue;
                 Piece piece{x.addr, x.size, Category::OtherTensor, false, x.stack_id, x.python_stack_id, true};
                 piece.category = tensor_category(x, i, began, piece.estimate);
-                if (piece.category == Category::OtherTensor && tensor_tag_[i] == kUntagged) piece.detail = kUnnamed;
+                if (piece.category == Category::OtherTensor && tag_of(x, i) == kUntagged) piece.detail = kUnnamed;
                 add_block(out[x.device], piece, x.requested, x.pool != "-" || x.capture_id != 0, false);
             }
         } else if (m != nullptr) {
@@ -402,11 +423,12 @@ private:
         parts.add(cat, detail, estimate, rest, 1, s.physical, s.stack_id, s.python_stack_id);
     }
 
-    Breakdown at(size_t p) {
+    Breakdown at(const Report& items, const std::vector<size_t>& blocks, const std::vector<size_t>& handles,
+                 const std::vector<size_t>& tensors, size_t p, int64_t t) {
         Breakdown b;
         b.device = o_.device;
         b.events_applied = p;
-        b.t = p == 0 ? 0 : r_.events[p - 1].t;
+        b.t = t;
         b.moment = choose_moment(p);
         Parts parts;
         std::map<int, std::vector<Segment>> segments;
@@ -420,17 +442,17 @@ private:
             }
             segments[device].push_back(Segment{addr, size, !physical, physical, stack_id, python_stack_id, capture_id});
         };
-        for (size_t i : blocks_.items()) {
-            const Block& x = r_.blocks[i];
+        for (size_t i : blocks) {
+            const Block& x = items.blocks[i];
             if (!is_gpu(x.kind) || !device_ok(x.device)) continue;
             consider(x.device, x.addr, x.size, false, x.stack_id, x.python_stack_id, x.capture_id);
         }
-        for (size_t i : handles_.items()) {
-            const PhysicalHandle& h = r_.handles[i];
+        for (size_t i : handles) {
+            const PhysicalHandle& h = items.handles[i];
             if (h.device < 0 || !device_ok(h.device)) continue;
             consider(h.device, 0, h.size, true, h.stack_id, h.python_stack_id, h.capture_id);
         }
-        auto pieces = pieces_at(p, b.moment);
+        auto pieces = pieces_at(items, tensors, p, b.moment);
         for (auto& [dev, list] : segments) {
             auto found = pieces.find(dev);
             const std::vector<Piece>* on_device = found == pieces.end() ? nullptr : &found->second;
@@ -447,10 +469,63 @@ private:
     StackRules rules_;
     bool allocator_mode_ = false;
     std::vector<uint8_t> tensor_tag_;  // allocator mode: per T block, its tag's Category, or kUntagged
+    const std::unordered_map<size_t, Category>* streamed_tags_ = nullptr;
     LiveList blocks_, handles_, tensors_;
 };
 
 }  // namespace
+
+struct PointBreakdowns::Impl {
+    Impl(const Report& whole, const BreakdownOptions& o, const std::unordered_map<size_t, Category>* tags)
+        : options(o), engine(whole, options, tags) {}
+    BreakdownOptions options;
+    Engine engine;
+};
+
+PointBreakdowns::PointBreakdowns(const Report& whole, const BreakdownOptions& options,
+                                 const std::unordered_map<size_t, Category>* tags)
+    : impl_(std::make_unique<Impl>(whole, options, tags)) {}
+
+PointBreakdowns::~PointBreakdowns() = default;
+
+Breakdown PointBreakdowns::at(const Report& items, const LiveSet& live, size_t events_applied, int64_t t) {
+    return impl_->engine.at_items(items, live, events_applied, t);
+}
+
+void TensorTagObserver::resolve(const Report& r, size_t events) {
+    for (; next_ < r.moments.size() && r.moments[next_].events_before <= events; ++next_) {
+        for (const TensorTag& g : r.moments[next_].tags) {
+            auto it = live_.upper_bound({g.device, g.addr});
+            if (it == live_.begin()) continue;
+            --it;
+            const auto [slot, order] = it->second;
+            if (slot >= r.tensors.size() || r.tensors[slot].order != order) continue;
+            const Tensor& x = r.tensors[slot];
+            if (it->first.first != g.device || g.addr >= end_of(x.addr, x.size)) continue;
+            auto [tag, inserted] = tags_.emplace(order, g.category);
+            if (!inserted && g.category < tag->second) tag->second = g.category;  // first in enum order wins
+        }
+    }
+}
+
+bool TensorTagObserver::on_event(const Report& r, const Event& e) {
+    resolve(r, applied_);
+    ++applied_;
+    if (e.type == Event::TensorAlloc) {
+        const Tensor& x = r.tensors[e.block];
+        live_[{x.device, x.addr}] = {e.block, x.order};
+    } else if (e.type == Event::TensorFree) {
+        const Tensor& x = r.tensors[e.block];
+        auto it = live_.find({x.device, x.addr});
+        if (it != live_.end() && it->second.second == x.order) live_.erase(it);
+    }
+    return true;
+}
+
+void TensorTagObserver::on_end(const Report& r) {
+    resolve(r, SIZE_MAX);
+    live_.clear();
+}
 
 const CategoryPart* Breakdown::find(Category category, const std::string& detail) const {
     for (const CategoryPart& p : parts) {

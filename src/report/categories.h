@@ -11,11 +11,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "report/analysis.h"
 #include "report/report.h"
+#include "report/stream.h"
 #include "report/symbolizer.h"
 
 namespace memguard::report {
@@ -81,6 +85,47 @@ Breakdown breakdown_at(const Report& r, size_t events_applied, const BreakdownOp
 /// blocks live at each point.
 std::vector<Breakdown> breakdowns_at(const Report& r, const std::vector<size_t>& points,
                                      const BreakdownOptions& options);
+
+/// breakdown_at for a streamed report (report/stream.h), whose events are not kept: the live items
+/// of each point are given. `whole` is the streamed report of a first pass (its stacks, modules,
+/// steps and moments, with their positions among the events as load_report counts them) and must
+/// outlive this; `tags` (TensorTagObserver's, or null without tensor blocks) too. One instance
+/// serves many points, so that the rules of each stack are worked out once.
+class PointBreakdowns {
+public:
+    PointBreakdowns(const Report& whole, const BreakdownOptions& options,
+                    const std::unordered_map<size_t, Category>* tags);
+    ~PointBreakdowns();
+    PointBreakdowns(const PointBreakdowns&) = delete;
+    PointBreakdowns& operator=(const PointBreakdowns&) = delete;
+    /// The breakdown after `events_applied` events of the whole report, whose last event was at `t`
+    /// (0 for none): its live items are `live`'s, indices into `items` (the slots of a streamed report
+    /// during its read, or the report of a point, PointSnapshot::into). Equal to
+    /// breakdown_at(whole report, events_applied) when `live` is what is live there.
+    Breakdown at(const Report& items, const LiveSet& live, size_t events_applied, int64_t t);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+/// The tensor tags of allocator mode, resolved while streaming (as breakdown_at resolves them over
+/// the events): a tag names the T block live at its moment at that address, for the block's whole
+/// life, so a point needs the tags of later moments too, known after a first pass. Keeps the tensor
+/// blocks live (by address) and the tags found, by Tensor::order: bounded by the moments' tags.
+class TensorTagObserver : public EventObserver {
+public:
+    bool on_event(const Report& r, const Event& e) override;
+    void on_end(const Report& r) override;
+    /// The tags, by Tensor::order; call once, after the read.
+    std::unordered_map<size_t, Category> take() { return std::move(tags_); }
+
+private:
+    void resolve(const Report& r, size_t events);
+    std::map<std::pair<int, uint64_t>, std::pair<size_t, size_t>> live_;  // (device, addr) -> (slot, order)
+    size_t next_ = 0, applied_ = 0;
+    std::unordered_map<size_t, Category> tags_;
+};
 
 /// The name a part is shown by: the category's name, with its detail in parentheses when it has one
 /// ("library (libfoo.so)", "other_tensor (tensors and cache, not told apart)").

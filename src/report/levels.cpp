@@ -26,11 +26,11 @@ void LevelWalk::sub(uint64_t& shown, Exact& exact, uint64_t n) {
 }
 
 void LevelWalk::add_device(int device, uint64_t n) {
-    add(levels_.device_bytes[device], exact_.device_bytes[device], n);
+    add(device_level_.get(levels_.device_bytes, device), device_exact_.get(exact_.device_bytes, device), n);
 }
 
 void LevelWalk::sub_device(int device, uint64_t n) {
-    sub(levels_.device_bytes[device], exact_.device_bytes[device], n);
+    sub(device_level_.get(levels_.device_bytes, device), device_exact_.get(exact_.device_bytes, device), n);
 }
 
 LevelWalk::LevelWalk(const Report& r)

@@ -32,6 +32,33 @@ namespace memguard::report {
 constexpr size_t kKindCount = 4;
 inline size_t kind_index(Kind k) { return static_cast<size_t>(k); }
 
+/// The entry of key `device` in a std::map<int, V>, remembered for the next lookup of the same key:
+/// a report names one device for long runs of events, and a map's nodes never move. A copy
+/// remembers nothing (it would name the other map's node).
+template <class V>
+class DeviceEntry {
+public:
+    DeviceEntry() = default;
+    DeviceEntry(const DeviceEntry&) {}
+    DeviceEntry& operator=(const DeviceEntry&) {
+        value_ = nullptr;
+        return *this;
+    }
+    V& get(std::map<int, V>& m, int device) {
+        if (value_ == nullptr || device_ != device) {
+            value_ = &m[device];
+            device_ = device;
+        }
+        return *value_;
+    }
+    /// The entry of `device` when it is the one remembered; else null.
+    const V* peek(int device) const { return value_ != nullptr && device_ == device ? value_ : nullptr; }
+
+private:
+    int device_ = 0;
+    V* value_ = nullptr;
+};
+
 struct Levels {
     uint64_t gpu_bytes = 0;                         // GPU live bytes (see above)
     uint64_t gpu_blocks = 0;                        // live blocks of the GPU kinds (handles not counted)
@@ -73,6 +100,12 @@ public:
     std::optional<int> last_gpu_device() const { return last_gpu_device_; }
     /// True when the last step() changed gpu_bytes (up or down).
     bool last_changed_gpu() const { return last_gpu_device_.has_value(); }
+    /// levels().device_bytes.at(*last_gpu_device()), mostly without a lookup; only when
+    /// last_changed_gpu().
+    uint64_t last_gpu_device_bytes() const {
+        const uint64_t* v = device_level_.peek(*last_gpu_device_);
+        return v != nullptr ? *v : levels_.device_bytes.at(*last_gpu_device_);
+    }
     /// True when the last step() changed tensor_bytes.
     bool last_changed_tensor() const { return last_changed_tensor_; }
 
@@ -97,6 +130,8 @@ private:
     static void sub(uint64_t& shown, Exact& exact, uint64_t n);
     void add_device(int device, uint64_t n);
     void sub_device(int device, uint64_t n);
+    DeviceEntry<uint64_t> device_level_;
+    DeviceEntry<Exact> device_exact_;
 
     void set_block(size_t b, bool live);
     void set_handle_gone(size_t h);

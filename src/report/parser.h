@@ -5,6 +5,7 @@
 // track/records_<family>.cpp. Private to report/.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -28,6 +29,29 @@ namespace memguard::report {
 namespace rec = format::rec;
 
 class EventObserver;
+
+/// A set of record ids (stack, Python stack): the writer numbers them from 1, so that below kDense a
+/// bitmap holds them; larger ones (a hand-made report) go to a hash set.
+class DefinedIds {
+public:
+    void add(uint32_t id) {
+        if (id >= kDense) {
+            sparse_.insert(id);
+            return;
+        }
+        if (id >= dense_.size()) dense_.resize(std::max<size_t>(id + 1, dense_.size() * 2), 0);
+        dense_[id] = 1;
+    }
+    bool contains(uint32_t id) const {
+        if (id < kDense) return id < dense_.size() && dense_[id] != 0;
+        return sparse_.count(id) != 0;
+    }
+
+private:
+    static constexpr uint32_t kDense = 1u << 24;
+    std::vector<char> dense_;
+    std::unordered_set<uint32_t> sparse_;
+};
 
 /// Turns the lines of one report into a Report. Line 1 is the header; records follow. With an
 /// observer it streams (report/stream.h): blocks and tensors are kept in slots while live, and each
@@ -176,19 +200,27 @@ private:
     uint64_t offset_ = 0;       // its offset in the file
     char letter_ = 0;
     std::unordered_set<uint32_t> module_ids_;
-    AddrMap<size_t> live_;  // addr -> block
-    /// A free an R can still undo: the block, and the free's rank among all frees.
-    struct Freed {
+    /// The ids of the stacks and Python stacks defined so far, as Report::stacks and python_stacks
+    /// hold them: the check of every A and T record asks here, without hashing (docs/benchmarks.md,
+    /// "reading speed").
+    DefinedIds stack_ids_, python_stack_ids_;
+    /// What the parser knows of an address: the block live there, or else the block most recently
+    /// freed there while an R can still undo that free (`seq`: the free's rank among all frees).
+    /// One map for both, so that an allocation and its free cost three lookups, not ten.
+    struct AtAddr {
         size_t block = 0;
         uint64_t seq = 0;
+        bool live = false;
     };
     /// An R undoes one of the last kRestoreWindow frees (docs/report-format.md): older ones are
     /// forgotten, so that what the reader keeps is bounded by the live blocks, not the addresses
     /// ever freed.
     static constexpr size_t kRestoreWindow = 8192;
-    void note_free(uint64_t addr, size_t block);
-    void forget_freed(uint64_t addr, const Freed& f);
-    AddrMap<Freed> freed_;                                     // addr -> block most recently freed there, until reused
+    /// The block at `at` (address `addr`) freed: kept for an R, the oldest free forgotten.
+    void note_free(uint64_t addr, AtAddr& at);
+    /// A freed block that no R can undo any more lets its slot go (streaming).
+    void forget_freed(const AtAddr& at);
+    AddrMap<AtAddr> blocks_at_;                                // addr -> the block live (or freed) there
     std::vector<std::pair<uint64_t, uint64_t>> recent_frees_;  // ring of (addr, seq) of the last frees
     uint64_t frees_ = 0;
     int64_t max_t_ = 0;

@@ -24,19 +24,21 @@ void Parser::apply(const rec::Alloc& r) {
     check_python_stack_ref(b.python_stack_id, "A");
     b.order = blocks_read_++;
     if (backward_) backward_->add(report_, b.t_alloc, false, b.order, b.tid, b.size, b.stack_id, b.python_stack_id);
-    if (const size_t* old = live_.find(b.addr)) {
-        warn("double-alloc", "allocation at " + hex(b.addr) +
+    const uint64_t addr = b.addr;
+    const int64_t t = b.t_alloc;
+    if (AtAddr* at = blocks_at_.find(addr); at != nullptr && at->live) {
+        warn("double-alloc", "allocation at " + hex(addr) +
                                  ", which is already live; the earlier block is "
                                  "taken as freed (a free was not recorded)");
-        const size_t prev_index = *old;
+        const size_t prev_index = at->block;
         Block& prev = report_.blocks[prev_index];
-        prev.t_free = b.t_alloc;
+        prev.t_free = t;
         prev.free_api = "(implicit)";
-        add_event(Event::Free, prev_index, b.t_alloc);
+        add_event(Event::Free, prev_index, t);
         if (report_.streamed) release_block_slot(prev_index);
+    } else if (at != nullptr) {
+        forget_freed(*at);  // a block freed at this address can no longer be revived (R)
     }
-    // A block freed at this address can no longer be revived (R): a streamed report lets its slot go.
-    if (const Freed* freed = freed_.find(b.addr)) forget_freed(b.addr, *freed);
     size_t index = 0;
     if (report_.streamed) {
         index = take_block_slot();
@@ -45,18 +47,17 @@ void Parser::apply(const rec::Alloc& r) {
         index = report_.blocks.size();
         report_.blocks.push_back(std::move(b));
     }
-    live_[report_.blocks[index].addr] = index;
-    add_event(Event::Alloc, index, report_.blocks[index].t_alloc);
+    blocks_at_[addr] = AtAddr{index, 0, true};
+    add_event(Event::Alloc, index, t);
 }
 
 void Parser::apply(const rec::Free& r) {
-    const size_t* it = live_.find(r.addr);
-    if (it == nullptr) {
+    AtAddr* at = blocks_at_.find(r.addr);
+    if (at == nullptr || !at->live) {
         warn("free-not-live", "free of " + hex(r.addr) + ", which is not live; ignored");
         return;
     }
-    const size_t index = *it;
-    live_.erase(r.addr);
+    const size_t index = at->block;
     Block& b = report_.blocks[index];
     b.t_free = r.t;
     b.free_api = std::string(r.api);
@@ -64,36 +65,39 @@ void Parser::apply(const rec::Free& r) {
     add_event(Event::Free, index, r.t);
     // Kept until the address is allocated again, for an R that revives it (a streamed report keeps
     // the block in its slot until then).
-    note_free(r.addr, index);
+    note_free(r.addr, *at);
 }
 
-void Parser::note_free(uint64_t addr, size_t block) {
+void Parser::note_free(uint64_t addr, AtAddr& at) {
     const uint64_t seq = frees_++;
-    freed_[addr] = Freed{block, seq};
+    at.live = false;
+    at.seq = seq;
     if (recent_frees_.size() < kRestoreWindow) {
         recent_frees_.emplace_back(addr, seq);
         return;
     }
     auto& oldest = recent_frees_[seq % kRestoreWindow];
-    const Freed* it = freed_.find(oldest.first);
-    if (it != nullptr && it->seq == oldest.second) forget_freed(oldest.first, *it);
+    // `at` may move from here (erase shifts entries back).
+    const AtAddr* old = blocks_at_.find(oldest.first);
+    if (old != nullptr && !old->live && old->seq == oldest.second) {
+        forget_freed(*old);
+        blocks_at_.erase(oldest.first);
+    }
     oldest = {addr, seq};
 }
 
-void Parser::forget_freed(uint64_t addr, const Freed& f) {
-    if (report_.streamed) release_block_slot(f.block);
-    freed_.erase(addr);
+void Parser::forget_freed(const AtAddr& at) {
+    if (report_.streamed) release_block_slot(at.block);
 }
 
 void Parser::apply(const rec::Restore& r) {
-    const Freed* it = freed_.find(r.addr);
-    if (it == nullptr || live_.contains(r.addr)) {
+    AtAddr* at = blocks_at_.find(r.addr);
+    if (at == nullptr || at->live) {
         warn("restore-not-freed", "failed free of " + hex(r.addr) + ", which no earlier free released; ignored");
         return;
     }
-    const size_t index = it->block;
-    freed_.erase(r.addr);
-    live_[r.addr] = index;
+    const size_t index = at->block;
+    at->live = true;
     report_.blocks[index].t_free.reset();
     report_.blocks[index].free_api.clear();
     report_.blocks[index].free_tid = 0;

@@ -65,8 +65,9 @@ void Parser::apply(const rec::GarbageTensor& r) {
     } else {
         // Of the live blocks that contain it (one, unless blocks overlap), the earliest allocated.
         const Block* found = nullptr;
-        live_.for_each([&](uint64_t, size_t index) {
-            const Block& b = report_.blocks[index];
+        blocks_at_.for_each([&](uint64_t, const AtAddr& at) {
+            if (!at.live) return;
+            const Block& b = report_.blocks[at.block];
             if (b.device == r.device && format::is_gpu(b.kind) && r.addr >= b.addr && r.addr - b.addr < b.size &&
                 (found == nullptr || b.order < found->order)) {
                 found = &b;

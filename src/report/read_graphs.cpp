@@ -123,8 +123,7 @@ void Parser::apply(const rec::FreeLiveGraph& r) {
     // The library writes the hazard right after the F of the block; a hazard before the F (the
     // block still live) is understood too. A candidate of the named capture wins.
     std::optional<size_t> candidates[2];
-    if (const Freed* f = freed_.find(h.addr)) candidates[0] = f->block;
-    if (const size_t* b = live_.find(h.addr)) candidates[1] = *b;
+    if (const AtAddr* at = blocks_at_.find(h.addr)) candidates[at->live ? 1 : 0] = at->block;
     for (const auto& c : candidates) {
         if (c && !h.block && report_.blocks[*c].capture_id == h.capture_id) h.block = c;
     }

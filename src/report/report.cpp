@@ -262,6 +262,7 @@ void Parser::apply(const rec::Stack& r) {
         warn("dup-stack", "stack id " + std::to_string(s.id) + " defined twice; the second S record is ignored");
         return;
     }
+    stack_ids_.add(s.id);
     report_.stacks.emplace(s.id, std::move(s));
 }
 
@@ -301,6 +302,7 @@ void Parser::apply(const rec::PyStack& r) {
              "Python stack " + std::to_string(s.id) + " defined twice; the second P record is ignored");
         return;
     }
+    python_stack_ids_.add(s.id);
     report_.python_stacks.emplace(s.id, std::move(s));
 }
 
@@ -322,7 +324,7 @@ void Parser::apply(const rec::PythonPath& r) {
 }
 
 void Parser::check_stack_ref(uint32_t stack_id, const char* record) {
-    if (stack_id != 0 && report_.stacks.count(stack_id) == 0) {
+    if (stack_id != 0 && !stack_ids_.contains(stack_id)) {
         warn("unknown-stack", std::string(record) + " record uses stack " + std::to_string(stack_id) +
                                   ", which no earlier S record defines");
     }
@@ -336,7 +338,7 @@ void Parser::check_capture_ref(uint32_t capture_id, const char* record) {
 }
 
 void Parser::check_python_stack_ref(uint32_t python_stack_id, const char* record) {
-    if (python_stack_id != 0 && report_.python_stacks.count(python_stack_id) == 0) {
+    if (python_stack_id != 0 && !python_stack_ids_.contains(python_stack_id)) {
         warn("unknown-python-stack", std::string(record) + " record uses Python stack " +
                                          std::to_string(python_stack_id) + ", which no earlier P record defines");
     }
@@ -373,12 +375,14 @@ size_t Parser::take_tensor_slot() {
 
 namespace {
 
-/// The items of `slots` that `live` names, in order of their records.
-template <class T>
-std::vector<T> live_items(std::vector<T>& slots, const AddrMap<size_t>& live) {
+/// The items of `slots` that `live` names (`slot_of`: the slot of a map value, if live), in order of
+/// their records.
+template <class T, class V, class SlotOf>
+std::vector<T> live_items(std::vector<T>& slots, const AddrMap<V>& live, SlotOf slot_of) {
     std::vector<T> out;
-    out.reserve(live.size());
-    live.for_each([&](uint64_t, size_t slot) { out.push_back(std::move(slots[slot])); });
+    live.for_each([&](uint64_t, const V& v) {
+        if (std::optional<size_t> slot = slot_of(v)) out.push_back(std::move(slots[*slot]));
+    });
     std::sort(out.begin(), out.end(), [](const T& a, const T& b) { return a.order < b.order; });
     return out;
 }
@@ -386,13 +390,13 @@ std::vector<T> live_items(std::vector<T>& slots, const AddrMap<size_t>& live) {
 }  // namespace
 
 void Parser::compact_slots() {
-    report_.blocks = live_items(report_.blocks, live_);
-    report_.tensors = live_items(report_.tensors, live_tensors_);
-    live_.clear();
+    report_.blocks = live_items(report_.blocks, blocks_at_,
+                                [](const AtAddr& at) { return at.live ? std::optional<size_t>(at.block) : std::nullopt; });
+    report_.tensors = live_items(report_.tensors, live_tensors_, [](size_t slot) { return std::optional<size_t>(slot); });
+    blocks_at_.clear();
     live_tensors_.clear();
     free_block_slots_.clear();
     free_tensor_slots_.clear();
-    freed_.clear();
     recent_frees_.clear();
 }
 

@@ -224,11 +224,9 @@ std::vector<std::pair<int64_t, size_t>> full_collections(const Report& r) {
     return out;
 }
 
-void exact_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, size_t max_sites,
-                GrowthFate& fate) {
-    const std::vector<std::pair<int64_t, size_t>> full = full_collections(r);
+/// Exact: the tensor blocks' side of growth_items.
+void exact_items(const Report& r, const std::vector<StepRow>& rows, const Growth& g, GrowthItems& items) {
     const size_t from = rows[g.first].events_end, to = rows[g.last].events_end;
-    const size_t last_end = rows.back().events_end;
     // Where each tensor block's T and t records are among the events.
     std::vector<size_t> alloc_at(r.tensors.size(), kNever), free_at(r.tensors.size(), kNever);
     for (size_t e = 0; e < r.events.size(); ++e) {
@@ -236,27 +234,43 @@ void exact_fate(const Report& r, const std::vector<StepRow>& rows, const Growth&
         if (ev.type == Event::TensorAlloc && ev.block < alloc_at.size()) alloc_at[ev.block] = e;
         if (ev.type == Event::TensorFree && ev.block < free_at.size()) free_at[ev.block] = e;
     }
-    // Per site: live bytes at both ends of the growth, and the blocks it added (allocated between
-    // them, live at the end), split by what became of them.
-    struct SiteSums {
-        uint64_t at_from = 0, at_to = 0, added = 0;
-        std::vector<size_t> blocks;
-    };
-    std::map<std::pair<uint32_t, uint32_t>, SiteSums> sites;
     for (size_t i = 0; i < r.tensors.size(); ++i) {
         const size_t a = alloc_at[i], f = free_at[i];
         if (a == kNever) continue;
         const bool live_from = a < from && f >= from, live_to = a < to && f >= to;
         if (!live_from && !live_to) continue;
         const Tensor& x = r.tensors[i];
-        SiteSums& s = sites[{x.stack_id, x.python_stack_id}];
-        if (live_from) add_to(s.at_from, x.size);
-        if (live_to) add_to(s.at_to, x.size);
-        if (live_to && a >= from) {
-            add_to(s.added, x.size);
-            s.blocks.push_back(i);
-        }
+        auto& [at_from, at_to] = items.site_bytes[{x.stack_id, x.python_stack_id}];
+        if (live_from) add_to(at_from, x.size);
+        if (live_to) add_to(at_to, x.size);
+        // Live at the end but allocated after the start: added (live at both ends: not).
+        if (live_to && a >= from) items.added.push_back(GrowthItems::Added{x, f});
     }
+}
+
+void exact_fate(const Report& r, const std::vector<StepRow>& rows, size_t max_sites, const GrowthItems& items,
+                GrowthFate& fate) {
+    const std::vector<std::pair<int64_t, size_t>> full = full_collections(r);
+    const size_t last_end = rows.back().events_end;
+    // Per site: live bytes at both ends of the growth, and the blocks it added (allocated between
+    // them, live at the end), split by what became of them.
+    struct SiteSums {
+        uint64_t at_from = 0, at_to = 0, added = 0;
+        std::vector<size_t> blocks;  // into items.added
+    };
+    std::map<std::pair<uint32_t, uint32_t>, SiteSums> sites;
+    for (const auto& [key, bytes] : items.site_bytes) {
+        SiteSums& s = sites[key];
+        s.at_from = bytes.first;
+        s.at_to = bytes.second;
+    }
+    for (size_t i = 0; i < items.added.size(); ++i) {
+        const Tensor& x = items.added[i].tensor;
+        SiteSums& s = sites[{x.stack_id, x.python_stack_id}];
+        add_to(s.added, x.size);
+        s.blocks.push_back(i);
+    }
+    auto free_at = [&](size_t i) { return items.added[i].free_at; };
     std::map<std::optional<size_t>, uint64_t> by_collection;
     for (const auto& [key, s] : sites) {
         if (s.at_to <= s.at_from || s.added == 0) continue;
@@ -267,17 +281,17 @@ void exact_fate(const Report& r, const std::vector<StepRow>& rows, const Growth&
         // The blocks that stayed longest make up the growth: a site that also replaces a block each
         // step added more than it grew, and the replaced block goes soon. The oldest first among equals.
         std::vector<size_t> order = s.blocks;
-        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return free_at[a] > free_at[b]; });
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return free_at(a) > free_at(b); });
         uint64_t left = grew;
         for (size_t i : order) {
             if (left == 0) break;
-            const Tensor& x = r.tensors[i];
+            const Tensor& x = items.added[i].tensor;
             const uint64_t part = std::min(x.size, left);
             left -= part;
-            if (x.freed_in_gc && free_at[i] != kNever) {
+            if (x.freed_in_gc && free_at(i) != kNever) {
                 add_to(collected, part);
                 add_to(by_collection[x.collection], part);
-            } else if (free_at[i] < last_end) {
+            } else if (free_at(i) < last_end) {
                 add_to(released, part);
             } else {
                 // Held: was it live through a full collection (one that ended after its T, before its t)?
@@ -314,7 +328,7 @@ void exact_fate(const Report& r, const std::vector<StepRow>& rows, const Growth&
 /// Segments of the growth (allocated after the first step end, live at the last) that were freed
 /// while a collection ran on the freeing thread: within [t - duration, t] of a Y of that thread. By
 /// collection index; and their sites.
-void known_frees(const Report& r, const std::vector<StepRow>& rows, const Growth& g,
+void known_frees(const Report& r, const std::vector<Block>& blocks, const std::vector<StepRow>& rows, const Growth& g,
                  std::map<size_t, uint64_t>& by_collection, std::vector<GrowthSite>& sites) {
     std::map<uint64_t, std::vector<std::pair<int64_t, size_t>>> by_thread;  // tid -> (end, index), by end
     for (size_t i = 0; i < r.collections.size(); ++i) {
@@ -323,7 +337,7 @@ void known_frees(const Report& r, const std::vector<StepRow>& rows, const Growth
     for (auto& [tid, ends] : by_thread) std::sort(ends.begin(), ends.end());
     const int64_t begin = rows[g.first].t_end, end = rows[g.last].t_end;
     std::map<std::pair<uint32_t, uint32_t>, uint64_t> site_bytes;
-    for (const Block& b : r.blocks) {
+    for (const Block& b : blocks) {
         if (!is_gpu(b.kind) || b.t_alloc <= begin || b.t_alloc > end || !b.t_free || *b.t_free <= end) continue;
         auto thread = by_thread.find(b.free_tid);
         if (thread == by_thread.end()) continue;
@@ -341,20 +355,21 @@ void known_frees(const Report& r, const std::vector<StepRow>& rows, const Growth
 /// memguard's explained collections (after the growth began, not already known): the CUDA storages
 /// their garbage held (y records) inside segments of the growth, at most each segment's size in all.
 /// The segments of the growth were all live at its last step end, so they do not overlap.
-void explained_frees(const Report& r, const std::vector<StepRow>& rows, const Growth& g,
-                     std::map<size_t, uint64_t>& by_collection, std::vector<GrowthSite>& sites) {
+void explained_frees(const Report& r, const std::vector<Block>& blocks, const std::vector<StepRow>& rows,
+                     const Growth& g, std::map<size_t, uint64_t>& by_collection, std::vector<GrowthSite>& sites) {
     const int64_t begin = rows[g.first].t_end, end = rows[g.last].t_end;
     std::vector<size_t> segments;  // growth blocks, by address
-    for (size_t i = 0; i < r.blocks.size(); ++i) {
-        const Block& b = r.blocks[i];
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        const Block& b = blocks[i];
         if (is_gpu(b.kind) && b.t_alloc > begin && b.t_alloc <= end && b.t_free.value_or(INT64_MAX) > end) {
             segments.push_back(i);
         }
     }
-    std::sort(segments.begin(), segments.end(),
-              [&](size_t a, size_t b) { return r.blocks[a].addr < r.blocks[b].addr; });
+    // Stable: equal addresses keep the order of A records, whichever blocks were gathered.
+    std::stable_sort(segments.begin(), segments.end(),
+                     [&](size_t a, size_t b) { return blocks[a].addr < blocks[b].addr; });
     std::vector<uint64_t> left(segments.size());
-    for (size_t k = 0; k < segments.size(); ++k) left[k] = r.blocks[segments[k]].size;
+    for (size_t k = 0; k < segments.size(); ++k) left[k] = blocks[segments[k]].size;
     std::map<std::pair<uint32_t, uint32_t>, uint64_t> site_bytes;
     for (const Explanation& e : r.explanations) {
         if (!e.collection || by_collection.count(*e.collection) != 0 || r.collections[*e.collection].t <= begin)
@@ -363,10 +378,10 @@ void explained_frees(const Report& r, const std::vector<StepRow>& rows, const Gr
         for (const GarbageTensor& x : e.storages) {
             // The last segment that starts at or below the storage; it must hold it, and exist then.
             auto it = std::upper_bound(segments.begin(), segments.end(), x.addr,
-                                       [&](uint64_t a, size_t b) { return a < r.blocks[b].addr; });
+                                       [&](uint64_t a, size_t b) { return a < blocks[b].addr; });
             if (it == segments.begin()) continue;
             const size_t k = static_cast<size_t>(it - segments.begin()) - 1;
-            const Block& b = r.blocks[segments[k]];
+            const Block& b = blocks[segments[k]];
             if (x.addr - b.addr >= b.size || b.t_alloc > e.t) continue;
             const uint64_t part = std::min({x.size, b.size - (x.addr - b.addr), left[k]});
             left[k] -= part;
@@ -378,19 +393,19 @@ void explained_frees(const Report& r, const std::vector<StepRow>& rows, const Gr
     for (const auto& [key, bytes] : site_bytes) sites.push_back(GrowthSite{key.first, key.second, bytes});
 }
 
-void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, size_t max_sites,
-                    GrowthFate& fate) {
+void estimated_fate(const Report& r, const std::vector<Block>& blocks, const std::vector<StepRow>& rows,
+                    const Growth& g, size_t max_sites, GrowthFate& fate) {
     fate.growth_bytes = g.to_bytes - g.from_bytes;
     // First the segments of the growth whose F records came during a collection (memory freed
     // outside PyTorch's cache): known, with their sites. Those collections are not estimated.
     std::map<size_t, uint64_t> known;
-    known_frees(r, rows, g, known, fate.collected_sites);
+    known_frees(r, blocks, rows, g, known, fate.collected_sites);
     uint64_t freed_segments = 0;  // no longer live: not in the held memory below
     for (const auto& [index, bytes] : known) add_to(freed_segments, bytes);
     // And the storages that explained collections found in segments of the growth: tensors of the
     // garbage, whose memory went to PyTorch's cache when the collection freed them.
     std::vector<GrowthSite> explained;
-    explained_frees(r, rows, g, known, explained);
+    explained_frees(r, blocks, rows, g, known, explained);
     // One site's known and explained bytes together.
     for (const GrowthSite& e : explained) {
         auto it = std::find_if(fate.collected_sites.begin(), fate.collected_sites.end(), [&](const GrowthSite& s) {
@@ -452,7 +467,7 @@ void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Gro
     if (fate.full_through) {
         const int64_t full_t = r.collections[*fate.full_through].t;
         uint64_t before = 0;
-        for (const Block& b : r.blocks) {
+        for (const Block& b : blocks) {
             if (is_gpu(b.kind) && b.t_alloc > begin && b.t_alloc < full_t && b.t_free.value_or(INT64_MAX) > last_end) {
                 add_to(before, b.size);
             }
@@ -481,15 +496,38 @@ void estimated_fate(const Report& r, const std::vector<StepRow>& rows, const Gro
 
 }  // namespace
 
+GrowthItems growth_items(const Report& r, const std::vector<StepRow>& rows, const Growth& g, Series series) {
+    GrowthItems items;
+    if (g.last >= rows.size() || g.first >= g.last) return items;
+    if (series == Series::Tensors) {
+        exact_items(r, rows, g, items);
+    } else {
+        items.blocks = r.blocks;
+    }
+    return items;
+}
+
 GrowthFate growth_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, Series series,
                        size_t max_sites) {
+    if (g.last >= rows.size() || g.first >= g.last) return GrowthFate{};
+    if (series != Series::Tensors) {
+        // The blocks as they are: no copy.
+        GrowthFate fate;
+        estimated_fate(r, r.blocks, rows, g, max_sites, fate);
+        return fate;
+    }
+    return growth_fate(r, rows, g, series, max_sites, growth_items(r, rows, g, series));
+}
+
+GrowthFate growth_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, Series series,
+                       size_t max_sites, const GrowthItems& items) {
     GrowthFate fate;
     if (g.last >= rows.size() || g.first >= g.last) return fate;
     fate.exact = series == Series::Tensors;
     if (fate.exact) {
-        exact_fate(r, rows, g, max_sites, fate);
+        exact_fate(r, rows, max_sites, items, fate);
     } else {
-        estimated_fate(r, rows, g, max_sites, fate);
+        estimated_fate(r, items.blocks, rows, g, max_sites, fate);
     }
     return fate;
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -165,5 +166,31 @@ struct GrowthFate {
 /// What became of `g` (a growth found over the exit bytes of `rows`), in the view `series`.
 GrowthFate growth_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, Series series,
                        size_t max_sites);
+
+/// What growth_fate reads of the blocks and tensor blocks, gathered from a whole report or while
+/// streaming (report/stream_steps.h), so that both readers give one answer.
+struct GrowthItems {
+    /// Exact: the tensor blocks live at the end of the growth's last step that were not live at the
+    /// end of its first (those it added), in order of T records, each with the position of its free
+    /// among the events (SIZE_MAX: never freed); Tensor::collection names the collection of a gc free.
+    struct Added {
+        Tensor tensor;
+        size_t free_at = SIZE_MAX;
+    };
+    std::vector<Added> added;
+    /// Exact: per site (stack ids), the live tensor bytes at the end of the first step and of the last.
+    std::map<std::pair<uint32_t, uint32_t>, std::pair<uint64_t, uint64_t>> site_bytes;
+    /// Estimated: every GPU block allocated after the end of the growth's first step whose free (if any)
+    /// came after the earlier of the ends of its last step and of the last step, in order of A records
+    /// (all the segments the estimate looks at; more may be given).
+    std::vector<Block> blocks;
+};
+
+/// The items of `r` (a report read whole) that growth_fate reads.
+GrowthItems growth_items(const Report& r, const std::vector<StepRow>& rows, const Growth& g, Series series);
+
+/// growth_fate from gathered items; `r` gives the collections, explanations and physical handles.
+GrowthFate growth_fate(const Report& r, const std::vector<StepRow>& rows, const Growth& g, Series series,
+                       size_t max_sites, const GrowthItems& items);
 
 }  // namespace memguard::report

@@ -96,19 +96,19 @@ uint64_t plus(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX :
 void PeakObserver::copy(const Report& r, Series& s) {
     s.pending = false;
     if (gave_up_) return;
+    const LevelWalk& w = current_walk(r);
     work_ += s.point.cost(r);
-    if (work_ > kBudget * walk_->applied() + (size_t{1} << 20)) {
+    if (work_ > kBudget * w.applied() + (size_t{1} << 20)) {
         gave_up_ = true;  // the second pass is cheaper from here
         gpu_.point.clear();
         tensor_.point.clear();
         return;
     }
-    s.point.take(r, *walk_, last_t_);
+    s.point.take(r, w, last_t_);
 }
 
-bool PeakObserver::on_event(const Report& r, const Event& e) {
-    if (!walk_) walk_.emplace(r);
-    const Levels& l = walk_->levels();
+void PeakObserver::before(const Report& r, const Event& e) {
+    const Levels& l = current_walk(r).levels();
     // A pending peak stands unless this event raises its series again: copy its live set first.
     if (gpu_.pending) {
         bool raises = false;
@@ -123,24 +123,31 @@ bool PeakObserver::on_event(const Report& r, const Event& e) {
         !(e.type == Event::TensorAlloc && plus(l.tensor_bytes, r.tensors[e.block].size) > tensor_.best)) {
         copy(r, tensor_);
     }
-    walk_->apply(e);
+}
+
+bool PeakObserver::on_event(const Report& r, const Event& e) {
+    if (shared_ == nullptr) {
+        before(r, e);
+        walk_->apply(e);
+    }
+    const LevelWalk& w = current_walk(r);
+    const Levels& l = w.levels();
     last_t_ = e.t;
     // As SummaryBuilder finds the peaks.
-    if (walk_->last_changed_gpu() && l.gpu_bytes > gpu_.best) {
+    if (w.last_changed_gpu() && l.gpu_bytes > gpu_.best) {
         gpu_.best = l.gpu_bytes;
-        gpu_.events = walk_->applied();
+        gpu_.events = w.applied();
         gpu_.pending = true;
     }
-    if (walk_->last_changed_tensor() && l.tensor_bytes > tensor_.best) {
+    if (w.last_changed_tensor() && l.tensor_bytes > tensor_.best) {
         tensor_.best = l.tensor_bytes;
-        tensor_.events = walk_->applied();
+        tensor_.events = w.applied();
         tensor_.pending = true;
     }
     return true;
 }
 
 void PeakObserver::on_end(const Report& r) {
-    if (!walk_) walk_.emplace(r);
     if (gpu_.pending) copy(r, gpu_);
     if (tensor_.pending) copy(r, tensor_);
 }
@@ -155,6 +162,17 @@ Report PeakObserver::take(bool tensors, Report base, int64_t t, LiveSet& live) {
 }
 
 bool Observers::on_event(const Report& r, const Event& e) {
+    if (!started_) {
+        started_ = true;
+        walk_.emplace(r);
+        bool taken = false;
+        for (EventObserver* o : all_) taken = o->share_walk(*walk_) || taken;
+        if (!taken) walk_.reset();
+    }
+    if (walk_) {
+        for (EventObserver* o : all_) o->before(r, e);
+        walk_->apply(e);
+    }
     bool more = false;
     for (EventObserver* o : all_) more = o->on_event(r, e) || more;
     return more;

@@ -35,6 +35,19 @@ public:
     /// After the last record, before the slots are compacted: r.blocks and r.tensors are still the
     /// slots the events named.
     virtual void on_end(const Report& r) { (void)r; }
+    /// One walk for several observers (Observers): an observer that reads levels may take the
+    /// LevelWalk that the Observers it is part of applies once per event for all of them, instead
+    /// of applying each event to a walk of its own. Asked once, before the first event; returns
+    /// whether it took the walk. If it did, before() comes before the walk applies each event, and
+    /// on_event() after. (A walk costs about a third of reading an allocation churn: issue 23.)
+    virtual bool share_walk(const LevelWalk& walk) {
+        (void)walk;
+        return false;
+    }
+    virtual void before(const Report& r, const Event& e) {
+        (void)r;
+        (void)e;
+    }
 };
 
 /// Reads a whole report, telling `observer` of each event. Throws ReportError as load_report does,
@@ -54,6 +67,10 @@ class SummaryBuilder : public EventObserver {
 public:
     bool on_event(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
+    bool share_walk(const LevelWalk& walk) override {
+        shared_ = &walk;
+        return true;
+    }
     /// The summary of the report read; call once, after the read.
     Summary take(const Report& r);
 
@@ -68,11 +85,19 @@ private:
             return true;
         }
     };
-    std::optional<LevelWalk> walk_;
+    const LevelWalk& current_walk(const Report& r) {
+        if (shared_ != nullptr) return *shared_;
+        if (!walk_) walk_.emplace(r);
+        return *walk_;
+    }
+    const LevelWalk* shared_ = nullptr;
+    std::optional<LevelWalk> walk_;  // without a shared walk
     Summary s_;
     Peak gpu_, mapped_, physical_, reserved_, tensor_;
     std::array<Peak, kKindCount> kinds_;
     std::map<int, Peak> devices_;
+    DeviceEntry<Peak> device_peak_;
+    DeviceEntry<DeviceStats> by_device_;
 };
 
 /// The blocks, tensors and physical handles live at one point of a streamed report, copied out of
@@ -134,6 +159,11 @@ public:
     static constexpr size_t kBudget = 8;
     bool on_event(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
+    bool share_walk(const LevelWalk& walk) override {
+        shared_ = &walk;
+        return true;
+    }
+    void before(const Report& r, const Event& e) override;
 
     /// Whether the peak of `tensors` (tensor bytes) or of GPU bytes was taken; `events`: summarize()'s
     /// peak_events or tensor_peak_events, which it checks.
@@ -149,8 +179,14 @@ private:
         PointSnapshot point;
     };
     void copy(const Report& r, Series& s);
+    const LevelWalk& current_walk(const Report& r) {
+        if (shared_ != nullptr) return *shared_;
+        if (!walk_) walk_.emplace(r);
+        return *walk_;
+    }
 
-    std::optional<LevelWalk> walk_;
+    const LevelWalk* shared_ = nullptr;
+    std::optional<LevelWalk> walk_;  // without a shared walk
     int64_t last_t_ = 0;
     size_t work_ = 0;
     bool gave_up_ = false;
@@ -158,6 +194,7 @@ private:
 };
 
 /// Tells every event to several observers, in order; stops reading when all of them asked to.
+/// Applies each event once to a LevelWalk that the observers which take it share (share_walk).
 class Observers : public EventObserver {
 public:
     explicit Observers(std::vector<EventObserver*> all) : all_(std::move(all)) {}
@@ -166,6 +203,8 @@ public:
 
 private:
     std::vector<EventObserver*> all_;
+    bool started_ = false;
+    std::optional<LevelWalk> walk_;  // when an observer took it
 };
 
 }  // namespace memguard::report

@@ -38,7 +38,14 @@ void split(std::string_view line, std::vector<std::string_view>& out) {
 /// Decodes each record (from text or binary) and writes it in the other encoding.
 class Transcoder {
 public:
-    Transcoder(const std::string& path, Encoding to, std::string& out) : path_(path), to_(to), out_(out) {}
+    Transcoder(const std::string& path, Encoding to, const std::function<void(std::string_view)>& write)
+        : path_(path), to_(to), write_(write) {}
+
+    /// Hands what is buffered to the writer.
+    void flush() {
+        if (!out_.empty()) write_(out_);
+        out_.clear();
+    }
 
     void header(std::string_view text, size_t line_no) {
         split(text, f_);
@@ -121,11 +128,13 @@ private:
         } else {
             out_.append(format::encode_plain(r, frame_));
         }
+        if (out_.size() >= kTranscodeChunk) flush();
     }
 
     const std::string& path_;
     Encoding to_;
-    std::string& out_;
+    const std::function<void(std::string_view)>& write_;
+    std::string out_;
     std::string where_;
     bool binary_in_ = false;
     int minor_ = 0;
@@ -140,10 +149,15 @@ private:
 }  // namespace
 
 void transcode(const std::string& path, Encoding to, std::string& out, std::vector<std::string>* warnings) {
+    transcode(path, to, [&out](std::string_view piece) { out.append(piece); }, warnings);
+}
+
+void transcode(const std::string& path, Encoding to, const std::function<void(std::string_view)>& write,
+               std::vector<std::string>* warnings) {
     std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
     if (!file) throw ReportError(path + ": cannot open: " + std::strerror(errno));
     LineReader reader(file.get(), path);
-    auto t = std::make_unique<Transcoder>(path, to, out);
+    auto t = std::make_unique<Transcoder>(path, to, write);
     std::string_view text;
     size_t line_no = 0;
     while (true) {
@@ -184,6 +198,7 @@ void transcode(const std::string& path, Encoding to, std::string& out, std::vect
         t->line(text, line_no);
     }
     if (line_no == 0) throw ReportError(path + ": empty file (not a memguard report)");
+    t->flush();
 }
 
 std::optional<std::map<std::string, std::string>> header_info(std::string_view bytes) {

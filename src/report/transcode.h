@@ -3,6 +3,8 @@
 // `memguard export --text` and `--binary` write; the golden tests read every report both ways.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -19,6 +21,12 @@ enum class Encoding { Text, Binary };
 /// a record ends at the last complete one, with a warning in *warnings. Throws ReportError as
 /// load_report does for what it cannot read.
 void transcode(const std::string& path, Encoding to, std::string& out, std::vector<std::string>* warnings);
+/// As above, the output handed to `write` in pieces of about kTranscodeChunk bytes (whole
+/// records), as it is made: memory stays bounded whatever the report's size. A ReportError thrown
+/// midway leaves what was written before it.
+constexpr size_t kTranscodeChunk = size_t{1} << 20;
+void transcode(const std::string& path, Encoding to, const std::function<void(std::string_view)>& write,
+               std::vector<std::string>* warnings);
 
 /// The header's I records (key -> value) of a report that starts with `bytes` (either encoding),
 /// up to the first other record or the end of `bytes`; nullopt when `bytes` does not start like a

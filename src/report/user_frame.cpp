@@ -291,9 +291,18 @@ void BackwardSweep::add(const Report& r, int64_t t, bool tensor, size_t order, u
         replay(r, a);
         return;
     }
-    heap_.push_back(a);
-    std::push_heap(heap_.begin(), heap_.end(), std::greater<Alloc>());
-    if (heap_.size() <= kWindow) return;
+    if (run_.empty() || a > run_.back()) {
+        run_.push_back(a);
+    } else {
+        heap_.push_back(a);
+        std::push_heap(heap_.begin(), heap_.end(), std::greater<Alloc>());
+    }
+    if (run_.size() + heap_.size() <= kWindow) return;
+    if (!run_.empty() && (heap_.empty() || heap_.front() > run_.front())) {
+        replay(r, run_.front());
+        run_.pop_front();
+        return;
+    }
     std::pop_heap(heap_.begin(), heap_.end(), std::greater<Alloc>());
     replay(r, heap_.back());
     heap_.pop_back();
@@ -322,6 +331,8 @@ void BackwardSweep::replay(const Report& r, const Alloc& a) {
 }
 
 bool BackwardSweep::finish(Report& r) {
+    heap_.insert(heap_.end(), run_.begin(), run_.end());
+    run_.clear();
     std::sort(heap_.begin(), heap_.end(), [](const Alloc& x, const Alloc& y) { return y > x; });
     for (const Alloc& a : heap_) replay(r, a);
     heap_.clear();

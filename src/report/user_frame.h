@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -84,7 +85,7 @@ void attribute_backward(Report& r);
 
 /// attribute_backward for the streaming reader (report/stream.h), which keeps no allocation: each
 /// allocation is told as it is read, and they are replayed in time order through a window of the
-/// last kWindow (a min-heap), which puts right what threads wrote out of order. finish() fills
+/// last kWindow, which puts right what threads wrote out of order. finish() fills
 /// r.backward_sites as attribute_backward would, or returns false when it cannot be sure to: an
 /// allocation came more than the window out of order, or an e record changed which stacks are in
 /// a backward() call after one was looked at, while some allocation was inside a backward() call.
@@ -113,7 +114,11 @@ private:
     void replay(const Report& r, const Alloc& a);
     bool in_backward(const Report& r, uint32_t python_stack_id);
 
-    std::vector<Alloc> heap_;  // a min-heap by time (std::greater)
+    // The window: the allocations that came in order (each after the one before) in `run_`, the
+    // others in a min-heap (std::greater); the earliest of both is replayed first. Records come
+    // nearly in order: most cost a push_back, not a heap's log2(kWindow) moves.
+    std::deque<Alloc> run_;
+    std::vector<Alloc> heap_;
     bool buffering_ = false;   // from the first Python stack on: before, no allocation can open a call
     std::optional<Alloc> last_;
     bool out_of_order_ = false;

@@ -313,6 +313,31 @@ TEST(OutputFile, PlotWritesToDevicesAndFifos) {
 
 // A directory, a socket: refused with one line, left as they were (a socket used to be renamed
 // over).
+// `export --text|--binary` writes the records out as they are made (memory bounded whatever the
+// report's size): a report that turns out bad past the first megabyte of output leaves an
+// existing file as it was and no temporary file.
+TEST(OutputFile, AnExportThatFailsMidwayLeavesTheFileAsItWas) {
+    test::TempDir dir;
+    std::string body = "MEMGUARD-REPORT 1\nI format_minor 0\n";
+    for (int i = 0; i < 40000; ++i) {
+        body += "A " + std::to_string(i + 1) + " 1 " + std::to_string(0x100000 + i) + " 4096 device cudaMalloc 0 - 0\n";
+    }
+    body += "A 999999 1 zz 4096 device cudaMalloc 0 - 0\n";  // a bad address: the report stops here
+    dir.write("bad.mgr", body);
+    dir.write("out.mgr", "kept\n");
+    ShellRun r = sh(dir, "$MG export --text bad.mgr -o out.mgr");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_TRUE(contains(r.err, "bad.mgr")) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(read_file(dir.path() + "/out.mgr"), "kept\n");
+    EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"bad.mgr", "out.mgr"}));
+    // The same report cut before its bad record exports whole, past one chunk of output.
+    dir.write("bad.mgr", body.substr(0, body.rfind("A 999999")));
+    ShellRun ok = sh(dir, "$MG export --text bad.mgr -o out.mgr");
+    ASSERT_EQ(ok.rc, 0) << ok.err;
+    EXPECT_GT(read_file(dir.path() + "/out.mgr").size(), size_t{1} << 20);
+}
+
 TEST(OutputFile, OtherKindsOfFileAreRefused) {
     test::TempDir dir;
     std::string sub = dir.path() + "/d";

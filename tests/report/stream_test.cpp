@@ -345,6 +345,53 @@ TEST(Stream, APeakThatKeepsComingBackIsLeftToASecondPass) {
     EXPECT_FALSE(peaks.has(false, s.peak_events));
 }
 
+TEST(Stream, ObserversThatShareOneWalkFindWhatEachFindsOnItsOwn) {
+    // Observers applies each event once to a walk that SummaryBuilder and PeakObserver share; alone,
+    // each applies the events to its own.
+    size_t compared = 0;
+    for (const std::string& path : golden_reports()) {
+        SCOPED_TRACE(path);
+        SummaryBuilder shared_builder;
+        PeakObserver shared_peaks;
+        Observers both({&shared_builder, &shared_peaks});
+        SummaryBuilder builder;
+        PeakObserver peaks;
+        std::optional<Report> a, b, c;
+        try {
+            a = stream_report(path, both);
+            b = stream_report(path, builder);
+            c = stream_report(path, peaks);
+        } catch (const ReportError&) {
+            continue;
+        }
+        const Summary sa = shared_builder.take(*a), sb = builder.take(*b);
+        EXPECT_EQ(sa.peak_bytes, sb.peak_bytes);
+        EXPECT_EQ(sa.peak_events, sb.peak_events);
+        EXPECT_EQ(sa.tensor_peak_events, sb.tensor_peak_events);
+        EXPECT_EQ(sa.live_bytes_at_exit, sb.live_bytes_at_exit);
+        ASSERT_EQ(sa.by_device.size(), sb.by_device.size());
+        for (const auto& [device, d] : sa.by_device) {
+            EXPECT_EQ(d.peak_bytes, sb.by_device.at(device).peak_bytes);
+            EXPECT_EQ(d.peak_t, sb.by_device.at(device).peak_t);
+            EXPECT_EQ(d.allocations, sb.by_device.at(device).allocations);
+        }
+        for (bool tensors : {false, true}) {
+            const size_t at = tensors ? sa.tensor_peak_events : sa.peak_events;
+            ASSERT_EQ(shared_peaks.has(tensors, at), peaks.has(tensors, at));
+            if (!peaks.has(tensors, at)) continue;
+            LiveSet la, lc;
+            const Report pa = shared_peaks.take(tensors, *a, 0, la);
+            const Report pc = peaks.take(tensors, *c, 0, lc);
+            ASSERT_EQ(pa.blocks.size(), pc.blocks.size());
+            for (size_t i = 0; i < pa.blocks.size(); ++i) EXPECT_EQ(pa.blocks[i].order, pc.blocks[i].order);
+            ASSERT_EQ(pa.tensors.size(), pc.tensors.size());
+            for (size_t i = 0; i < pa.tensors.size(); ++i) EXPECT_EQ(pa.tensors[i].order, pc.tensors[i].order);
+            ++compared;
+        }
+    }
+    EXPECT_GE(compared, 40u);
+}
+
 TEST(Stream, ASecondPassStopsAtItsPoint) {
     std::string body;
     for (int i = 0; i < 100; ++i) {

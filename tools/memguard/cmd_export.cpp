@@ -13,17 +13,23 @@ namespace memguard::cli {
 
 int run_export(const Args& args) {
     if (args.format == Args::Text || args.format == Args::Binary) {
-        // The report's records in the other encoding (or the same), without reading what they mean.
-        std::string content;
+        // The report's records in the other encoding (or the same), without reading what they
+        // mean, written out as they are made: memory stays bounded whatever the report's size.
         std::vector<std::string> warnings;
         const bool text = args.format == Args::Text;
-        report::transcode(args.file, text ? report::Encoding::Text : report::Encoding::Binary, content, &warnings);
-        print_warnings(warnings);
         std::cout.flush();
-        bool to_stdout = write_output_file(args.output, content);
+        uint64_t bytes = 0;
+        const bool to_stdout = write_output_stream(
+            args.output,
+            [&](const ChunkWriter& write) {
+                report::transcode(args.file, text ? report::Encoding::Text : report::Encoding::Binary, write,
+                                  &warnings);
+            },
+            &bytes);
+        print_warnings(warnings);
         print_to(to_stdout ? stderr : stdout, "wrote %s: %s, %s\n", output_name(args.output).c_str(),
                  text ? "the report in text (a line per record)" : "the report in binary (compact records)",
-                 report::human_bytes(content.size()).c_str());
+                 report::human_bytes(bytes).c_str());
         return kExitOk;
     }
     report::Report r = report::load_report(args.file);

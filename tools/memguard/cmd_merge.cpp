@@ -215,9 +215,7 @@ RankSummary load_summary(const std::string& path, size_t frames, bool* from_summ
         if (auto s = current_summary_beside(path)) return std::move(*s);
     }
     *from_summary = false;
-    report::Report r = report::load_report(path);
-    print_warnings(r.warnings);
-    return make_rank_summary(r, frames);
+    return summarize_report(path, frames);
 }
 
 RankRow make_row(const RankSummary& s, const std::string& path, size_t position) {

@@ -15,6 +15,8 @@
 #include "report/json.h"
 #include "report/oom.h"
 #include "report/steps.h"
+#include "report/stream.h"
+#include "report/stream_steps.h"
 #include "report/timeline.h"
 #include "report/units.h"
 #include "sites.h"
@@ -57,11 +59,8 @@ void keep_tensor_parts(report::Breakdown& b) {
     b.parts.erase(std::remove_if(b.parts.begin(), b.parts.end(), outside), b.parts.end());
 }
 
-StepsView analyse(const report::Report& r, const Args& args) {
-    StepsView v;
-    v.series = tensor_view(r, args) ? report::Series::Tensors : report::Series::Gpu;
-    report::Timeline tl = report::build_timeline(r);
-    v.rows = report::step_rows(r, tl, v.series);
+/// The rows' figures: the growth finding and the collections per step.
+void finish_rows(const report::Report& r, StepsView& v) {
     std::vector<uint64_t> ends;
     for (const report::StepRow& row : v.rows) ends.push_back(row.exit_bytes);
     const report::GrowthRule rule;
@@ -69,8 +68,10 @@ StepsView analyse(const report::Report& r, const Args& args) {
     v.growth = report::find_growth(ends, rule);
     v.collections = report::step_collections(r, v.rows);
     for (const report::StepCollections& c : v.collections) v.gc_column = v.gc_column || c.freed_bytes != 0;
+}
 
-    // Every step's peak, and the two ends of a growth, in one replay of the report.
+/// Every step's peak, then the two ends of a growth: the points whose categories `steps` shows.
+std::vector<size_t> category_points(const StepsView& v) {
     std::vector<size_t> points;
     points.reserve(v.rows.size() + 2);
     for (const report::StepRow& row : v.rows) points.push_back(row.peak_events);
@@ -78,28 +79,32 @@ StepsView analyse(const report::Report& r, const Args& args) {
         points.push_back(v.rows[v.growth->first].events_end);
         points.push_back(v.rows[v.growth->last].events_end);
     }
+    return points;
+}
+
+report::BreakdownOptions breakdown_options() {
     report::BreakdownOptions options;
     options.max_sites = 0;
     options.symbolizer = symbolizer_options();  // the same rules as `top --by category`
-    v.at_peak = report::breakdowns_at(r, points, options);
+    return options;
+}
+
+/// The rest, from the breakdowns at category_points(v), the site tables at the growth's ends and
+/// what became of it: the categories and sites that grew, with their labels.
+void finish(const report::Report& r, const Args& args, StepsView& v, std::vector<report::Breakdown> at_points,
+            const report::SiteTable& from_table, const report::SiteTable& to_table, report::GrowthFate fate) {
+    v.at_peak = std::move(at_points);
     if (v.series == report::Series::Tensors) {
         for (report::Breakdown& b : v.at_peak) keep_tensor_parts(b);
     }
-    if (!v.growth) return v;
+    if (!v.growth) return;
     const report::Breakdown at_to = std::move(v.at_peak.back());
     v.at_peak.pop_back();
     const report::Breakdown at_from = std::move(v.at_peak.back());
     v.at_peak.pop_back();
     v.categories = report::grown_categories(at_from, at_to);
-    const size_t from = at_from.events_applied, to = at_to.events_applied;
-    const bool tensors = v.series == report::Series::Tensors;
-    auto table = [&](size_t at) {
-        report::LiveSet live = report::live_after(r, at);
-        return tensors ? report::group_tensors_by_site(r, live)
-                       : report::group_by_site(r, live, report::KindFilter::Gpu);
-    };
-    v.sites = report::grown_sites(table(from), table(to), kGrowthSites);
-    v.fate = report::growth_fate(r, v.rows, *v.growth, v.series, kGrowthSites);
+    v.sites = report::grown_sites(from_table, to_table, kGrowthSites);
+    v.fate = std::move(fate);
     SiteSymbolizer sym(r, args.frames);
     std::vector<size_t> handles, collected, held;
     for (const report::SiteChange& s : v.sites) handles.push_back(sym.add(s.stack_id, s.python_stack_id));
@@ -110,6 +115,65 @@ StepsView analyse(const report::Report& r, const Args& args) {
     for (size_t h : handles) v.site_labels.push_back(site_label(sym.get(h), r));
     for (size_t h : collected) v.collected_labels.push_back(site_label(sym.get(h), r));
     for (size_t h : held) v.held_labels.push_back(site_label(sym.get(h), r));
+}
+
+/// `steps` of a report read whole (load_report).
+StepsView analyse(const report::Report& r, const Args& args) {
+    StepsView v;
+    v.series = tensor_view(r, args) ? report::Series::Tensors : report::Series::Gpu;
+    v.rows = report::step_rows(r, report::build_timeline(r), v.series);
+    finish_rows(r, v);
+    // Every step's peak, and the two ends of a growth, in one replay of the report.
+    std::vector<report::Breakdown> at_points = report::breakdowns_at(r, category_points(v), breakdown_options());
+    report::SiteTable from_table, to_table;
+    report::GrowthFate fate;
+    if (v.growth) {
+        const bool tensors = v.series == report::Series::Tensors;
+        auto table = [&](size_t at) {
+            report::LiveSet live = report::live_after(r, at);
+            return tensors ? report::group_tensors_by_site(r, live)
+                           : report::group_by_site(r, live, report::KindFilter::Gpu);
+        };
+        from_table = table(v.rows[v.growth->first].events_end);
+        to_table = table(v.rows[v.growth->last].events_end);
+        fate = report::growth_fate(r, v.rows, *v.growth, v.series, kGrowthSites);
+    }
+    finish(r, args, v, std::move(at_points), from_table, to_table, std::move(fate));
+    return v;
+}
+
+/// `steps` through the streaming reader (report/stream_steps.h): the rows and the tensor tags in one
+/// pass, the categories, site tables and growth items in a second, stopped after the last point when
+/// there is no growth. Nothing where load_report must answer: a pipe (read once), and a report whose
+/// site labels need backward_sites (backward_pending).
+std::optional<StepsView> analyse_streamed(const Args& args, std::optional<report::Report>& out) {
+    if (!report::rereadable(args.file)) return std::nullopt;
+    report::StepRowsObserver rows;
+    report::TensorTagObserver tags;
+    report::Observers first({&rows, &tags});
+    report::Report r = report::stream_report(args.file, first);
+    if (r.backward_pending) return std::nullopt;
+    StepsView v;
+    v.series = tensor_view(r, args) ? report::Series::Tensors : report::Series::Gpu;
+    v.rows = rows.rows(v.series);
+    finish_rows(r, v);
+    if (v.rows.empty()) {
+        out = std::move(r);
+        return v;
+    }
+    const std::vector<size_t> points = category_points(v);
+    const std::unordered_map<size_t, report::Category> tag_map = tags.take();
+    const report::BreakdownOptions options = breakdown_options();
+    report::PointBreakdowns breakdowns(r, options, &tag_map);
+    report::StepPointsObserver second(report::plan_points(r, v.rows, v.growth, v.series, points), breakdowns);
+    report::stream_report(args.file, second);
+    std::vector<report::Breakdown> at_points;
+    at_points.reserve(points.size());
+    for (size_t p : points) at_points.push_back(second.at(p));
+    report::GrowthFate fate;
+    if (v.growth) fate = report::growth_fate(r, v.rows, *v.growth, v.series, kGrowthSites, second.take_items());
+    finish(r, args, v, std::move(at_points), second.from_table(), second.to_table(), std::move(fate));
+    out = std::move(r);
     return v;
 }
 
@@ -295,7 +359,7 @@ void print_steps(const report::Report& r, const StepsView& v) {
               "at each memguard.step() call: call it once per step in a training loop without an optimizer.\n");
         return;
     }
-    if (!r.tensors.empty()) {
+    if (r.has_tensors()) {
         print("%s\n", v.series == report::Series::Tensors
                           ? "Bytes: tensor blocks of memguard's allocator (torch.cuda.memory_allocated(); "
                             "--segments: its segments)"
@@ -494,9 +558,11 @@ void json_steps(const report::Report& r, const StepsView& v) {
 }  // namespace
 
 int run_steps(const Args& args) {
-    report::Report r = report::load_report(args.file);
+    std::optional<report::Report> streamed;
+    std::optional<StepsView> sv = analyse_streamed(args, streamed);
+    report::Report r = sv ? std::move(*streamed) : report::load_report(args.file);
     print_warnings(r.warnings);
-    StepsView v = analyse(r, args);
+    StepsView v = sv ? std::move(*sv) : analyse(r, args);
     std::cout.flush();
     if (args.json) {
         json_steps(r, v);

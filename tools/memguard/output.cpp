@@ -160,7 +160,7 @@ void vprint_to(std::FILE* to, const char* format, va_list ap) {
 }
 
 /// Writes all of `content` to `fd`; false with errno set when a write fails.
-bool write_all(int fd, const std::string& content) {
+bool write_all(int fd, std::string_view content) {
     size_t done = 0;
     while (done < content.size()) {
         ssize_t n = ::write(fd, content.data() + done, content.size() - done);
@@ -187,9 +187,25 @@ int standard_stream_of(const struct stat& st) {
 }
 
 /// Writes to an open standard stream, after what stdio holds for it.
-void write_standard_stream(const std::string& path, int fd, const std::string& content) {
+void write_standard_stream(const std::string& path, int fd, const Producer& produce) {
     std::fflush(fd == STDOUT_FILENO ? stdout : stderr);
-    if (!write_all(fd, content)) fail(path, errno);
+    produce([&](std::string_view piece) {
+        if (!write_all(fd, piece)) fail(path, errno);
+    });
+}
+
+/// Calls `produce` with a writer to `fd` that throws on the first failed write; then closes `fd`
+/// (whatever happens) and throws for a failed close.
+void produce_to(const std::string& path, int fd, const Producer& produce) {
+    try {
+        produce([&](std::string_view piece) {
+            if (!write_all(fd, piece)) fail(path, errno);
+        });
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    if (::close(fd) != 0) fail(path, errno);
 }
 
 const char* kind_of(mode_t mode) {
@@ -217,7 +233,7 @@ void check_owner(const std::string& path, const struct stat& st) {
 /// Writes a character device or FIFO in place. Opened without O_CREAT or O_TRUNC, and checked
 /// again once open: should `path` have been swapped for something else since it was looked at
 /// (a link to a regular file), that is left as it was.
-void write_in_place(const std::string& path, const std::string& content) {
+void write_in_place(const std::string& path, const Producer& produce) {
     int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) fail(path, errno);
     struct stat st;
@@ -231,13 +247,7 @@ void write_in_place(const std::string& path, const std::string& content) {
         ::close(fd);
         throw;
     }
-    bool ok = write_all(fd, content);
-    int err = errno;
-    if (::close(fd) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    if (!ok) fail(path, err);
+    produce_to(path, fd, produce);
 }
 
 /// Creates a temporary file next to `path` with a random name, exclusively: a file or symbolic
@@ -257,54 +267,23 @@ int create_temporary(const std::string& path, std::string& tmp) {
     fail(path, EEXIST);
 }
 
-void write_replacing(const std::string& path, const std::string& content) {
+void write_replacing(const std::string& path, const Producer& produce) {
     std::string tmp;
     int fd = create_temporary(path, tmp);
-    bool ok = write_all(fd, content);
-    int err = errno;
-    if (::close(fd) != 0 && ok) {
-        ok = false;
-        err = errno;
+    try {
+        produce_to(path, fd, produce);
+    } catch (...) {
+        ::unlink(tmp.c_str());  // a failed write, or the output's maker failed: `path` stays as it was
+        throw;
     }
-    if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
-        ok = false;
-        err = errno;
-    }
-    if (!ok) {
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
         ::unlink(tmp.c_str());
         fail(path, err);
     }
 }
 
-}  // namespace
-
-void print(const char* format, ...) {
-    va_list ap;
-    va_start(ap, format);
-    try {
-        vprint_to(stdout, format, ap);
-    } catch (...) {
-        va_end(ap);
-        throw;
-    }
-    va_end(ap);
-}
-
-void print_to(std::FILE* to, const char* format, ...) {
-    va_list ap;
-    va_start(ap, format);
-    try {
-        vprint_to(to, format, ap);
-    } catch (...) {
-        va_end(ap);
-        throw;
-    }
-    va_end(ap);
-}
-
-std::string output_name(const std::string& path) { return path == "-" ? "standard output" : path; }
-
-bool write_output_file(const std::string& path, const std::string& content) {
+bool write_output_to(const std::string& path, const Producer& content) {
     if (path == "-") {
         write_standard_stream(path, STDOUT_FILENO, content);
         return true;
@@ -339,5 +318,50 @@ bool write_output_file(const std::string& path, const std::string& content) {
     write_in_place(path, content);
     return false;
 }
+
+}  // namespace
+
+void print(const char* format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    try {
+        vprint_to(stdout, format, ap);
+    } catch (...) {
+        va_end(ap);
+        throw;
+    }
+    va_end(ap);
+}
+
+void print_to(std::FILE* to, const char* format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    try {
+        vprint_to(to, format, ap);
+    } catch (...) {
+        va_end(ap);
+        throw;
+    }
+    va_end(ap);
+}
+
+std::string output_name(const std::string& path) { return path == "-" ? "standard output" : path; }
+
+bool write_output_file(const std::string& path, const std::string& content) {
+    uint64_t bytes = 0;
+    return write_output_stream(path, [&](const ChunkWriter& write) { write(content); }, &bytes);
+}
+
+bool write_output_stream(const std::string& path, const Producer& produce, uint64_t* bytes) {
+    *bytes = 0;
+    const Producer counted = [&](const ChunkWriter& write) {
+        produce([&](std::string_view piece) {
+            write(piece);
+            *bytes += piece.size();
+        });
+    };
+    return write_output_to(path, counted);
+}
+
 
 }  // namespace memguard::cli

@@ -2,7 +2,10 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 namespace memguard::cli {
 
@@ -28,6 +31,14 @@ void print_to(std::FILE* to, const char* format, ...) __attribute__((format(prin
 /// Returns whether the content went to this process's standard output (then a status line of the
 /// command belongs on stderr).
 [[nodiscard]] bool write_output_file(const std::string& path, const std::string& content);
+
+/// Output made piece by piece: a Producer calls its ChunkWriter with each piece, in order.
+using ChunkWriter = std::function<void(std::string_view)>;
+using Producer = std::function<void(const ChunkWriter&)>;
+/// write_output_file for output too large to hold in memory: `produce` writes it in pieces, each
+/// written out as it comes; *bytes: how many. Should `produce` throw, a regular file at `path` is
+/// left as it was (the temporary file removed); a stream, device or FIFO keeps what it got.
+[[nodiscard]] bool write_output_stream(const std::string& path, const Producer& produce, uint64_t* bytes);
 
 /// How a command's status line names the output: "standard output" for "-", else the path.
 std::string output_name(const std::string& path);

@@ -18,6 +18,8 @@
 #include "report/oom.h"
 #include "report/saturate.h"
 #include "report/steps.h"
+#include "report/stream.h"
+#include "report/stream_steps.h"
 #include "report/timeline.h"
 #include "sites.h"
 
@@ -80,8 +82,8 @@ T median_copy(std::vector<T> v) {
     return v[mid];  // the upper median: a value some step had
 }
 
-void add_sites(RankSummary& out, const report::Report& r, const report::Summary& s, bool tensors, size_t frames) {
-    const report::SiteTable table = site_table_at_peak(r, tensors, &s);
+/// The sites of `table` (the live set at the peak).
+void add_sites(RankSummary& out, const report::Report& r, const report::SiteTable& table, size_t frames) {
     out.site_count = table.sites.size();
     SiteSymbolizer sym(r, frames);
     std::vector<size_t> handles;
@@ -108,11 +110,14 @@ void add_sites(RankSummary& out, const report::Report& r, const report::Summary&
     }
 }
 
-void add_categories(RankSummary& out, const report::Report& r, size_t events) {
+report::BreakdownOptions category_options() {
     report::BreakdownOptions o;
     o.max_sites = 0;
     o.symbolizer = symbolizer_options();  // the same rules as `summary` and `top --by category`
-    const report::Breakdown b = report::breakdown_at(r, events, o);
+    return o;
+}
+
+void add_categories(RankSummary& out, const report::Breakdown& b) {
     out.has_categories = true;
     for (const report::CategoryPart& p : b.parts) {
         if (out.categories.size() == kSummaryCategories) break;
@@ -132,10 +137,10 @@ void add_ooms(RankSummary& out, const report::Report& r, const report::Summary& 
 }
 
 /// The figures of `memguard steps` (its rows and growth finding), in the same series.
-void add_steps(RankSummary& out, const report::Report& r, bool tensors) {
+/// `rows`: step_rows in `series`, as the report read whole or StepRowsObserver gives them.
+void add_steps(RankSummary& out, const report::Report& r, report::Series series,
+               const std::vector<report::StepRow>& rows) {
     if (r.steps.empty()) return;
-    const report::Series series = tensors ? report::Series::Tensors : report::Series::Gpu;
-    const std::vector<report::StepRow> rows = report::step_rows(r, report::build_timeline(r), series);
     SummarySteps st;
     st.count = rows.size();
     st.bytes_of = report::series_name(series);
@@ -286,8 +291,16 @@ int64_t RankSummary::collections_freed() const {
     return total.value();
 }
 
-RankSummary make_rank_summary(const report::Report& r, size_t frames) {
-    const report::Summary s = report::summarize(r);
+namespace {
+
+/// What the summary reads at the peak and of the steps, from the report read whole or streamed.
+struct PeakAndSteps {
+    std::optional<report::Breakdown> categories;  // at the peak of bytes_of, when there is one
+    report::SiteTable sites;                      // the live set at that peak, by site
+    std::vector<report::StepRow> rows;            // step_rows in the series of bytes_of
+};
+
+RankSummary make_from(const report::Report& r, const report::Summary& s, const PeakAndSteps& at, size_t frames) {
     RankSummary out;
     out.report = r.path;
     out.report_bytes = file_size(r.path);
@@ -304,13 +317,12 @@ RankSummary make_rank_summary(const report::Report& r, size_t frames) {
     out.allocator_mode = allocator_mode(r);
     out.gpu = {s.peak_bytes, s.peak_t, s.live_bytes_at_exit};
     // The tensor view where the report has tensor blocks, as `top`, `merge` and `steps` take it.
-    const bool tensors = !r.tensors.empty();
+    const bool tensors = r.has_tensors();
     if (out.allocator_mode)
         out.tensors = SummaryLevel{s.tensor_peak_bytes, s.tensor_peak_t, s.tensor_live_bytes_at_exit};
     out.bytes_of = tensors ? "tensors" : "gpu";
-    const std::optional<int64_t> peak_t = tensors ? s.tensor_peak_t : s.peak_t;
-    if (peak_t) add_categories(out, r, tensors ? s.tensor_peak_events : s.peak_events);
-    add_sites(out, r, s, tensors, frames);
+    if (at.categories) add_categories(out, *at.categories);
+    add_sites(out, r, at.sites, frames);
     add_ooms(out, r, s);
     for (report::GcTrigger t : kTriggers) {
         const size_t i = static_cast<size_t>(t);
@@ -321,8 +333,81 @@ RankSummary make_rank_summary(const report::Report& r, size_t frames) {
     out.warmup_retention = s.warmup_retention;
     out.phases = r.phases.size();
     out.compiles = s.compiles;
-    add_steps(out, r, tensors);
+    add_steps(out, r, tensors ? report::Series::Tensors : report::Series::Gpu, at.rows);
     return out;
+}
+
+/// Whether a streamed report answers as the whole report would: the OOM matching (report/oom.h)
+/// reads the blocks around each failure, and site labels need backward_sites.
+bool rank_summary_streams(const report::Report& r) {
+    if (r.backward_pending || !r.tensor_ooms.empty() || !r.oom_contexts.empty()) return false;
+    for (const report::FailedAlloc& f : r.failures) {
+        if (f.is_oom()) return false;
+    }
+    return true;
+}
+
+/// The summary through the streaming reader (report/stream.h): the figures, the live set at the
+/// peak, the step rows and the tensor tags in one pass (a second for a peak that kept coming back);
+/// the categories at the peak on the report of the point. Nothing where load_report must answer.
+std::optional<RankSummary> stream_rank_summary(const std::string& path, size_t frames) {
+    if (!report::rereadable(path)) return std::nullopt;
+    report::SummaryBuilder builder;
+    report::PeakObserver peaks;
+    report::StepRowsObserver rows;
+    report::TensorTagObserver tags;
+    report::Observers all({&builder, &peaks, &rows, &tags});
+    report::Report r = report::stream_report(path, all);
+    if (!rank_summary_streams(r)) return std::nullopt;
+    print_warnings(r.warnings);
+    const report::Summary s = builder.take(r);
+    const bool tensors = r.has_tensors();
+    PeakAndSteps at;
+    at.rows = rows.rows(tensors ? report::Series::Tensors : report::Series::Gpu);
+    const std::optional<int64_t> peak_t = tensors ? s.tensor_peak_t : s.peak_t;
+    const size_t events = tensors ? s.tensor_peak_events : s.peak_events;
+    report::LiveSet live;
+    if (peaks.has(tensors, events)) {
+        r = peaks.take(tensors, std::move(r), peak_t.value_or(0), live);
+    } else {
+        report::PointObserver point(events, std::nullopt, true);
+        report::stream_report(path, point);
+        r = point.take(std::move(r), peak_t.value_or(0), live);
+    }
+    at.sites = tensors ? report::group_tensors_by_site(r, live)
+                       : report::group_by_site(r, live, report::KindFilter::Gpu);
+    if (peak_t) {
+        const std::unordered_map<size_t, report::Category> tag_map = tags.take();
+        report::PointBreakdowns breakdowns(r, category_options(), &tag_map);
+        // The time of the point's last event: the peak's (a peak is reached by an event).
+        at.categories = breakdowns.at(r, live, events, *peak_t);
+    }
+    return make_from(r, s, at, frames);
+}
+
+}  // namespace
+
+RankSummary make_rank_summary(const report::Report& r, size_t frames) {
+    const report::Summary s = report::summarize(r);
+    const bool tensors = r.has_tensors();
+    PeakAndSteps at;
+    const std::optional<int64_t> peak_t = tensors ? s.tensor_peak_t : s.peak_t;
+    if (peak_t) {
+        at.categories = report::breakdown_at(r, tensors ? s.tensor_peak_events : s.peak_events, category_options());
+    }
+    at.sites = site_table_at_peak(r, tensors, &s);
+    if (!r.steps.empty()) {
+        at.rows = report::step_rows(r, report::build_timeline(r),
+                                    tensors ? report::Series::Tensors : report::Series::Gpu);
+    }
+    return make_from(r, s, at, frames);
+}
+
+RankSummary summarize_report(const std::string& path, size_t frames) {
+    if (auto s = stream_rank_summary(path, frames)) return std::move(*s);
+    report::Report r = report::load_report(path);
+    print_warnings(r.warnings);
+    return make_rank_summary(r, frames);
 }
 
 void json_text_or_null(report::JsonWriter& j, const std::string& text) {
@@ -628,9 +713,7 @@ std::optional<RankSummary> current_summary_beside(const std::string& report_path
 }
 
 std::string write_rank_summary(const std::string& report_path) {
-    report::Report r = report::load_report(report_path);
-    print_warnings(r.warnings);
-    const std::string text = rank_summary_json(make_rank_summary(r));
+    const std::string text = rank_summary_json(summarize_report(report_path, kSummaryFrames));
     const std::string path = summary_path_of(report_path);
     (void)write_output_file(path, text);
     return path;

@@ -114,6 +114,10 @@ struct RankSummary {
 
 /// The summary of a loaded report; `frames`: frames of each kind per site.
 RankSummary make_rank_summary(const report::Report& r, size_t frames = kSummaryFrames);
+/// The summary of the report at `path`, read through the streaming reader (one pass, two for a
+/// peak that kept coming back) where it answers as load_report would, else read whole; its
+/// warnings printed. Equal to make_rank_summary(load_report(path), frames).
+RankSummary summarize_report(const std::string& path, size_t frames = kSummaryFrames);
 
 /// Writes `text`, or null when it is empty (the summary's "the report does not say").
 void json_text_or_null(report::JsonWriter& j, const std::string& text);
