@@ -3,6 +3,7 @@
 #include <string>
 
 #include "report/parser.h"
+#include "report/stream.h"
 
 namespace memguard::report {
 
@@ -70,6 +71,7 @@ void Parser::apply(const rec::PhaseBegin& r) {
     }
     phases_[p.id] = report_.phases.size();
     report_.phases.push_back(std::move(p));
+    if (observer_ != nullptr && !stopped_) observer_->on_phase(report_, report_.phases.size() - 1);
 }
 
 void Parser::apply(const rec::PhaseEnd& r) {
@@ -89,6 +91,7 @@ void Parser::apply(const rec::PhaseEnd& r) {
     p.end_tid = r.tid;
     p.events_at_end = event_count();
     p.end_line = line_no_;
+    if (observer_ != nullptr && !stopped_) observer_->on_phase(report_, it->second);
 }
 
 void Parser::apply(const rec::Mark& r) {

@@ -178,6 +178,10 @@ bool Observers::on_event(const Report& r, const Event& e) {
     return more;
 }
 
+void Observers::on_phase(const Report& r, size_t phase) {
+    for (EventObserver* o : all_) o->on_phase(r, phase);
+}
+
 void Observers::on_end(const Report& r) {
     for (EventObserver* o : all_) o->on_end(r);
 }

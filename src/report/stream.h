@@ -32,6 +32,9 @@ public:
     /// call (a freed block still in its slot, its t_free set). Returns false to stop reading: the
     /// rest of the file is not read.
     virtual bool on_event(const Report& r, const Event& e) = 0;
+    /// After a B or b record was applied to r.phases[phase], between the events around it: begun,
+    /// or (its t_end now set) ended. Not told of the B and b records the parser ignores.
+    virtual void on_phase(const Report& r, size_t phase) { (void)r, (void)phase; }
     /// After the last record, before the slots are compacted: r.blocks and r.tensors are still the
     /// slots the events named.
     virtual void on_end(const Report& r) { (void)r; }
@@ -199,6 +202,7 @@ class Observers : public EventObserver {
 public:
     explicit Observers(std::vector<EventObserver*> all) : all_(std::move(all)) {}
     bool on_event(const Report& r, const Event& e) override;
+    void on_phase(const Report& r, size_t phase) override;
     void on_end(const Report& r) override;
 
 private:

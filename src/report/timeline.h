@@ -1,6 +1,7 @@
 // Memory over time: the GPU figures of docs/report-format.md ("Derived figures"), or allocator
 // mode's tensor bytes, after every prefix of Report::events, and the figures of phases and marks
-// (format minor 4) derived from them. Used by `memguard phases`, `diff`, `merge`, `plot` and `export`.
+// (format minor 4) derived from them. Used by `memguard diff` (on a report load_report read), `merge`,
+// `plot` and `export`; `phases` and a streamed `diff` get the same figures from report/stream_phases.h.
 #pragma once
 
 #include <cstdint>

@@ -380,6 +380,34 @@ TEST(CliLimits, ManyOpenPhasesTakeLinearishTime) {
     }
 }
 
+// The streaming reader's phases (report/stream_phases.h) keep the open phases in order of begin: a
+// phase that ends must not cost a walk over all those begun after it. 100000 nested phases, an
+// allocation in each, ended first-begun first.
+TEST(CliLimits, ManyPhasesEndedFirstBegunFirstTakeLinearishTime) {
+    constexpr int kPhases = 100000;
+    std::string content = kHeader + "I format_minor 4\nS 1 7f00\n";
+    char line[160];
+    for (int i = 1; i <= kPhases; ++i) {
+        std::snprintf(line, sizeof line, "B %d 9 %d api p\nA %d 9 %x %d device cudaMalloc 0 - 1 0 0\n", i, i, i,
+                      0x10000000 + i * 4096, 1 + i % 4096);
+        content += line;
+    }
+    for (int i = 1; i <= kPhases; ++i) {
+        std::snprintf(line, sizeof line, "b %d 9 %d\nF %d 9 %x %d cudaFree -\n", kPhases + i, i, kPhases + i,
+                      0x10000000 + i * 4096, 1 + i % 4096);
+        content += line;
+    }
+    content += "Z 300000\n";
+    test::TempDir dir;
+    dir.write("r.mgr", content);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"phases", "--json", "r.mgr"}, {"diff", "r.mgr", "r.mgr"}}) {
+        CliRun r = run_limited(dir.path(), args);
+        EXPECT_EQ(r.rc, 0) << joined(args) << ": " << r.describe();
+        EXPECT_LT(r.rss, kMaxRss) << joined(args) << ": " << r.describe();
+    }
+}
+
 // `phases` indented each name by two spaces per nesting depth, so its text grew with the square of
 // the phases: 100000 nested B records (a 2.2 MB report) made it write 10 GB. Beyond depth 16 the
 // depth is shown as a number; the text and the JSON stay a few hundred bytes per phase.

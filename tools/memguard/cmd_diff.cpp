@@ -4,10 +4,15 @@
 // peak are matched by their symbolized frames (site_key), so the same code matches across runs even
 // when the stack ids differ. When both runs used memguard's allocator (T records), the sites are
 // those of the tensor blocks at the tensor peak, as `top` shows them (--segments: the segments).
+// Each run is read once by the streaming reader (report/stream.h: the summary, the live sets at both
+// peaks and the phases of both series in one pass; a peak that kept coming back, a second pass),
+// or by load_report where that cannot answer exactly: a pipe, and site labels that need
+// backward_sites (Report::backward_pending).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <memory>
 
 #include "cli.h"
 #include "diff_gates.h"
@@ -15,6 +20,8 @@
 #include "report/collections.h"
 #include "report/json.h"
 #include "report/saturate.h"
+#include "report/stream.h"
+#include "report/stream_phases.h"
 #include "report/timeline.h"
 #include "report/units.h"
 #include "sites.h"
@@ -41,21 +48,64 @@ struct Side {
     std::vector<report::PhaseStats> phases;
     // site key -> (bytes at peak, stopping at UINT64_MAX; label)
     std::map<std::string, std::pair<uint64_t, std::string>> sites;
+    // A streamed run (r.streamed): what its pass kept until both runs say which series diff compares.
+    std::unique_ptr<report::PeakObserver> peaks;
+    std::unique_ptr<report::PhaseObserver> phase_figures;
 };
 
 Side load_side(const std::string& path) {
-    Side s{report::load_report(path), {}, {}, {}};
+    Side s;
+    if (report::rereadable(path)) {
+        report::SummaryBuilder builder;
+        auto peaks = std::make_unique<report::PeakObserver>();
+        auto phases = std::make_unique<report::PhaseObserver>();
+        report::Observers all({&builder, peaks.get(), phases.get()});
+        report::Report r = report::stream_report(path, all);
+        if (!r.backward_pending) {
+            s.summary = builder.take(r);
+            s.r = std::move(r);
+            s.peaks = std::move(peaks);
+            s.phase_figures = std::move(phases);
+            print_warnings(s.r.warnings);
+            return s;
+        }
+    }
+    s.r = report::load_report(path);
     print_warnings(s.r.warnings);
     s.summary = report::summarize(s.r);
     return s;
+}
+
+/// The sites live at the peak of a streamed run: its report becomes the report of that point.
+report::SiteTable streamed_sites_at_peak(Side& s, bool tensors) {
+    const size_t at = tensors ? s.summary.tensor_peak_events : s.summary.peak_events;
+    const int64_t t = (tensors ? s.summary.tensor_peak_t : s.summary.peak_t).value_or(0);
+    report::LiveSet live;
+    if (s.peaks->has(tensors, at)) {
+        s.r = s.peaks->take(tensors, std::move(s.r), t, live);
+    } else {
+        report::PointObserver point(at, std::nullopt, true);  // the peak kept coming back: a second pass
+        report::stream_report(s.r.path, point);
+        s.r = point.take(std::move(s.r), t, live);
+    }
+    s.peaks.reset();
+    return tensors ? report::group_tensors_by_site(s.r, live)
+                   : report::group_by_site(s.r, live, report::KindFilter::Gpu);
 }
 
 /// The side's phases and its sites at its peak: of the tensor blocks (tensor bytes, the tensor
 /// peak), or of the GPU blocks (in allocator mode, the segments; the GPU peak).
 void find_phases_and_sites(Side& s, bool tensors, size_t frames) {
     const report::Series series = tensors ? report::Series::Tensors : report::Series::Gpu;
-    s.phases = report::phase_stats(s.r, report::build_timeline(s.r), series);
-    report::SiteTable table = site_table_at_peak(s.r, tensors, &s.summary);
+    report::SiteTable table;
+    if (s.r.streamed) {
+        s.phases = s.phase_figures->stats(series);
+        s.phase_figures.reset();
+        table = streamed_sites_at_peak(s, tensors);
+    } else {
+        s.phases = report::phase_stats(s.r, report::build_timeline(s.r), series);
+        table = site_table_at_peak(s.r, tensors, &s.summary);
+    }
     SiteSymbolizer sym(s.r, frames);
     std::vector<size_t> handles;
     for (const report::Site& site : table.sites) handles.push_back(sym.add(site.stack_id, site.python_stack_id));
@@ -106,12 +156,12 @@ std::vector<Row> total_rows(const Side& a, const Side& b) {
     auto i = [](uint64_t v) { return std::optional<Wide>(v); };
     // A run without memguard's allocator has no tensor figures ("-").
     auto tensor = [&i](const Side& s, uint64_t report::Summary::*f) {
-        return s.r.tensors.empty() ? std::nullopt : i(s.summary.*f);
+        return s.r.has_tensors() ? i(s.summary.*f) : std::nullopt;
     };
     std::vector<Row> rows;
     rows.push_back({"peak", i(a.summary.peak_bytes), i(b.summary.peak_bytes)});
     rows.push_back({"live at exit", i(a.summary.live_bytes_at_exit), i(b.summary.live_bytes_at_exit)});
-    if (!a.r.tensors.empty() || !b.r.tensors.empty()) {
+    if (a.r.has_tensors() || b.r.has_tensors()) {
         rows.push_back({"tensor peak", tensor(a, &report::Summary::tensor_peak_bytes),
                         tensor(b, &report::Summary::tensor_peak_bytes)});
         rows.push_back({"tensors live at exit", tensor(a, &report::Summary::tensor_live_bytes_at_exit),
@@ -232,10 +282,11 @@ void print_sites(const char* title, const std::vector<SiteDelta>& sites, size_t 
 
 void print_text(const Side& a, const Side& b, const Args& args, bool tensors) {
     print("A: %s\nB: %s\n\n", a.r.path.c_str(), b.r.path.c_str());
-    if (a.r.tensors.empty() != b.r.tensors.empty()) {
+    if (a.r.has_tensors() != b.r.has_tensors()) {
+        const char* which = a.r.has_tensors() ? "A" : "B";
         print("Only %s used memguard's allocator: the sites compared are GPU blocks (%s's are its "
               "allocator's segments).\n\n",
-              a.r.tensors.empty() ? "B" : "A", a.r.tensors.empty() ? "B" : "A");
+              which, which);
     }
     print("  %-49s %11s %11s %12s %7s\n", "", "A", "B", "delta", "B/A");
     for (Row row : total_rows(a, b)) {

@@ -1,12 +1,13 @@
 // memguard phases FILE [--marks] [--segments] [--json]. In allocator mode (T records) the bytes are
 // the tensor blocks' (torch.cuda.memory_allocated()), as `top` shows them; --segments: the segments.
+// Read in one pass by the streaming reader (report/stream_phases.h), a pipe too.
 #include <cstdio>
 #include <iostream>
 
 #include "cli.h"
 #include "output.h"
 #include "report/json.h"
-#include "report/timeline.h"
+#include "report/stream_phases.h"
 #include "report/units.h"
 #include "sites.h"
 
@@ -28,7 +29,7 @@ std::string phase_name(const report::Phase& p, int depth) {
 
 /// In allocator mode, a line saying what the byte figures are of.
 void print_bytes_note(const report::Report& r, report::Series series) {
-    if (r.tensors.empty()) return;
+    if (!r.has_tensors()) return;
     print("%s\n", series == report::Series::Tensors
                       ? "Bytes: tensor blocks of memguard's allocator (torch.cuda.memory_allocated(); "
                         "--segments: its segments)"
@@ -57,16 +58,16 @@ void print_phases(const report::Report& r, report::Series series, const std::vec
     if (unended != 0) print("\n+: never ended; measured to the end of the report\n");
 }
 
-void print_marks(const report::Report& r, const report::Timeline& tl, report::Series series) {
+void print_marks(const report::Report& r, const std::vector<uint64_t>& levels, report::Series series) {
     print("Marks in %s: %s%s\n", r.path.c_str(), plural(r.marks.size(), "mark", "marks").c_str(),
           format_note(r, 4).c_str());
     print_bytes_note(r, series);
     if (r.marks.empty()) return;
     print("\n%9s %10s  %-10s %8s  %s\n", "time s", "live", "source", "thread", "name");
-    for (const report::Mark& m : r.marks) {
-        print("%9s %10s  %-10s %8llu  %s\n", report::seconds_fixed3(m.t).c_str(),
-              human_bytes(report::live_at_mark(m, tl, series)).c_str(), report::phase_source_name(m.source),
-              static_cast<unsigned long long>(m.tid), m.name.c_str());
+    for (size_t i = 0; i < r.marks.size(); ++i) {
+        const report::Mark& m = r.marks[i];
+        print("%9s %10s  %-10s %8llu  %s\n", report::seconds_fixed3(m.t).c_str(), human_bytes(levels[i]).c_str(),
+              report::phase_source_name(m.source), static_cast<unsigned long long>(m.tid), m.name.c_str());
     }
 }
 
@@ -104,16 +105,17 @@ void json_phases(const report::Report& r, report::Series series, const std::vect
     std::cout << j.str();
 }
 
-void json_marks(const report::Report& r, const report::Timeline& tl, report::Series series) {
+void json_marks(const report::Report& r, const std::vector<uint64_t>& levels, report::Series series) {
     report::JsonWriter j;
     j.begin_array();
-    for (const report::Mark& m : r.marks) {
+    for (size_t i = 0; i < r.marks.size(); ++i) {
+        const report::Mark& m = r.marks[i];
         j.begin_object();
         j.key("t").number(report::seconds_exact(m.t));
         j.key("thread").value(m.tid);
         j.key("source").value(report::phase_source_name(m.source));
         j.key("name").value(m.name);
-        j.key("live_bytes").value(report::live_at_mark(m, tl, series));
+        j.key("live_bytes").value(levels[i]);
         j.key("bytes_of").value(report::series_name(series));
         j.end_object();
     }
@@ -124,20 +126,23 @@ void json_marks(const report::Report& r, const report::Timeline& tl, report::Ser
 }  // namespace
 
 int run_phases(const Args& args) {
-    report::Report r = report::load_report(args.file);
+    // One pass, in memory bounded by what is live and the phases and marks: the figures of both
+    // series are folded as the events are read (phase_stats and live_at_mark over load_report's
+    // events give the same).
+    report::PhaseObserver observer;
+    report::Report r = report::stream_report(args.file, observer);
     print_warnings(r.warnings);
     const report::Series series = tensor_view(r, args) ? report::Series::Tensors : report::Series::Gpu;
-    report::Timeline tl = report::build_timeline(r);
     std::cout.flush();
     if (args.marks) {
         if (args.json) {
-            json_marks(r, tl, series);
+            json_marks(r, observer.mark_levels(series), series);
         } else {
-            print_marks(r, tl, series);
+            print_marks(r, observer.mark_levels(series), series);
         }
         return kExitOk;
     }
-    std::vector<report::PhaseStats> stats = report::phase_stats(r, tl, series);
+    const std::vector<report::PhaseStats>& stats = observer.stats(series);
     if (args.json) {
         json_phases(r, series, stats);
     } else {
