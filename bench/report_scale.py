@@ -6,13 +6,14 @@ by side.
 The reports come from bench/report_churn.cpp under the preloaded library over the fake runtime:
 cudaMalloc/cudaFree pairs from 8 sites, a ring of LIVE blocks each live for LIVE pairs and 16 blocks
 that live to the end, so the live set is the same at every length and a reader bounded by it keeps
-the same RSS. Arms are interleaved (before, after, before, after, ...) so that load on the shared
-machine falls on both; each cell is the median of the repetitions, and the ratio's spread is the
+the same RSS (--ooms N: N failed cudaMalloc calls of more than the device holds spread through it,
+out-of-memory E records for oom and summary to explain and count). Arms are interleaved (before,
+after, before, after, ...) so that load on the shared machine falls on both; each cell is the median of the repetitions, and the ratio's spread is the
 range of the per-repetition ratios.
 
   bench/report_scale.py --before OLD/memguard --after build/bin/memguard \\
       [--lib build/lib/libmemguard.so] [--churn build/bin/memguard_bench_report_churn] \\
-      [--events 1e6,1e7] [--reps 3] [--steps-every N] [--dir /tmp/report_scale] [--keep]
+      [--events 1e6,1e7] [--reps 3] [--steps-every N] [--ooms 0] [--dir /tmp/report_scale] [--keep]
 """
 import argparse
 import os
@@ -54,7 +55,8 @@ def make_report(args, events, path, encoding):
     churn_encoding = "text" if args.steps_every else encoding
     env = dict(os.environ, LD_PRELOAD=os.path.abspath(args.lib), MEMGUARD_OUTPUT=churn_path,
                MEMGUARD_REPORT_ENCODING=churn_encoding)
-    subprocess.run([args.churn, str(pairs), str(args.live)], env=env, check=True)
+    churn = [args.churn, str(pairs), str(args.live)] + ([str(args.ooms)] if args.ooms else [])
+    subprocess.run(churn, env=env, check=True)
     if args.steps_every:
         text_path = path + ".text" if encoding == "binary" else path
         add_steps(churn_path, text_path, args.steps_every)
@@ -98,6 +100,8 @@ def main():
     ap.add_argument("--churn", default="build/bin/memguard_bench_report_churn")
     ap.add_argument("--events", default="1e6,1e7", help="comma-separated event counts (an event: an A or F record)")
     ap.add_argument("--live", type=int, default=1000, help="blocks in the churn's ring")
+    ap.add_argument("--ooms", type=int, default=0,
+                    help="out-of-memory failures spread through the churn (E records: what oom explains)")
     ap.add_argument("--encoding", choices=("text", "binary"), default="text",
                     help="the reports' encoding (text: what a CLI from before the binary encoding reads)")
     ap.add_argument("--after-encoding", choices=("text", "binary"), default=None,
@@ -123,7 +127,8 @@ def main():
         reports = {}
         for arm, encoding in (("before", args.encoding), ("after", args.after_encoding or args.encoding)):
             steps = ".steps%d" % args.steps_every if args.steps_every else ""
-            reports[arm] = os.path.join(args.dir, "churn.%d%s.%s.mgr" % (events, steps, encoding))
+            ooms = ".ooms%d" % args.ooms if args.ooms else ""
+            reports[arm] = os.path.join(args.dir, "churn.%d%s%s.%s.mgr" % (events, steps, ooms, encoding))
             if not os.path.exists(reports[arm]):
                 secs = make_report(args, events, reports[arm], encoding)
                 print("generated %s (%d events) in %.1f s" % (reports[arm], events, secs), file=sys.stderr)

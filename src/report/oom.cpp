@@ -11,9 +11,7 @@ namespace memguard::report {
 
 namespace {
 
-/// How many records of one thread are looked at around a time, at most: a report with very many
-/// failures or blocks in the same instant costs bounded time per OOM.
-constexpr size_t kScanLimit = 256;
+constexpr size_t kScanLimit = kOomScanLimit;
 
 /// Indices of one kind of record by thread, sorted by time.
 class ByThread {
@@ -66,19 +64,42 @@ private:
 
 size_t events_at_time(const Report& r, int64_t t) { return EventClock(r).at(t); }
 
-std::vector<OomEvent> find_ooms(const Report& r) {
-    const EventClock clock(r);
-    ByThread failures, tensor_ooms, blocks, stops;
+namespace {
+
+/// The lookups of a whole report (load_report's): its events and blocks.
+class WholeReport : public OomLookups {
+public:
+    explicit WholeReport(const Report& r) : r_(r), clock_(r) {
+        for (size_t i = 0; i < r.blocks.size(); ++i) {
+            if (is_gpu(r.blocks[i].kind)) blocks_.add(r.blocks[i].tid, r.blocks[i].t_alloc, i);
+        }
+        blocks_.sort();
+    }
+    size_t events_at(int64_t t) const override { return clock_.at(t); }
+    std::vector<std::pair<int, uint64_t>> gpu_blocks(uint64_t tid, int64_t from, int64_t to) const override {
+        std::vector<std::pair<int, uint64_t>> out;
+        for (size_t b : blocks_.between(tid, from, to)) out.push_back({r_.blocks[b].device, r_.blocks[b].size});
+        return out;
+    }
+
+private:
+    const Report& r_;
+    EventClock clock_;
+    ByThread blocks_;
+};
+
+}  // namespace
+
+std::vector<OomEvent> find_ooms(const Report& r) { return find_ooms(r, WholeReport(r)); }
+
+std::vector<OomEvent> find_ooms(const Report& r, const OomLookups& clock) {
+    ByThread failures, tensor_ooms, stops;
     for (size_t i = 0; i < r.failures.size(); ++i) {
         if (r.failures[i].is_oom()) failures.add(r.failures[i].tid, r.failures[i].t, i);
     }
     for (size_t i = 0; i < r.tensor_ooms.size(); ++i) tensor_ooms.add(r.tensor_ooms[i].tid, r.tensor_ooms[i].t, i);
-    for (size_t i = 0; i < r.blocks.size(); ++i) {
-        if (is_gpu(r.blocks[i].kind)) blocks.add(r.blocks[i].tid, r.blocks[i].t_alloc, i);
-    }
     failures.sort();
     tensor_ooms.sort();
-    blocks.sort();
 
     std::vector<char> failure_used(r.failures.size(), 0), tensor_oom_used(r.tensor_ooms.size(), 0);
     std::vector<OomEvent> ooms;  // torch and allocator OOMs
@@ -139,7 +160,7 @@ std::vector<OomEvent> find_ooms(const Report& r) {
         e.rounded = o.rounded;
         e.stack_id = o.stack_id;
         e.python_stack_id = o.python_stack_id;
-        e.events_before = clock.at(o.t);
+        e.events_before = clock.events_at(o.t);
         ooms.push_back(e);
     }
     for (size_t i = 0; i < r.failures.size(); ++i) {
@@ -156,7 +177,7 @@ std::vector<OomEvent> find_ooms(const Report& r) {
         e.stream = f.stream;
         e.stack_id = f.stack_id;
         e.python_stack_id = f.python_stack_id;
-        e.events_before = clock.at(f.t);
+        e.events_before = clock.events_at(f.t);
         cuda.push_back(e);
     }
     for (size_t i = 0; i < ooms.size(); ++i) stops.add(ooms[i].tid, ooms[i].t, i);
@@ -172,9 +193,8 @@ std::vector<OomEvent> find_ooms(const Report& r) {
             if (c.failure) ooms[later.front()].cuda_failures.push_back(*c.failure);
             continue;
         }
-        for (size_t b : blocks.between(c.tid, c.t, until)) {
-            const Block& blk = r.blocks[b];
-            if (blk.device == c.device && blk.size >= c.rounded) {
+        for (const auto& [device, size] : clock.gpu_blocks(c.tid, c.t, until)) {
+            if (device == c.device && size >= c.rounded) {
                 c.recovered = true;
                 break;
             }
@@ -237,17 +257,28 @@ std::vector<uint64_t> segment_gaps(const Report& r, const LevelWalk& walk, int d
 
 }  // namespace
 
+OomPoint oom_point(const Report& r, const LevelWalk& walk, int device) {
+    OomPoint p;
+    auto dev = walk.levels().device_bytes.find(device);
+    p.this_process = dev == walk.levels().device_bytes.end() ? 0 : dev->second;
+    if (r.has_tensors()) p.segment_gaps = segment_gaps(r, walk, device);
+    return p;
+}
+
 OomFigures oom_figures(const Report& r, const OomEvent& e) {
+    LevelWalk walk(r);
+    walk.advance_to(std::min(e.events_before, r.events.size()));
+    return oom_figures(r, e, oom_point(r, walk, e.device));
+}
+
+OomFigures oom_figures(const Report& r, const OomEvent& e, const OomPoint& at) {
     OomFigures f;
     f.request = e.request();
     const OomContext* x = e.context ? &r.oom_contexts[*e.context] : nullptr;
     const TensorOom* o = e.tensor_oom ? &r.tensor_ooms[*e.tensor_oom] : nullptr;
     const Moment* m = x && x->moment ? &r.moments[*x->moment] : nullptr;
 
-    LevelWalk walk(r);
-    walk.advance_to(std::min(e.events_before, r.events.size()));
-    auto dev = walk.levels().device_bytes.find(e.device);
-    f.this_process = dev == walk.levels().device_bytes.end() ? 0 : dev->second;
+    f.this_process = at.this_process;
     if (x) {
         f.device_total = x->device_total;
         f.device_free = x->device_free;
@@ -278,8 +309,8 @@ OomFigures oom_figures(const Report& r, const OomEvent& e) {
         }
         if (have_blocks) f.largest_free_from = "snapshot";
     }
-    if (!have_blocks && !r.tensors.empty()) {
-        free_blocks = segment_gaps(r, walk, e.device);
+    if (!have_blocks && r.has_tensors()) {
+        free_blocks = at.segment_gaps;
         have_blocks = true;
         f.largest_free_from = "segments";
     }

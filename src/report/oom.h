@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "report/categories.h"
+#include "report/levels.h"
 #include "report/report.h"
 
 namespace memguard::report {
@@ -42,8 +43,27 @@ struct OomEvent {
     uint64_t request() const { return requested ? *requested : rounded; }
 };
 
+/// How many records of one thread are looked at around a time, at most: a report with very many
+/// failures or blocks in the same instant costs bounded time per OOM.
+constexpr size_t kOomScanLimit = 256;
+
+/// What find_ooms reads of the events and blocks of a report: load_report's answer from
+/// Report::events and Report::blocks; the streaming reader's from what it kept while reading
+/// (report/stream_oom.h).
+class OomLookups {
+public:
+    virtual ~OomLookups() = default;
+    /// The events before the first event later than `t` (events_at_time).
+    virtual size_t events_at(int64_t t) const = 0;
+    /// The GPU blocks of thread `tid` allocated in [from, to], by time then record order, at most
+    /// kOomScanLimit: each its (device, size).
+    virtual std::vector<std::pair<int, uint64_t>> gpu_blocks(uint64_t tid, int64_t from, int64_t to) const = 0;
+};
+
 /// The OOMs and recovered CUDA failures of a report, by time (docs/oom.md says how they are found).
 std::vector<OomEvent> find_ooms(const Report& r);
+/// The same over `lookups` for the events and blocks (`r`'s other records as they are).
+std::vector<OomEvent> find_ooms(const Report& r, const OomLookups& lookups);
 
 /// The events before the first event later than `t` (the state "at time t").
 size_t events_at_time(const Report& r, int64_t t);
@@ -71,6 +91,17 @@ struct OomFigures {
 };
 
 OomFigures oom_figures(const Report& r, const OomEvent& e);
+
+/// What the figures read of the live set at an OOM's point: the GPU bytes live on its device, and
+/// the free gaps of allocator mode's segments there (below).
+struct OomPoint {
+    uint64_t this_process = 0;
+    std::vector<uint64_t> segment_gaps;
+};
+/// The point `walk` (over `r`) is at, for `device`.
+OomPoint oom_point(const Report& r, const LevelWalk& walk, int device);
+/// oom_figures with the live set's part given (`r`'s other records as they are: a streamed report).
+OomFigures oom_figures(const Report& r, const OomEvent& e, const OomPoint& at);
 
 /// The cached free bytes that cannot serve a request: the free blocks smaller than it (`free_blocks`
 /// known), else all of `cached_free` when `largest_free` < request, else 0.

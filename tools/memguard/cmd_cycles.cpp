@@ -11,6 +11,8 @@
 #include "output.h"
 #include "report/collections.h"
 #include "report/json.h"
+#include "report/stream.h"
+#include "report/stream_oom.h"
 #include "report/units.h"
 #include "sites.h"
 
@@ -156,22 +158,14 @@ struct GcFrees {
 };
 
 /// One entry per collection (index into Report::collections); empty ones for none freed.
-std::vector<GcFrees> gc_frees(const report::Report& r, SiteSymbolizer& sym) {
-    std::vector<GcFrees> out(r.collections.size());
-    std::vector<std::map<std::pair<uint32_t, uint32_t>, report::Site>> by_site(r.collections.size());
-    for (const report::Tensor& x : r.tensors) {
-        if (!x.collection) continue;
-        report::Site& site = by_site[*x.collection][{x.stack_id, x.python_stack_id}];
-        site.stack_id = x.stack_id;
-        site.python_stack_id = x.python_stack_id;
-        site.bytes += x.size;
-        site.requested += x.requested;
-        ++site.blocks;
-        out[*x.collection].bytes += x.size;
-        ++out[*x.collection].blocks;
-    }
+std::vector<GcFrees> gc_frees(const report::CollectionFrees& frees, SiteSymbolizer& sym) {
+    std::vector<GcFrees> out(frees.by_site.size());
     for (size_t c = 0; c < out.size(); ++c) {
-        for (const auto& entry : by_site[c]) out[c].sites.push_back(entry.second);
+        for (const auto& entry : frees.by_site[c]) {
+            out[c].sites.push_back(entry.second);
+            out[c].bytes += entry.second.bytes;
+            out[c].blocks += entry.second.blocks;
+        }
         std::stable_sort(out[c].sites.begin(), out[c].sites.end(), [](const report::Site& a, const report::Site& b) {
             if (a.bytes != b.bytes) return a.bytes > b.bytes;
             return a.blocks > b.blocks;
@@ -183,14 +177,8 @@ std::vector<GcFrees> gc_frees(const report::Report& r, SiteSymbolizer& sym) {
     return out;
 }
 
-/// Tensor blocks freed with the gc flag but no Y after them on their thread (the report ended first).
-uint64_t unattributed_gc_frees(const report::Report& r) {
-    uint64_t n = 0;
-    for (const report::Tensor& x : r.tensors) n += x.t_free && x.freed_in_gc && !x.collection ? 1 : 0;
-    return n;
-}
-
-void print_gc_frees(const report::Report& r, const std::vector<GcFrees>& frees, const SiteSymbolizer& sym) {
+void print_gc_frees(const report::Report& r, const std::vector<GcFrees>& frees, uint64_t unattributed,
+                    const SiteSymbolizer& sym) {
     uint64_t bytes = 0, blocks = 0, collections = 0;
     for (const GcFrees& f : frees) {
         bytes += f.bytes;
@@ -215,13 +203,13 @@ void print_gc_frees(const report::Report& r, const std::vector<GcFrees>& frees, 
             print_site_frames(sym.get(f.frames[i]), r);
         }
     }
-    if (uint64_t n = unattributed_gc_frees(r)) {
+    if (uint64_t n = unattributed) {
         print("\n(%s freed during a collection that has no Y record: the report ended first)\n",
               plural(n, "block", "blocks").c_str());
     }
 }
 
-void print_text(const report::Report& r, const Args& args, const std::vector<GcFrees>& frees,
+void print_text(const report::Report& r, const Args& args, const std::vector<GcFrees>& frees, uint64_t unattributed,
                 const SiteSymbolizer& sym) {
     auto totals = report::collection_totals(r);
     if (r.collections.empty()) {
@@ -239,7 +227,7 @@ void print_text(const report::Report& r, const Args& args, const std::vector<GcF
         print_table(r, args.all);
         print_totals(r, totals);
     }
-    if (!r.tensors.empty()) print_gc_frees(r, frees, sym);
+    if (r.has_tensors()) print_gc_frees(r, frees, unattributed, sym);
     print("\nCompiles (torch.compile): %zu\n", r.compiles.size());
 }
 
@@ -263,7 +251,8 @@ void json_gc_frees(report::JsonWriter& j, const report::Report& r, const GcFrees
     j.end_object();
 }
 
-void print_json(const report::Report& r, const std::vector<GcFrees>& frees, const SiteSymbolizer& sym) {
+void print_json(const report::Report& r, const std::vector<GcFrees>& frees, uint64_t unattributed,
+                const SiteSymbolizer& sym) {
     report::JsonWriter j;
     j.begin_object();
     j.key("file").value(r.path);
@@ -296,7 +285,7 @@ void print_json(const report::Report& r, const std::vector<GcFrees>& frees, cons
             j.null();
         }
         // Allocator mode only (the file has T records).
-        if (!r.tensors.empty()) json_gc_frees(j, r, frees[ci], sym);
+        if (r.has_tensors()) json_gc_frees(j, r, frees[ci], sym);
         j.end_object();
     }
     j.end_array();
@@ -334,7 +323,7 @@ void print_json(const report::Report& r, const std::vector<GcFrees>& frees, cons
     json_ratio(j, report::budget_used(r, ours));
     j.end_object();
     j.key("compiles").value(static_cast<uint64_t>(r.compiles.size()));
-    if (!r.tensors.empty()) j.key("tensor_blocks_freed_without_collection").value(unattributed_gc_frees(r));
+    if (r.has_tensors()) j.key("tensor_blocks_freed_without_collection").value(unattributed);
     j.end_object();
     std::cout << j.str();
 }
@@ -343,15 +332,31 @@ void print_json(const report::Report& r, const std::vector<GcFrees>& frees, cons
 
 int run_cycles(const Args& args) {
     if (args.explain) return run_cycles_explain(args);
-    report::Report r = report::load_report(args.file);
+    // The streaming reader (report/stream_oom.h: the tensors freed in each collection, folded while
+    // reading); load_report for a pipe, and where site labels need backward_sites.
+    std::optional<report::Report> streamed;
+    report::CollectionFrees freed;
+    if (report::rereadable(args.file)) {
+        report::CollectionFreesObserver observer;
+        report::Report r = report::stream_report(args.file, observer);
+        if (!r.backward_pending) {
+            freed = observer.take();
+            streamed = std::move(r);
+        }
+    }
+    if (!streamed) {
+        streamed = report::load_report(args.file);
+        freed = report::collection_frees(*streamed);
+    }
+    const report::Report& r = *streamed;
     print_warnings(r.warnings);
     SiteSymbolizer sym(r, args.frames);
-    std::vector<GcFrees> frees = gc_frees(r, sym);
+    std::vector<GcFrees> frees = gc_frees(freed, sym);
     std::cout.flush();
     if (args.json) {
-        print_json(r, frees, sym);
+        print_json(r, frees, freed.unattributed, sym);
     } else {
-        print_text(r, args, frees, sym);
+        print_text(r, args, frees, freed.unattributed, sym);
     }
     return kExitOk;
 }

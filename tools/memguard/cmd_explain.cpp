@@ -13,6 +13,7 @@
 #include "report/collections.h"
 #include "report/json.h"
 #include "report/saturate.h"
+#include "report/stream.h"
 #include "report/units.h"
 #include "sites.h"
 
@@ -357,10 +358,28 @@ void json_explanation(report::JsonWriter& j, const report::Report& r, const View
     j.end_object();
 }
 
+/// Reads nothing of the events: the explanations are records of their own, their sites named as
+/// they are read (report/read_cycles.cpp).
+class NoEvents : public report::EventObserver {
+public:
+    bool on_event(const report::Report&, const report::Event&) override { return true; }
+};
+
+/// The report through the streaming reader (report/stream.h); load_report for a pipe, and where
+/// site labels need backward_sites.
+report::Report read_for_explanations(const std::string& path) {
+    if (report::rereadable(path)) {
+        NoEvents none;
+        report::Report r = report::stream_report(path, none);
+        if (!r.backward_pending) return r;
+    }
+    return report::load_report(path);
+}
+
 }  // namespace
 
 int run_cycles_explain(const Args& args) {
-    report::Report r = report::load_report(args.file);
+    const report::Report r = read_for_explanations(args.file);
     print_warnings(r.warnings);
     SiteSymbolizer sym(r, args.frames);
     std::vector<View> views = make_views(r, sym);

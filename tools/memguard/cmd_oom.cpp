@@ -11,6 +11,8 @@
 #include "report/categories.h"
 #include "report/json.h"
 #include "report/oom.h"
+#include "report/stream.h"
+#include "report/stream_oom.h"
 #include "report/units.h"
 #include "sites.h"
 
@@ -251,12 +253,25 @@ void json_oom(report::JsonWriter& j, const report::Report& r, const OomView& v, 
     j.end_object();
 }
 
-}  // namespace
+/// Where the figures and categories of an OOM come from: the whole report, or what the streaming
+/// reader kept (report/stream_oom.h).
+struct Source {
+    const report::Report& r;
+    const report::OomObserver* streamed = nullptr;
 
-int run_oom(const Args& args) {
-    report::Report r = report::load_report(args.file);
+    report::OomFigures figures(const report::OomEvent& e) const {
+        return streamed ? streamed->figures(r, e) : report::oom_figures(r, e);
+    }
+    report::Breakdown breakdown(const report::OomEvent& e, const report::BreakdownOptions& options) const {
+        if (!streamed) return report::breakdown_at(r, e.events_before, options);
+        const report::Report at = streamed->point_report(r, e);
+        return report::breakdown_at(at, at.events.size(), options);
+    }
+};
+
+int show(const Args& args, const Source& from, std::vector<report::OomEvent> events) {
+    const report::Report& r = from.r;
     print_warnings(r.warnings);
-    std::vector<report::OomEvent> events = report::find_ooms(r);
     SiteSymbolizer sym(r, args.frames);
     std::vector<OomView> views;
     for (report::OomEvent& e : events) {
@@ -264,12 +279,12 @@ int run_oom(const Args& args) {
         v.event = std::move(e);
         v.request_site = sym.add(v.event.stack_id, v.event.python_stack_id);
         if (!v.event.recovered) {
-            v.figures = report::oom_figures(r, v.event);
+            v.figures = from.figures(v.event);
             report::BreakdownOptions options;
             options.device = v.event.device;
             options.max_sites = kCategorySites;
             options.symbolizer = symbolizer_options();  // the same rules as `top --by category`
-            v.breakdown = report::breakdown_at(r, v.event.events_before, options);
+            v.breakdown = from.breakdown(v.event, options);
             for (const report::CategoryPart& part : v.breakdown.parts) {
                 std::vector<size_t> handles;
                 for (const report::Site& s : part.sites) handles.push_back(sym.add(s.stack_id, s.python_stack_id));
@@ -329,6 +344,29 @@ int run_oom(const Args& args) {
         }
     }
     return kExitOk;
+}
+
+}  // namespace
+
+int run_oom(const Args& args) {
+    // The streaming reader (report/stream_oom.h): one pass, keeping the live set at each OOM;
+    // load_report where it cannot answer exactly: a pipe, backward_pending (site labels), a point or
+    // a retry window it did not keep (a report written out of time order), and categories that
+    // read the positions of steps and moments.
+    if (report::rereadable(args.file)) {
+        report::OomObserver observer(true);
+        report::Report r = report::stream_report(args.file, observer);
+        if (!r.backward_pending) {
+            std::optional<std::vector<report::OomEvent>> events = observer.ooms(r);
+            const bool positions = !r.steps.empty() || !r.moments.empty();
+            if (events && (!positions || std::all_of(events->begin(), events->end(),
+                                                     [](const report::OomEvent& e) { return e.recovered; }))) {
+                return show(args, Source{r, &observer}, std::move(*events));
+            }
+        }
+    }
+    const report::Report r = report::load_report(args.file);
+    return show(args, Source{r, nullptr}, report::find_ooms(r));
 }
 
 }  // namespace memguard::cli

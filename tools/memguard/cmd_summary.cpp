@@ -9,6 +9,7 @@
 #include "report/json.h"
 #include "report/oom.h"
 #include "report/stream.h"
+#include "report/stream_oom.h"
 #include "report/units.h"
 #include "sites.h"
 
@@ -286,19 +287,23 @@ void json_categories(report::JsonWriter& j, const report::Report& r, const repor
 }
 
 /// The out-of-memory events `memguard oom` explains, and the CUDA failures PyTorch recovered from.
-std::pair<size_t, size_t> oom_counts(const report::Report& r) {
+struct OomCounts {
     size_t ooms = 0, recovered = 0;
-    for (const report::OomEvent& e : report::find_ooms(r)) ++(e.recovered ? recovered : ooms);
-    return {ooms, recovered};
+};
+
+OomCounts oom_counts(const std::vector<report::OomEvent>& events) {
+    OomCounts n;
+    for (const report::OomEvent& e : events) ++(e.recovered ? n.recovered : n.ooms);
+    return n;
 }
 
 /// One line each for the steps and the out-of-memory events, pointing at the command that shows them.
-void print_steps_and_ooms(const report::Report& r) {
+void print_steps_and_ooms(const report::Report& r, const OomCounts& counts) {
     if (!r.steps.empty()) {
         line("Steps",
              plural(r.steps.size(), "step", "steps") + " (memguard steps " + r.path + ": peaks, categories, growth)");
     }
-    auto [ooms, recovered] = oom_counts(r);
+    const auto [ooms, recovered] = counts;
     if (ooms != 0 || recovered != 0) {
         std::string text = plural(ooms, "out of memory", "out of memory");
         if (recovered != 0) text += ", " + plural(recovered, "CUDA failure recovered", "CUDA failures recovered");
@@ -311,7 +316,7 @@ std::string format_text(const report::Report& r) {
     return std::to_string(r.version) + (minor && *minor >= 0 ? "." + std::to_string(*minor) : "");
 }
 
-void print_text(const report::Report& r, const report::Summary& s) {
+void print_text(const report::Report& r, const report::Summary& s, const OomCounts& counts) {
     std::string state = s.complete ? "complete" : "INCOMPLETE: no end record";
     if (r.lost_records > 0) {
         state += std::string(s.complete ? "," : ";") + " " + std::to_string(r.lost_records) + " records lost";
@@ -332,7 +337,7 @@ void print_text(const report::Report& r, const report::Summary& s) {
         live_at_exit += " and " + plural(s.virt.physical_device_handles, "physical handle", "physical handles");
     }
     line("Live at exit", live_at_exit);
-    print_steps_and_ooms(r);
+    print_steps_and_ooms(r, counts);
     print_runtime(r, s);
     if (s.allocations != 0) print_kinds(s);
     print_devices(s);
@@ -437,7 +442,7 @@ void json_virtual(report::JsonWriter& j, const report::Summary& s) {
     j.end_object();
 }
 
-void print_json(const report::Report& r, const report::Summary& s) {
+void print_json(const report::Report& r, const report::Summary& s, const OomCounts& counts) {
     report::JsonWriter j;
     j.begin_object();
     j.key("file").value(r.path);
@@ -453,7 +458,7 @@ void print_json(const report::Report& r, const report::Summary& s) {
     j.key("failed_allocations").value(s.failed_allocations);
     j.key("oom_events").value(s.oom_events);
     j.key("steps").value(static_cast<uint64_t>(r.steps.size()));
-    auto [ooms, recovered] = oom_counts(r);
+    const auto [ooms, recovered] = counts;
     j.key("ooms").value(static_cast<uint64_t>(ooms));  // as memguard oom counts them
     j.key("recovered_cuda_failures").value(static_cast<uint64_t>(recovered));
     json_peak(j, s.peak_bytes, s.peak_t);
@@ -481,24 +486,17 @@ bool allocator_mode(const report::Report& r) {
 
 namespace {
 
-/// Whether a streamed report answers `summary` as the whole report would: the OOM matching
-/// (report/oom.h) reads the blocks around each failure, the categories read the positions of steps
-/// and moments, and site labels need backward_sites.
-bool summary_streams(const report::Report& r) {
-    if (r.backward_pending || !r.moments.empty() || !r.steps.empty()) return false;
-    if (!r.tensor_ooms.empty() || !r.oom_contexts.empty()) return false;
-    for (const report::FailedAlloc& f : r.failures) {
-        if (f.is_oom()) return false;
-    }
-    return true;
-}
+/// Whether a streamed report answers `summary` as the whole report would: the categories read the
+/// positions of steps and moments, and site labels need backward_sites. (The OOM matching reads the
+/// blocks after each failure: OomObserver keeps them, and says when it could not.)
+bool summary_streams(const report::Report& r) { return !r.backward_pending && r.moments.empty() && r.steps.empty(); }
 
-void print_summary(const report::Report& r, const report::Summary& s, const Args& args) {
+void print_summary(const report::Report& r, const report::Summary& s, const OomCounts& ooms, const Args& args) {
     std::cout.flush();
     if (args.json) {
-        print_json(r, s);
+        print_json(r, s, ooms);
     } else {
-        print_text(r, s);
+        print_text(r, s, ooms);
     }
 }
 
@@ -510,12 +508,17 @@ int run_summary(const Args& args) {
     // load_report where it cannot answer.
     std::optional<report::Report> streamed;
     report::Summary s;
+    OomCounts ooms;
     if (report::rereadable(args.file)) {
         report::SummaryBuilder builder;
         report::PeakObserver peaks;
-        report::Observers both({&builder, &peaks});
-        report::Report r = report::stream_report(args.file, both);
-        if (summary_streams(r)) {
+        report::OomObserver failures(false);  // counts only: no live sets
+        report::Observers all({&builder, &peaks, &failures});
+        report::Report r = report::stream_report(args.file, all);
+        std::optional<std::vector<report::OomEvent>> events;
+        if (summary_streams(r)) events = failures.ooms(r);
+        if (events) {
+            ooms = oom_counts(*events);
             s = builder.take(r);
             const bool tensors = allocator_mode(r) && s.tensor_peak_t;
             if (tensors || s.peak_t) {
@@ -534,12 +537,12 @@ int run_summary(const Args& args) {
     }
     if (streamed) {
         print_warnings(streamed->warnings);
-        print_summary(*streamed, s, args);
+        print_summary(*streamed, s, ooms, args);
         return kExitOk;
     }
     report::Report r = report::load_report(args.file);
     print_warnings(r.warnings);
-    print_summary(r, report::summarize(r), args);
+    print_summary(r, report::summarize(r), oom_counts(report::find_ooms(r)), args);
     return kExitOk;
 }
 
