@@ -390,9 +390,11 @@ std::vector<T> live_items(std::vector<T>& slots, const AddrMap<V>& live, SlotOf 
 }  // namespace
 
 void Parser::compact_slots() {
-    report_.blocks = live_items(report_.blocks, blocks_at_,
-                                [](const AtAddr& at) { return at.live ? std::optional<size_t>(at.block) : std::nullopt; });
-    report_.tensors = live_items(report_.tensors, live_tensors_, [](size_t slot) { return std::optional<size_t>(slot); });
+    report_.blocks = live_items(report_.blocks, blocks_at_, [](const AtAddr& at) {
+        return at.live ? std::optional<size_t>(at.block) : std::nullopt;
+    });
+    report_.tensors = live_items(report_.tensors, live_tensors_,
+                                 [](size_t slot) { return std::optional<size_t>(slot); });
     blocks_at_.clear();
     live_tensors_.clear();
     free_block_slots_.clear();

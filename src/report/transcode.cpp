@@ -149,7 +149,8 @@ private:
 }  // namespace
 
 void transcode(const std::string& path, Encoding to, std::string& out, std::vector<std::string>* warnings) {
-    transcode(path, to, [&out](std::string_view piece) { out.append(piece); }, warnings);
+    transcode(
+        path, to, [&out](std::string_view piece) { out.append(piece); }, warnings);
 }
 
 void transcode(const std::string& path, Encoding to, const std::function<void(std::string_view)>& write,

@@ -119,7 +119,7 @@ private:
     // nearly in order: most cost a push_back, not a heap's log2(kWindow) moves.
     std::deque<Alloc> run_;
     std::vector<Alloc> heap_;
-    bool buffering_ = false;   // from the first Python stack on: before, no allocation can open a call
+    bool buffering_ = false;  // from the first Python stack on: before, no allocation can open a call
     std::optional<Alloc> last_;
     bool out_of_order_ = false;
     bool any_backward_ = false;

@@ -111,20 +111,7 @@ void expect_same_point(const std::string& path, const Report& full, const LiveSe
     expect_same_views(full, full_live, at, live);
 }
 
-std::vector<std::string> golden_reports() {
-    std::vector<std::string> out;
-    DIR* d = opendir(MEMGUARD_GOLDEN_DIR);
-    if (d == nullptr) return out;
-    while (dirent* e = readdir(d)) {
-        std::string name = e->d_name;
-        if (name.size() > 4 && name.compare(name.size() - 4, 4, ".mgr") == 0) {
-            out.push_back(std::string(MEMGUARD_GOLDEN_DIR) + "/" + name);
-        }
-    }
-    closedir(d);
-    std::sort(out.begin(), out.end());
-    return out;
-}
+using test::golden_reports;
 
 TEST(Stream, EveryGoldenReportReadsAsLoadReportReadsIt) {
     std::vector<std::string> paths = golden_reports();

@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "report/report.h"
 
@@ -71,6 +73,24 @@ inline std::string read_file(const std::string& path) {
     ss << in.rdbuf();
     return ss.str();
 }
+
+#ifdef MEMGUARD_GOLDEN_DIR
+/// The golden reports (tests/report/golden/*.mgr), sorted.
+inline std::vector<std::string> golden_reports() {
+    std::vector<std::string> out;
+    DIR* d = opendir(MEMGUARD_GOLDEN_DIR);
+    if (d == nullptr) return out;
+    while (dirent* e = readdir(d)) {
+        std::string name = e->d_name;
+        if (name.size() > 4 && name.compare(name.size() - 4, 4, ".mgr") == 0) {
+            out.push_back(std::string(MEMGUARD_GOLDEN_DIR) + "/" + name);
+        }
+    }
+    closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+#endif
 
 /// A fresh directory under $TMPDIR, removed with its files (not subdirectories) on destruction.
 class TempDir {

@@ -349,7 +349,8 @@ std::string output_name(const std::string& path) { return path == "-" ? "standar
 
 bool write_output_file(const std::string& path, const std::string& content) {
     uint64_t bytes = 0;
-    return write_output_stream(path, [&](const ChunkWriter& write) { write(content); }, &bytes);
+    return write_output_stream(
+        path, [&](const ChunkWriter& write) { write(content); }, &bytes);
 }
 
 bool write_output_stream(const std::string& path, const Producer& produce, uint64_t* bytes) {
@@ -362,6 +363,5 @@ bool write_output_stream(const std::string& path, const Producer& produce, uint6
     };
     return write_output_to(path, counted);
 }
-
 
 }  // namespace memguard::cli

@@ -1,8 +1,8 @@
 // What the commands write: their text on stdout (print), and the output file of plot and export.
 #pragma once
 
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <string_view>
