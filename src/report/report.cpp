@@ -571,14 +571,14 @@ void read_text(std::string_view content, Parser& parser) {
     if (parser.binary()) read_frames(content, pos, parser);
 }
 
-}  // namespace
-
 /// Feeds the lines of the file at `path` to `parser`.
 void read_lines(const std::string& path, Parser& parser) {
     std::unique_ptr<std::FILE, FileCloser> file(open_report(path));
     if (!file) throw ReportError(path + ": cannot open: " + std::strerror(errno));
     read_lines(file.get(), path, parser);
 }
+
+}  // namespace
 
 Report load_report(const std::string& path) {
     Parser parser(path);

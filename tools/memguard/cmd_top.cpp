@@ -291,12 +291,13 @@ void category_point_of(const report::Report& r, const Args& args, report::LiveSe
     }
 }
 
-/// --by category: the breakdown of all GPU memory at the point; --at peak is, as for the sites, the
-/// tensor peak in allocator mode (where the activations are), else the GPU peak.
+/// The sites each category shows.
 size_t category_sites(const Args& args) { return args.top_n_given ? args.top_n : 3; }
 
-/// `categories`: the breakdown of a streamed report's point (PointBreakdowns); else it is taken here,
-/// of the whole report `r`.
+/// --by category: the breakdown of all GPU memory at the point; --at peak is, as for the sites, the
+/// tensor peak in allocator mode (where the activations are), else the GPU peak. `categories`: the
+/// breakdown of a streamed report's point (PointBreakdowns); else it is taken here, of the whole
+/// report `r`.
 int run_top_categories(const report::Report& r, const Args& args, const report::LiveSet& live, bool has_peak,
                        const std::optional<report::Summary>& summary, std::optional<report::Breakdown> categories) {
     CategoryView view = categories ? CategoryView(r, std::move(*categories), args.frames)
