@@ -43,10 +43,6 @@ public:
     /// The report read whole (load_report): the file; else what the spool holds, then the rest of the pipe.
     report::Report load();
 
-    /// Whether the spool was created, and its bytes now (tests: the disk a pipe costs).
-    bool spooled() const { return spool_ >= 0; }
-    uint64_t spool_bytes() const { return spooled_; }
-
 private:
     struct Cursor;
     /// A FILE that reads the spool from its start, then the pipe (copying to the spool while it can).
