@@ -13,7 +13,7 @@ range of the per-repetition ratios.
 
   bench/report_scale.py --before OLD/memguard --after build/bin/memguard \\
       [--lib build/lib/libmemguard.so] [--churn build/bin/memguard_bench_report_churn] \\
-      [--events 1e6,1e7] [--reps 3] [--steps-every N] [--ooms 0] [--dir /tmp/report_scale] [--keep]
+      [--events 1e6,1e7] [--reps 3] [--steps-every N] [--ooms 0] [--pipe] [--dir /tmp/report_scale] [--keep]
 """
 import argparse
 import os
@@ -24,9 +24,15 @@ import sys
 import time
 
 
-def run_timed(cmd):
-    """Runs cmd under /usr/bin/time; returns (seconds, peak RSS in MiB, exit status)."""
+def run_timed(cmd, pipes=()):
+    """Runs cmd under /usr/bin/time; returns (seconds, peak RSS in MiB, exit status). Each argument of
+    cmd that is in `pipes` is given as a pipe instead (bash's <(cat FILE)): read once, as
+    `memguard summary <(zcat r.mgr.gz)` reads it."""
     fmt = "MEMGUARD_BENCH %e %M"
+    if pipes:
+        import shlex
+        line = " ".join("<(cat %s)" % shlex.quote(x) if x in pipes else shlex.quote(x) for x in cmd)
+        cmd = ["bash", "-c", "exec " + line]
     p = subprocess.run(["/usr/bin/time", "-f", fmt] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     line = [l for l in p.stderr.splitlines() if l.startswith("MEMGUARD_BENCH ")][-1].split()
     return float(line[1]), int(line[2]) / 1024.0, p.returncode
@@ -114,6 +120,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated command names to run (default: all)")
     ap.add_argument("--after-only-from", type=float, default=0,
                     help="from this many events up, run only the after arm (the before arm's RSS would not fit)")
+    ap.add_argument("--pipe", action="store_true",
+                    help="give each command its report as a pipe (<(cat REPORT)), which it can read only once")
     ap.add_argument("--dir", default="/tmp/report_scale")
     ap.add_argument("--keep", action="store_true", help="keep the reports")
     args = ap.parse_args()
@@ -144,7 +152,8 @@ def main():
             res = {a: [] for a, _ in arms}
             for _ in range(args.reps):
                 for arm, cli in arms:
-                    secs, rss, rc = run_timed([cli] + [reports[arm] if x == report else x for x in argv])
+                    secs, rss, rc = run_timed([cli] + [reports[arm] if x == report else x for x in argv],
+                                              (reports[arm],) if args.pipe else ())
                     res[arm].append((secs, rss, rc))
             def med(arm, i):
                 return statistics.median(x[i] for x in res[arm]) if arm in res else None

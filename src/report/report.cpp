@@ -470,6 +470,8 @@ struct FileCloser {
     void operator()(std::FILE* f) const { std::fclose(f); }
 };
 
+}  // namespace
+
 /// Opens a report for reading. Not blocking in open(2): a FIFO that no one writes (say one planted
 /// where `merge --template` looks) reads as an empty file instead of hanging; a pipe with a writer
 /// (`memguard summary <(zcat r.mgr.gz)`) reads as usual.
@@ -485,8 +487,6 @@ std::FILE* open_report(const std::string& path) {
     }
     return f;
 }
-
-}  // namespace
 
 namespace {
 
@@ -528,11 +528,10 @@ void read_frames(std::string_view content, size_t pos, Parser& parser) {
     }
 }
 
-/// Feeds the lines of `path` to `parser` until the end or until it wants no more.
-void read_lines(const std::string& path, Parser& parser) {
-    std::unique_ptr<std::FILE, FileCloser> file(open_report(path));
-    if (!file) throw ReportError(path + ": cannot open: " + std::strerror(errno));
-    LineReader reader(file.get(), path);
+/// Feeds the lines of `file` (named `path` in messages) to `parser` until the end or until it
+/// wants no more.
+void read_lines(std::FILE* file, const std::string& path, Parser& parser) {
+    LineReader reader(file, path);
     std::string_view text;
     size_t line_no = 0;
     while (parser.wants_more()) {
@@ -572,6 +571,13 @@ void read_text(std::string_view content, Parser& parser) {
     if (parser.binary()) read_frames(content, pos, parser);
 }
 
+/// Feeds the lines of the file at `path` to `parser`.
+void read_lines(const std::string& path, Parser& parser) {
+    std::unique_ptr<std::FILE, FileCloser> file(open_report(path));
+    if (!file) throw ReportError(path + ": cannot open: " + std::strerror(errno));
+    read_lines(file.get(), path, parser);
+}
+
 }  // namespace
 
 Report load_report(const std::string& path) {
@@ -580,9 +586,21 @@ Report load_report(const std::string& path) {
     return parser.finish();
 }
 
+Report load_report(std::FILE* file, const std::string& name) {
+    Parser parser(name);
+    read_lines(file, name, parser);
+    return parser.finish();
+}
+
 Report stream_report(const std::string& path, EventObserver& observer) {
     Parser parser(path, &observer);
     read_lines(path, parser);
+    return parser.finish();
+}
+
+Report stream_report(std::FILE* file, const std::string& name, EventObserver& observer) {
+    Parser parser(name, &observer);
+    read_lines(file, name, parser);
     return parser.finish();
 }
 

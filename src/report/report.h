@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -514,6 +515,12 @@ using format::kMaxTimeNs;
 /// Reads a whole report. Throws ReportError. A last record cut short (no '\n': a full disk) is left
 /// out with a warning, as a killed run's missing end record is; a cut header line is an error.
 Report load_report(const std::string& path);
+/// Opens the report at `path` for reading as load_report does: not blocking in open(2) (a FIFO that
+/// no one writes reads as empty). Null with errno set when it cannot.
+std::FILE* open_report(const std::string& path);
+/// As load_report, from `file` (open for reading; not closed), which `name` names in messages and
+/// Report::path: a pipe's spool, read by the CLI under the pipe's name (tools/memguard/report_input.h).
+Report load_report(std::FILE* file, const std::string& name);
 
 /// The major format version this reader understands.
 using format::kFormatVersion;

@@ -19,6 +19,7 @@ bool PointObserver::on_event(const Report& r, const Event& e) {
     if (!walk_) walk_.emplace(r);
     if (!taken_ && ((events_ && walk_->applied() >= *events_) || (after_t_ && e.t > *after_t_))) {
         point_.take(r, *walk_, last_t_);
+        position_ = walk_->applied();
         taken_ = true;
         if (stop_) return false;  // the rest of the file cannot change the point
     }
@@ -30,7 +31,10 @@ bool PointObserver::on_event(const Report& r, const Event& e) {
 
 void PointObserver::on_end(const Report& r) {
     if (!walk_) walk_.emplace(r);
-    if (!taken_) point_.take(r, *walk_, last_t_);
+    if (!taken_) {
+        point_.take(r, *walk_, last_t_);
+        position_ = walk_->applied();
+    }
     taken_ = true;
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,11 +58,15 @@ public:
 /// with the same warnings. The report returned is `streamed`: no events, and its blocks and tensors
 /// are those live at the end, in order of their A and T records (Block::order, Tensor::order).
 Report stream_report(const std::string& path, EventObserver& observer);
+/// As stream_report, from `file` (open for reading; not closed), which `name` names in messages and
+/// Report::path.
+Report stream_report(std::FILE* file, const std::string& name, EventObserver& observer);
 /// As stream_report, for a report held in memory (tests).
 Report stream_report_text(std::string_view content, const std::string& name, EventObserver& observer);
 
 /// Whether `path` can be read twice (a regular file): a second pass (the live set at the peak)
-/// needs it; a pipe (`memguard summary <(zcat r.mgr.gz)`) is read once, by load_report.
+/// needs it; the CLI reads a pipe (`memguard summary <(zcat r.mgr.gz)`) once, copying it to a spool
+/// that later passes read (tools/memguard/report_input.h).
 bool rereadable(const std::string& path);
 
 /// The LevelWalk an observer reads: the one its Observers shares (share_walk), else its own, to
@@ -131,6 +136,8 @@ public:
     /// What `walk` (over `r`'s slots) says is live now; `last_t`: the time of its last event.
     void take(const Report& r, const LevelWalk& walk, int64_t last_t);
     void clear();
+    /// The time of the last event before the point (0 for none).
+    int64_t last_t() const { return last_t_; }
     /// Slots looked at by take(), for callers that bound their work.
     size_t cost(const Report& r) const { return r.blocks.size() + r.tensors.size() + r.handles.size(); }
 
@@ -161,6 +168,10 @@ public:
 
     /// The report of the point (PointSnapshot::into).
     Report take(Report base, int64_t t, LiveSet& live) { return point_.into(std::move(base), t, live); }
+    /// Where the point is, once taken: the events applied there (as load_report counts them), and
+    /// the time of the last of them (0 for none), as PointBreakdowns::at takes a point.
+    size_t position() const { return position_; }
+    int64_t last_t() const { return point_.last_t(); }
 
 private:
     std::optional<size_t> events_;
@@ -169,6 +180,7 @@ private:
     std::optional<LevelWalk> walk_;
     bool taken_ = false;
     int64_t last_t_ = 0;
+    size_t position_ = 0;
     PointSnapshot point_;
 };
 

@@ -204,9 +204,15 @@ std::optional<std::vector<OomEvent>> OomObserver::ooms(const Report& r) const {
 OomFigures OomObserver::figures(const Report& r, const OomEvent& e) const { return oom_figures(r, e, point_of(e)->at); }
 
 Report OomObserver::point_report(const Report& r, const OomEvent& e) const {
-    PointSnapshot live = *point_of(e)->live;
     LiveSet set;
-    return live.into(r, 0, set);
+    int64_t last_t = 0;
+    return point_report(r, e, set, last_t);
+}
+
+Report OomObserver::point_report(const Report& r, const OomEvent& e, LiveSet& live, int64_t& last_t) const {
+    PointSnapshot point = *point_of(e)->live;
+    last_t = point.last_t();
+    return point.into(r, 0, live);
 }
 
 size_t OomObserver::live_sets_kept() const {

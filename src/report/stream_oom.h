@@ -52,6 +52,10 @@ public:
     /// after all its events reads as at the point of the whole report (positions aside: steps and
     /// moments need load_report).
     Report point_report(const Report& r, const OomEvent& e) const;
+    /// As point_report, with the live set of the point's report in `live`, and the time of the point's
+    /// last event in `last_t` (0 for none): what PointBreakdowns::at reads, with e.events_before, for
+    /// a report whose steps or moments the categories read.
+    Report point_report(const Report& r, const OomEvent& e, LiveSet& live, int64_t& last_t) const;
     /// The copies of a live set kept now (tests: the memory bound).
     size_t live_sets_kept() const;
 

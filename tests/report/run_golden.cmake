@@ -2,6 +2,7 @@
 # the golden files <NAME>.expected and <NAME>.stderr.expected (absent: stderr must be empty).
 #   cmake -DCLI=<memguard> -DDIR=<golden dir> -DNAME=<case> -DRC=<exit status> -DARGS=<a|b|c> -P run_golden.cmake
 # With MEMGUARD_UPDATE_GOLDEN=1 in the environment it rewrites the golden files instead: review the diff.
+# With -DPIPE=<golden_pipe.py> -DPYTHON=<python3> each report named is a FIFO of the same name.
 # With -DRUN_DIR=<dir> it runs in that directory (the binary twin of the reports) and compares
 # with DIR's golden files, a message's place in a report (":<line>:" or ": record at byte <n>:")
 # aside; it never rewrites them.
@@ -9,8 +10,13 @@ string(REPLACE "|" ";" args "${ARGS}")
 if(NOT DEFINED RUN_DIR)
   set(RUN_DIR ${DIR})
 endif()
+# With -DPIPE the reports named come as FIFOs (read once, as pipes).
+set(runner "")
+if(DEFINED PIPE)
+  set(runner ${PYTHON} ${PIPE} ${RUN_DIR})
+endif()
 execute_process(
-  COMMAND ${CMAKE_COMMAND} -E env --unset=MEMGUARD_ADDR2LINE LC_ALL=C ${CLI} ${args}
+  COMMAND ${CMAKE_COMMAND} -E env --unset=MEMGUARD_ADDR2LINE LC_ALL=C ${runner} ${CLI} ${args}
   WORKING_DIRECTORY ${RUN_DIR}
   RESULT_VARIABLE rc
   OUTPUT_VARIABLE out
@@ -18,7 +24,7 @@ execute_process(
 set(out_file ${DIR}/${NAME}.expected)
 set(err_file ${DIR}/${NAME}.stderr.expected)
 
-if("$ENV{MEMGUARD_UPDATE_GOLDEN}" STREQUAL "1" AND RUN_DIR STREQUAL DIR)
+if("$ENV{MEMGUARD_UPDATE_GOLDEN}" STREQUAL "1" AND RUN_DIR STREQUAL DIR AND NOT DEFINED PIPE)
   file(WRITE ${out_file} "${out}")
   if(err STREQUAL "")
     file(REMOVE ${err_file})

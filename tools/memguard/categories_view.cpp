@@ -18,12 +18,24 @@ std::string share(uint64_t part, uint64_t total) {
 
 }  // namespace
 
-CategoryView::CategoryView(const report::Report& r, size_t events_applied, size_t max_sites, size_t frames)
-    : r_(r), sym_(r, frames) {
+report::BreakdownOptions CategoryView::options(size_t max_sites) {
     report::BreakdownOptions o;
     o.max_sites = max_sites;
     o.symbolizer = symbolizer_options();
-    b_ = report::breakdown_at(r, events_applied, o);
+    return o;
+}
+
+CategoryView::CategoryView(const report::Report& r, size_t events_applied, size_t max_sites, size_t frames)
+    : r_(r), b_(report::breakdown_at(r, events_applied, options(max_sites))), sym_(r, frames) {
+    symbolize();
+}
+
+CategoryView::CategoryView(const report::Report& r, report::Breakdown b, size_t frames)
+    : r_(r), b_(std::move(b)), sym_(r, frames) {
+    symbolize();
+}
+
+void CategoryView::symbolize() {
     for (const report::CategoryPart& p : b_.parts) {
         handles_.emplace_back();
         for (const report::Site& s : p.sites) handles_.back().push_back(sym_.add(s.stack_id, s.python_stack_id));

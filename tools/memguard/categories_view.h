@@ -18,6 +18,10 @@ public:
     /// The breakdown after `events_applied` events (every device), with up to `max_sites` sites a
     /// part, described by up to `frames` frames of each kind.
     CategoryView(const report::Report& r, size_t events_applied, size_t max_sites, size_t frames);
+    /// A breakdown made elsewhere (report::PointBreakdowns, with options(max_sites)).
+    CategoryView(const report::Report& r, report::Breakdown b, size_t frames);
+    /// The options of a breakdown with up to `max_sites` sites a part (every device).
+    static report::BreakdownOptions options(size_t max_sites);
 
     const report::Breakdown& breakdown() const { return b_; }
     /// "tensors named by step moment 2 (after 2 steps)", or "no moment named tensors".
@@ -34,6 +38,7 @@ public:
     void json(report::JsonWriter& j, bool frames) const;
 
 private:
+    void symbolize();
     const report::Report& r_;
     report::Breakdown b_;
     SiteSymbolizer sym_;

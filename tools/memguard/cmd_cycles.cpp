@@ -14,6 +14,7 @@
 #include "report/stream.h"
 #include "report/stream_oom.h"
 #include "report/units.h"
+#include "report_input.h"
 #include "sites.h"
 
 namespace memguard::cli {
@@ -333,19 +334,16 @@ void print_json(const report::Report& r, const std::vector<GcFrees>& frees, uint
 int run_cycles(const Args& args) {
     if (args.explain) return run_cycles_explain(args);
     // The streaming reader (report/stream_oom.h: the tensors freed in each collection, folded while
-    // reading); load_report for a pipe, and where site labels need backward_sites.
-    std::optional<report::Report> streamed;
+    // reading); load_report where site labels need backward_sites, and for a pipe that could not be
+    // spooled.
+    ReportInput in(args.file);
     report::CollectionFrees freed;
-    if (report::rereadable(args.file)) {
-        report::CollectionFreesObserver observer;
-        report::Report r = report::stream_report(args.file, observer);
-        if (!r.backward_pending) {
-            freed = observer.take();
-            streamed = std::move(r);
-        }
-    }
-    if (!streamed) {
-        streamed = report::load_report(args.file);
+    report::CollectionFreesObserver observer;
+    std::optional<report::Report> streamed = in.stream(observer);
+    if (streamed && !streamed->backward_pending) {
+        freed = observer.take();
+    } else {
+        streamed = in.load();
         freed = report::collection_frees(*streamed);
     }
     const report::Report& r = *streamed;

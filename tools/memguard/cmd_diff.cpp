@@ -6,8 +6,8 @@
 // those of the tensor blocks at the tensor peak, as `top` shows them (--segments: the segments).
 // Each run is read once by the streaming reader (report/stream.h: the summary, the live sets at both
 // peaks and the phases of both series in one pass; a peak that kept coming back, a second pass),
-// or by load_report where that cannot answer exactly: a pipe, and site labels that need
-// backward_sites (Report::backward_pending).
+// or by load_report where that cannot answer exactly: site labels that need backward_sites
+// (Report::backward_pending), and a pipe that could not be spooled (report_input.h).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -24,6 +24,7 @@
 #include "report/stream_phases.h"
 #include "report/timeline.h"
 #include "report/units.h"
+#include "report_input.h"
 #include "sites.h"
 
 namespace memguard::cli {
@@ -51,26 +52,26 @@ struct Side {
     // A streamed run (r.streamed): what its pass kept until both runs say which series diff compares.
     std::unique_ptr<report::PeakObserver> peaks;
     std::unique_ptr<report::PhaseObserver> phase_figures;
+    std::unique_ptr<ReportInput> input;  // for a second pass (a pipe's spool)
 };
 
 Side load_side(const std::string& path) {
     Side s;
-    if (report::rereadable(path)) {
-        report::SummaryBuilder builder;
-        auto peaks = std::make_unique<report::PeakObserver>();
-        auto phases = std::make_unique<report::PhaseObserver>();
-        report::Observers all({&builder, peaks.get(), phases.get()});
-        report::Report r = report::stream_report(path, all);
-        if (!r.backward_pending) {
-            s.summary = builder.take(r);
-            s.r = std::move(r);
-            s.peaks = std::move(peaks);
-            s.phase_figures = std::move(phases);
-            print_warnings(s.r.warnings);
-            return s;
-        }
+    s.input = std::make_unique<ReportInput>(path);
+    report::SummaryBuilder builder;
+    auto peaks = std::make_unique<report::PeakObserver>();
+    auto phases = std::make_unique<report::PhaseObserver>();
+    report::Observers all({&builder, peaks.get(), phases.get()});
+    std::optional<report::Report> r = s.input->stream(all);
+    if (r && !r->backward_pending) {
+        s.summary = builder.take(*r);
+        s.r = std::move(*r);
+        s.peaks = std::move(peaks);
+        s.phase_figures = std::move(phases);
+        print_warnings(s.r.warnings);
+        return s;
     }
-    s.r = report::load_report(path);
+    s.r = s.input->load();
     print_warnings(s.r.warnings);
     s.summary = report::summarize(s.r);
     return s;
@@ -85,7 +86,7 @@ report::SiteTable streamed_sites_at_peak(Side& s, bool tensors) {
         s.r = s.peaks->take(tensors, std::move(s.r), t, live);
     } else {
         report::PointObserver point(at, std::nullopt, true);  // the peak kept coming back: a second pass
-        report::stream_report(s.r.path, point);
+        s.input->again(point);
         s.r = point.take(std::move(s.r), t, live);
     }
     s.peaks.reset();

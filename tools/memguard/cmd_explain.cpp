@@ -15,6 +15,7 @@
 #include "report/saturate.h"
 #include "report/stream.h"
 #include "report/units.h"
+#include "report_input.h"
 #include "sites.h"
 
 namespace memguard::cli {
@@ -365,15 +366,14 @@ public:
     bool on_event(const report::Report&, const report::Event&) override { return true; }
 };
 
-/// The report through the streaming reader (report/stream.h); load_report for a pipe, and where
-/// site labels need backward_sites.
+/// The report through the streaming reader (report/stream.h); load_report where site labels need
+/// backward_sites, and for a pipe that could not be spooled.
 report::Report read_for_explanations(const std::string& path) {
-    if (report::rereadable(path)) {
-        NoEvents none;
-        report::Report r = report::stream_report(path, none);
-        if (!r.backward_pending) return r;
-    }
-    return report::load_report(path);
+    ReportInput in(path);
+    NoEvents none;
+    std::optional<report::Report> r = in.stream(none);
+    if (r && !r->backward_pending) return std::move(*r);
+    return in.load();
 }
 
 }  // namespace

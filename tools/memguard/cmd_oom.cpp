@@ -14,6 +14,7 @@
 #include "report/stream.h"
 #include "report/stream_oom.h"
 #include "report/units.h"
+#include "report_input.h"
 #include "sites.h"
 
 namespace memguard::cli {
@@ -254,18 +255,25 @@ void json_oom(report::JsonWriter& j, const report::Report& r, const OomView& v, 
 }
 
 /// Where the figures and categories of an OOM come from: the whole report, or what the streaming
-/// reader kept (report/stream_oom.h).
+/// reader kept (report/stream_oom.h) with the tensor tags of its pass.
 struct Source {
     const report::Report& r;
     const report::OomObserver* streamed = nullptr;
+    const std::unordered_map<size_t, report::Category>* tags = nullptr;
 
     report::OomFigures figures(const report::OomEvent& e) const {
         return streamed ? streamed->figures(r, e) : report::oom_figures(r, e);
     }
     report::Breakdown breakdown(const report::OomEvent& e, const report::BreakdownOptions& options) const {
         if (!streamed) return report::breakdown_at(r, e.events_before, options);
-        const report::Report at = streamed->point_report(r, e);
-        return report::breakdown_at(at, at.events.size(), options);
+        // The report of the point keeps the stacks, steps and moments of the whole one, at whose
+        // positions PointBreakdowns reads them. Its breakdown points into it (Breakdown::moment): it
+        // is read off the streamed report `r`, which lives on.
+        report::LiveSet live;
+        int64_t last_t = 0;
+        const report::Report at = streamed->point_report(r, e, live, last_t);
+        report::PointBreakdowns breakdowns(r, options, tags);
+        return breakdowns.at(at, live, e.events_before, last_t);
     }
 };
 
@@ -349,24 +357,22 @@ int show(const Args& args, const Source& from, std::vector<report::OomEvent> eve
 }  // namespace
 
 int run_oom(const Args& args) {
-    // The streaming reader (report/stream_oom.h): one pass, keeping the live set at each OOM;
-    // load_report where it cannot answer exactly: a pipe, backward_pending (site labels), a point or
-    // a retry window it did not keep (a report written out of time order), and categories that
-    // read the positions of steps and moments.
-    if (report::rereadable(args.file)) {
-        report::OomObserver observer(true);
-        report::Report r = report::stream_report(args.file, observer);
-        if (!r.backward_pending) {
-            std::optional<std::vector<report::OomEvent>> events = observer.ooms(r);
-            const bool positions = !r.steps.empty() || !r.moments.empty();
-            if (events && (!positions || std::all_of(events->begin(), events->end(),
-                                                     [](const report::OomEvent& e) { return e.recovered; }))) {
-                return show(args, Source{r, &observer}, std::move(*events));
-            }
+    // The streaming reader (report/stream_oom.h): one pass, keeping the live set at each OOM and the
+    // tensor tags (PointBreakdowns: the categories at a point of a report with steps or moments);
+    // load_report where it cannot answer exactly: backward_pending (site labels), a point or a retry
+    // window it did not keep (a report written out of time order), a pipe that could not be spooled.
+    ReportInput in(args.file);
+    report::OomObserver observer(true);
+    report::TensorTagObserver tags;
+    report::Observers both({&observer, &tags});
+    if (std::optional<report::Report> r = in.stream(both); r && !r->backward_pending) {
+        if (std::optional<std::vector<report::OomEvent>> events = observer.ooms(*r)) {
+            const std::unordered_map<size_t, report::Category> tag_map = tags.take();
+            return show(args, Source{*r, &observer, &tag_map}, std::move(*events));
         }
     }
-    const report::Report r = report::load_report(args.file);
-    return show(args, Source{r, nullptr}, report::find_ooms(r));
+    const report::Report r = in.load();
+    return show(args, Source{r}, report::find_ooms(r));
 }
 
 }  // namespace memguard::cli

@@ -19,6 +19,7 @@
 #include "report/stream_steps.h"
 #include "report/timeline.h"
 #include "report/units.h"
+#include "report_input.h"
 #include "sites.h"
 
 namespace memguard::cli {
@@ -144,15 +145,15 @@ StepsView analyse(const report::Report& r, const Args& args) {
 
 /// `steps` through the streaming reader (report/stream_steps.h): the rows and the tensor tags in one
 /// pass, the categories, site tables and growth items in a second, stopped after the last point when
-/// there is no growth. Nothing where load_report must answer: a pipe (read once), and a report whose
-/// site labels need backward_sites (backward_pending).
-std::optional<StepsView> analyse_streamed(const Args& args, std::optional<report::Report>& out) {
-    if (!report::rereadable(args.file)) return std::nullopt;
+/// there is no growth (a pipe: its spool, report_input.h). Nothing where load_report must answer: a
+/// report whose site labels need backward_sites (backward_pending), a pipe that could not be spooled.
+std::optional<StepsView> analyse_streamed(ReportInput& in, const Args& args, std::optional<report::Report>& out) {
     report::StepRowsObserver rows;
     report::TensorTagObserver tags;
     report::Observers first({&rows, &tags});
-    report::Report r = report::stream_report(args.file, first);
-    if (r.backward_pending) return std::nullopt;
+    std::optional<report::Report> read = in.stream(first);
+    if (!read || read->backward_pending) return std::nullopt;
+    report::Report& r = *read;
     StepsView v;
     v.series = tensor_view(r, args) ? report::Series::Tensors : report::Series::Gpu;
     v.rows = rows.rows(v.series);
@@ -166,7 +167,7 @@ std::optional<StepsView> analyse_streamed(const Args& args, std::optional<report
     const report::BreakdownOptions options = breakdown_options();
     report::PointBreakdowns breakdowns(r, options, &tag_map);
     report::StepPointsObserver second(report::plan_points(r, v.rows, v.growth, v.series, points), breakdowns);
-    report::stream_report(args.file, second);
+    in.again(second);
     std::vector<report::Breakdown> at_points;
     at_points.reserve(points.size());
     for (size_t p : points) at_points.push_back(second.at(p));
@@ -559,8 +560,9 @@ void json_steps(const report::Report& r, const StepsView& v) {
 
 int run_steps(const Args& args) {
     std::optional<report::Report> streamed;
-    std::optional<StepsView> sv = analyse_streamed(args, streamed);
-    report::Report r = sv ? std::move(*streamed) : report::load_report(args.file);
+    ReportInput in(args.file);
+    std::optional<StepsView> sv = analyse_streamed(in, args, streamed);
+    report::Report r = sv ? std::move(*streamed) : in.load();
     print_warnings(r.warnings);
     StepsView v = sv ? std::move(*sv) : analyse(r, args);
     std::cout.flush();

@@ -6,11 +6,13 @@
 #include "cli.h"
 #include "common/text.h"
 #include "output.h"
+#include "report/categories.h"
 #include "report/json.h"
 #include "report/oom.h"
 #include "report/stream.h"
 #include "report/stream_oom.h"
 #include "report/units.h"
+#include "report_input.h"
 #include "sites.h"
 
 namespace memguard::cli {
@@ -252,17 +254,21 @@ void json_tensors(report::JsonWriter& j, const report::Report& r, const report::
 /// allocator mode at the tensor peak (as `top` takes it), where the activations are; else the GPU peak.
 constexpr size_t kCategorySites = 3;
 
-/// The position of the categories' point in `r`: the peak's in a whole report; in the report of the
-/// point (a streamed one, report/stream.h), after all its events.
-size_t category_point(const report::Report& r, const report::Summary& s, bool tensors) {
-    if (r.streamed) return r.events.size();
-    return tensors ? s.tensor_peak_events : s.peak_events;
+/// The categories' point: in allocator mode the tensor peak, else the GPU peak; none without a peak.
+bool categories_at_tensor_peak(const report::Report& r, const report::Summary& s) {
+    return allocator_mode(r) && s.tensor_peak_t;
 }
+bool has_categories(const report::Report& r, const report::Summary& s) {
+    return categories_at_tensor_peak(r, s) || s.peak_t;
+}
+/// The sites a part shows: its largest in the text, kCategorySites in JSON.
+size_t category_sites(bool json) { return json ? kCategorySites : 1; }
 
-void print_categories(const report::Report& r, const report::Summary& s) {
-    const bool tensors = allocator_mode(r) && s.tensor_peak_t;
-    if (!tensors && !s.peak_t) return;
-    CategoryView view(r, category_point(r, s, tensors), 1, 6);
+void print_categories(const report::Report& r, const report::Summary& s,
+                      const std::optional<report::Breakdown>& categories) {
+    if (!categories) return;
+    const bool tensors = categories_at_tensor_peak(r, s);
+    CategoryView view(r, *categories, 6);
     std::string head = std::string(tensors ? "Categories at the tensor peak" : "Categories at peak") +
                        " (t=" + seconds_fixed3(tensors ? *s.tensor_peak_t : *s.peak_t) +
                        " s): " + human_bytes(view.breakdown().total);
@@ -271,14 +277,15 @@ void print_categories(const report::Report& r, const report::Summary& s) {
     view.print_text(false, false);
 }
 
-void json_categories(report::JsonWriter& j, const report::Report& r, const report::Summary& s) {
+void json_categories(report::JsonWriter& j, const report::Report& r, const report::Summary& s,
+                     const std::optional<report::Breakdown>& categories) {
     j.key("categories_at_peak");
-    const bool tensors = allocator_mode(r) && s.tensor_peak_t;
-    if (!tensors && !s.peak_t) {
+    if (!categories) {
         j.null();
         return;
     }
-    CategoryView view(r, category_point(r, s, tensors), kCategorySites, 6);
+    const bool tensors = categories_at_tensor_peak(r, s);
+    CategoryView view(r, *categories, 6);
     j.begin_object();
     j.key("peak").value(tensors ? "tensors" : "gpu");
     j.key("time_s").number(seconds_exact(tensors ? *s.tensor_peak_t : *s.peak_t));
@@ -316,7 +323,16 @@ std::string format_text(const report::Report& r) {
     return std::to_string(r.version) + (minor && *minor >= 0 ? "." + std::to_string(*minor) : "");
 }
 
-void print_text(const report::Report& r, const report::Summary& s, const OomCounts& counts) {
+/// What summary prints of a report besides the report itself.
+struct Answer {
+    report::Summary s;
+    OomCounts ooms;
+    std::optional<report::Breakdown> categories;  // at the peak (has_categories)
+};
+
+void print_text(const report::Report& r, const Answer& a) {
+    const report::Summary& s = a.s;
+    const OomCounts& counts = a.ooms;
     std::string state = s.complete ? "complete" : "INCOMPLETE: no end record";
     if (r.lost_records > 0) {
         state += std::string(s.complete ? "," : ";") + " " + std::to_string(r.lost_records) + " records lost";
@@ -343,7 +359,7 @@ void print_text(const report::Report& r, const report::Summary& s, const OomCoun
     print_devices(s);
     print_virtual(s);
     print_tensors(r, s);
-    print_categories(r, s);
+    print_categories(r, s, a.categories);
 }
 
 void json_peak(report::JsonWriter& j, uint64_t bytes, const std::optional<int64_t>& t) {
@@ -442,7 +458,8 @@ void json_virtual(report::JsonWriter& j, const report::Summary& s) {
     j.end_object();
 }
 
-void print_json(const report::Report& r, const report::Summary& s, const OomCounts& counts) {
+void print_json(const report::Report& r, const Answer& a) {
+    const report::Summary& s = a.s;
     report::JsonWriter j;
     j.begin_object();
     j.key("file").value(r.path);
@@ -458,7 +475,7 @@ void print_json(const report::Report& r, const report::Summary& s, const OomCoun
     j.key("failed_allocations").value(s.failed_allocations);
     j.key("oom_events").value(s.oom_events);
     j.key("steps").value(static_cast<uint64_t>(r.steps.size()));
-    const auto [ooms, recovered] = counts;
+    const auto [ooms, recovered] = a.ooms;
     j.key("ooms").value(static_cast<uint64_t>(ooms));  // as memguard oom counts them
     j.key("recovered_cuda_failures").value(static_cast<uint64_t>(recovered));
     json_peak(j, s.peak_bytes, s.peak_t);
@@ -469,7 +486,7 @@ void print_json(const report::Report& r, const report::Summary& s, const OomCoun
     json_runtime(j, s);
     json_virtual(j, s);
     json_tensors(j, r, s);
-    json_categories(j, r, s);
+    json_categories(j, r, s, a.categories);
     j.key("warnings").begin_array();
     for (const std::string& w : r.warnings) j.value(w);
     j.end_array();
@@ -486,63 +503,75 @@ bool allocator_mode(const report::Report& r) {
 
 namespace {
 
-/// Whether a streamed report answers `summary` as the whole report would: the categories read the
-/// positions of steps and moments, and site labels need backward_sites. (The OOM matching reads the
-/// blocks after each failure: OomObserver keeps them, and says when it could not.)
-bool summary_streams(const report::Report& r) { return !r.backward_pending && r.moments.empty() && r.steps.empty(); }
-
-void print_summary(const report::Report& r, const report::Summary& s, const OomCounts& ooms, const Args& args) {
+void print_summary(const report::Report& r, const Answer& a, const Args& args) {
     std::cout.flush();
     if (args.json) {
-        print_json(r, s, ooms);
+        print_json(r, a);
     } else {
-        print_text(r, s, ooms);
+        print_text(r, a);
     }
+}
+
+/// The answer from the streaming reader (report/stream.h): one pass for the figures, the live set at
+/// the peak, the OOMs and the tensor tags (a second pass for a peak that kept coming back), the
+/// categories at the peak by PointBreakdowns; the report of the peak in `r`. Nothing where only
+/// load_report answers: site labels that need backward_sites, OOMs that OomObserver could not match
+/// (a report written out of time order), and a pipe that could not be spooled.
+std::optional<Answer> stream_summary(ReportInput& in, const Args& args, std::optional<report::Report>& out) {
+    report::SummaryBuilder builder;
+    report::PeakObserver peaks;
+    report::OomObserver failures(false);  // counts only: no live sets
+    report::TensorTagObserver tags;
+    report::Observers all({&builder, &peaks, &failures, &tags});
+    std::optional<report::Report> read = in.stream(all);
+    if (!read || read->backward_pending) return std::nullopt;
+    report::Report& r = *read;
+    const std::optional<std::vector<report::OomEvent>> events = failures.ooms(r);
+    if (!events) return std::nullopt;
+    Answer a;
+    a.ooms = oom_counts(*events);
+    a.s = builder.take(r);
+    if (has_categories(r, a.s)) {
+        const bool tensors = categories_at_tensor_peak(r, a.s);
+        const size_t at = tensors ? a.s.tensor_peak_events : a.s.peak_events;
+        report::LiveSet live;
+        if (peaks.has(tensors, at)) {
+            r = peaks.take(tensors, std::move(r), 0, live);
+        } else {
+            report::PointObserver point(at, std::nullopt, true);
+            in.again(point);
+            r = point.take(std::move(r), 0, live);
+        }
+        // The report of the point keeps the stacks, steps and moments of the whole one.
+        const std::unordered_map<size_t, report::Category> tag_map = tags.take();
+        report::PointBreakdowns breakdowns(r, CategoryView::options(category_sites(args.json)), &tag_map);
+        // The time of the point's last event: the peak's (a peak is reached by an event).
+        a.categories = breakdowns.at(r, live, at, tensors ? *a.s.tensor_peak_t : *a.s.peak_t);
+    }
+    out = std::move(r);
+    return a;
 }
 
 }  // namespace
 
 int run_summary(const Args& args) {
-    // The streaming reader (report/stream.h): one pass for the figures and the live set at the
-    // peak (a second for the peak when it kept coming back), in memory bounded by what is live;
-    // load_report where it cannot answer.
+    ReportInput in(args.file);
     std::optional<report::Report> streamed;
-    report::Summary s;
-    OomCounts ooms;
-    if (report::rereadable(args.file)) {
-        report::SummaryBuilder builder;
-        report::PeakObserver peaks;
-        report::OomObserver failures(false);  // counts only: no live sets
-        report::Observers all({&builder, &peaks, &failures});
-        report::Report r = report::stream_report(args.file, all);
-        std::optional<std::vector<report::OomEvent>> events;
-        if (summary_streams(r)) events = failures.ooms(r);
-        if (events) {
-            ooms = oom_counts(*events);
-            s = builder.take(r);
-            const bool tensors = allocator_mode(r) && s.tensor_peak_t;
-            if (tensors || s.peak_t) {
-                const size_t at = tensors ? s.tensor_peak_events : s.peak_events;
-                report::LiveSet live;
-                if (peaks.has(tensors, at)) {
-                    r = peaks.take(tensors, std::move(r), 0, live);
-                } else {
-                    report::PointObserver point(at, std::nullopt, true);
-                    report::stream_report(args.file, point);
-                    r = point.take(std::move(r), 0, live);
-                }
-            }
-            streamed = std::move(r);
-        }
-    }
-    if (streamed) {
+    if (std::optional<Answer> a = stream_summary(in, args, streamed)) {
         print_warnings(streamed->warnings);
-        print_summary(*streamed, s, ooms, args);
+        print_summary(*streamed, *a, args);
         return kExitOk;
     }
-    report::Report r = report::load_report(args.file);
+    const report::Report r = in.load();
     print_warnings(r.warnings);
-    print_summary(r, report::summarize(r), oom_counts(report::find_ooms(r)), args);
+    Answer a;
+    a.s = report::summarize(r);
+    a.ooms = oom_counts(report::find_ooms(r));
+    if (has_categories(r, a.s)) {
+        const size_t at = categories_at_tensor_peak(r, a.s) ? a.s.tensor_peak_events : a.s.peak_events;
+        a.categories = report::breakdown_at(r, at, CategoryView::options(category_sites(args.json)));
+    }
+    print_summary(r, a, args);
     return kExitOk;
 }
 

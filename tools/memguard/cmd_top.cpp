@@ -8,10 +8,12 @@
 #include "categories_view.h"
 #include "cli.h"
 #include "output.h"
+#include "report/categories.h"
 #include "report/json.h"
 #include "report/stream.h"
 #include "report/timeline.h"
 #include "report/units.h"
+#include "report_input.h"
 #include "sites.h"
 
 namespace memguard::cli {
@@ -289,11 +291,17 @@ void category_point_of(const report::Report& r, const Args& args, report::LiveSe
     }
 }
 
+/// The sites each category shows.
+size_t category_sites(const Args& args) { return args.top_n_given ? args.top_n : 3; }
+
 /// --by category: the breakdown of all GPU memory at the point; --at peak is, as for the sites, the
-/// tensor peak in allocator mode (where the activations are), else the GPU peak.
+/// tensor peak in allocator mode (where the activations are), else the GPU peak. `categories`: the
+/// breakdown of a streamed report's point (PointBreakdowns); else it is taken here, of the whole
+/// report `r`.
 int run_top_categories(const report::Report& r, const Args& args, const report::LiveSet& live, bool has_peak,
-                       const std::optional<report::Summary>& summary) {
-    CategoryView view(r, live.events_applied, args.top_n_given ? args.top_n : 3, args.frames);
+                       const std::optional<report::Summary>& summary, std::optional<report::Breakdown> categories) {
+    CategoryView view = categories ? CategoryView(r, std::move(*categories), args.frames)
+                                   : CategoryView(r, live.events_applied, category_sites(args), args.frames);
     std::cout.flush();
     const report::Breakdown& b = view.breakdown();
     if (args.json) {
@@ -339,32 +347,40 @@ int run_top_categories(const report::Report& r, const Args& args, const report::
 }
 
 /// The report of the point `args.at` from the streaming reader (report/stream.h): one pass (two
-/// for a peak that kept coming back, report::PeakObserver). Nothing when only load_report answers
-/// exactly: site labels that need backward_sites, categories that read the positions of steps and
-/// moments; and a pipe, which can be read only once (load_report reads it).
-std::optional<report::Report> stream_point(const Args& args, report::LiveSet& live, bool& has_peak,
-                                           std::optional<report::Summary>& summary) {
-    const bool peak = args.at.type == report::TimePoint::Peak;
-    if (!report::rereadable(args.file)) return std::nullopt;
-    auto streams = [&](const report::Report& r) {
-        if (r.backward_pending) return false;
-        return !args.by_category || (r.moments.empty() && r.steps.empty());
+/// for a peak that kept coming back, report::PeakObserver); for --by category, its breakdown
+/// (PointBreakdowns, with the tensor tags of the first pass). Nothing when only load_report answers
+/// exactly: site labels that need backward_sites, and a pipe that could not be spooled.
+std::optional<report::Report> stream_point(ReportInput& in, const Args& args, report::LiveSet& live, bool& has_peak,
+                                           std::optional<report::Summary>& summary,
+                                           std::optional<report::Breakdown>& categories) {
+    report::TensorTagObserver tags;
+    // The breakdown of the point of `r`, the report of the point: it keeps the stacks, steps and
+    // moments of the whole one.
+    auto breakdown = [&](const report::Report& r, size_t position, int64_t t) {
+        if (!args.by_category) return;
+        const std::unordered_map<size_t, report::Category> tag_map = tags.take();
+        report::PointBreakdowns breakdowns(r, CategoryView::options(category_sites(args)), &tag_map);
+        categories = breakdowns.at(r, live, position, t);
     };
-    if (!peak) {
+    if (args.at.type != report::TimePoint::Peak) {
         std::optional<int64_t> after;
         if (args.at.type == report::TimePoint::Time) after = args.at.t;
         report::PointObserver point(std::nullopt, after, false);
-        report::Report r = report::stream_report(args.file, point);
-        if (!streams(r)) return std::nullopt;
+        report::Observers both({&point, &tags});
+        std::optional<report::Report> r = in.stream(both);
+        if (!r || r->backward_pending) return std::nullopt;
         has_peak = true;
-        const int64_t t = args.at.type == report::TimePoint::Exit ? r.end_t : args.at.t;
-        return point.take(std::move(r), t, live);
+        const int64_t t = args.at.type == report::TimePoint::Exit ? r->end_t : args.at.t;
+        report::Report at = point.take(std::move(*r), t, live);
+        breakdown(at, point.position(), point.last_t());
+        return at;
     }
     report::SummaryBuilder builder;
     report::PeakObserver peaks;
-    report::Observers both({&builder, &peaks});
-    report::Report r = report::stream_report(args.file, both);
-    if (!streams(r)) return std::nullopt;
+    report::Observers all({&builder, &peaks, &tags});
+    std::optional<report::Report> read = in.stream(all);
+    if (!read || read->backward_pending) return std::nullopt;
+    report::Report& r = *read;
     summary = builder.take(r);
     // As tensors_live_at and live_at choose it: the tensor peak for the tensor view (for --by
     // category, only when there was one), else the GPU peak.
@@ -372,10 +388,17 @@ std::optional<report::Report> stream_point(const Args& args, report::LiveSet& li
     has_peak = tensors ? summary->tensor_peak_t.has_value() : summary->peak_t.has_value();
     const size_t at = tensors ? summary->tensor_peak_events : summary->peak_events;
     const int64_t t = (tensors ? summary->tensor_peak_t : summary->peak_t).value_or(0);
-    if (peaks.has(tensors, at)) return peaks.take(tensors, std::move(r), t, live);
-    report::PointObserver point(at, std::nullopt, true);  // the peak kept coming back: a second pass
-    report::stream_report(args.file, point);
-    return point.take(std::move(r), t, live);
+    report::Report point_report;
+    if (peaks.has(tensors, at)) {
+        point_report = peaks.take(tensors, std::move(r), t, live);
+    } else {
+        report::PointObserver point(at, std::nullopt, true);  // the peak kept coming back: a second pass
+        in.again(point);
+        point_report = point.take(std::move(r), t, live);
+    }
+    // The time of the point's last event: the peak's (a peak is reached by an event); 0 for none.
+    breakdown(point_report, at, t);
+    return point_report;
 }
 
 }  // namespace
@@ -383,12 +406,14 @@ std::optional<report::Report> stream_point(const Args& args, report::LiveSet& li
 int run_top(const Args& args) {
     TopView v;
     std::optional<report::Summary> summary;
-    std::optional<report::Report> streamed = stream_point(args, v.live, v.has_peak, summary);
-    report::Report r = streamed ? std::move(*streamed) : report::load_report(args.file);
+    std::optional<report::Breakdown> categories;
+    ReportInput in(args.file);
+    std::optional<report::Report> streamed = stream_point(in, args, v.live, v.has_peak, summary, categories);
+    report::Report r = streamed ? std::move(*streamed) : in.load();
     print_warnings(r.warnings);
     if (args.by_category) {
         if (!streamed) category_point_of(r, args, v.live, v.has_peak, summary);
-        return run_top_categories(r, args, v.live, v.has_peak, summary);
+        return run_top_categories(r, args, v.live, v.has_peak, summary, std::move(categories));
     }
     SiteSymbolizer sym(r, args.frames);
     v.tensors = tensor_view(r, args);

@@ -19,8 +19,10 @@
 #include "report/saturate.h"
 #include "report/steps.h"
 #include "report/stream.h"
+#include "report/stream_oom.h"
 #include "report/stream_steps.h"
 #include "report/timeline.h"
+#include "report_input.h"
 #include "sites.h"
 
 namespace memguard::cli {
@@ -125,8 +127,8 @@ void add_categories(RankSummary& out, const report::Breakdown& b) {
     }
 }
 
-void add_ooms(RankSummary& out, const report::Report& r, const report::Summary& s) {
-    for (const report::OomEvent& e : report::find_ooms(r)) {
+void add_ooms(RankSummary& out, const std::vector<report::OomEvent>& ooms, const report::Summary& s) {
+    for (const report::OomEvent& e : ooms) {
         ++(e.recovered ? out.recovered : out.ooms);
         if (out.oom_events.size() < kSummaryOomEvents) {
             out.oom_events.push_back({e.t, e.device, e.request(), std::string(format::name_of(e.source)), e.recovered});
@@ -298,6 +300,7 @@ struct PeakAndSteps {
     std::optional<report::Breakdown> categories;  // at the peak of bytes_of, when there is one
     report::SiteTable sites;                      // the live set at that peak, by site
     std::vector<report::StepRow> rows;            // step_rows in the series of bytes_of
+    std::vector<report::OomEvent> ooms;           // find_ooms
 };
 
 RankSummary make_from(const report::Report& r, const report::Summary& s, const PeakAndSteps& at, size_t frames) {
@@ -323,7 +326,7 @@ RankSummary make_from(const report::Report& r, const report::Summary& s, const P
     out.bytes_of = tensors ? "tensors" : "gpu";
     if (at.categories) add_categories(out, *at.categories);
     add_sites(out, r, at.sites, frames);
-    add_ooms(out, r, s);
+    add_ooms(out, at.ooms, s);
     for (report::GcTrigger t : kTriggers) {
         const size_t i = static_cast<size_t>(t);
         out.collections.push_back({report::trigger_name(t), s.collections[i], s.cuda_bytes_freed[i]});
@@ -337,32 +340,28 @@ RankSummary make_from(const report::Report& r, const report::Summary& s, const P
     return out;
 }
 
-/// Whether a streamed report answers as the whole report would: the OOM matching (report/oom.h)
-/// reads the blocks around each failure, and site labels need backward_sites.
-bool rank_summary_streams(const report::Report& r) {
-    if (r.backward_pending || !r.tensor_ooms.empty() || !r.oom_contexts.empty()) return false;
-    for (const report::FailedAlloc& f : r.failures) {
-        if (f.is_oom()) return false;
-    }
-    return true;
-}
-
 /// The summary through the streaming reader (report/stream.h): the figures, the live set at the
-/// peak, the step rows and the tensor tags in one pass (a second for a peak that kept coming back);
-/// the categories at the peak on the report of the point. Nothing where load_report must answer.
-std::optional<RankSummary> stream_rank_summary(const std::string& path, size_t frames) {
-    if (!report::rereadable(path)) return std::nullopt;
+/// peak, the step rows, the OOMs (OomObserver, counts only) and the tensor tags in one pass (a second
+/// for a peak that kept coming back); the categories at the peak on the report of the point. Nothing
+/// where load_report must answer: site labels that need backward_sites, OOMs that OomObserver could
+/// not match (a report written out of time order), a pipe that could not be spooled.
+std::optional<RankSummary> stream_rank_summary(ReportInput& in, size_t frames) {
     report::SummaryBuilder builder;
     report::PeakObserver peaks;
     report::StepRowsObserver rows;
     report::TensorTagObserver tags;
-    report::Observers all({&builder, &peaks, &rows, &tags});
-    report::Report r = report::stream_report(path, all);
-    if (!rank_summary_streams(r)) return std::nullopt;
+    report::OomObserver failures(false);
+    report::Observers all({&builder, &peaks, &rows, &tags, &failures});
+    std::optional<report::Report> read = in.stream(all);
+    if (!read || read->backward_pending) return std::nullopt;
+    report::Report& r = *read;
+    std::optional<std::vector<report::OomEvent>> ooms = failures.ooms(r);
+    if (!ooms) return std::nullopt;
     print_warnings(r.warnings);
     const report::Summary s = builder.take(r);
     const bool tensors = r.has_tensors();
     PeakAndSteps at;
+    at.ooms = std::move(*ooms);
     at.rows = rows.rows(tensors ? report::Series::Tensors : report::Series::Gpu);
     const std::optional<int64_t> peak_t = tensors ? s.tensor_peak_t : s.peak_t;
     const size_t events = tensors ? s.tensor_peak_events : s.peak_events;
@@ -371,7 +370,7 @@ std::optional<RankSummary> stream_rank_summary(const std::string& path, size_t f
         r = peaks.take(tensors, std::move(r), peak_t.value_or(0), live);
     } else {
         report::PointObserver point(events, std::nullopt, true);
-        report::stream_report(path, point);
+        in.again(point);
         r = point.take(std::move(r), peak_t.value_or(0), live);
     }
     at.sites = tensors ? report::group_tensors_by_site(r, live)
@@ -391,6 +390,7 @@ RankSummary make_rank_summary(const report::Report& r, size_t frames) {
     const report::Summary s = report::summarize(r);
     const bool tensors = r.has_tensors();
     PeakAndSteps at;
+    at.ooms = report::find_ooms(r);
     const std::optional<int64_t> peak_t = tensors ? s.tensor_peak_t : s.peak_t;
     if (peak_t) {
         at.categories = report::breakdown_at(r, tensors ? s.tensor_peak_events : s.peak_events, category_options());
@@ -404,8 +404,9 @@ RankSummary make_rank_summary(const report::Report& r, size_t frames) {
 }
 
 RankSummary summarize_report(const std::string& path, size_t frames) {
-    if (auto s = stream_rank_summary(path, frames)) return std::move(*s);
-    report::Report r = report::load_report(path);
+    ReportInput in(path);
+    if (auto s = stream_rank_summary(in, frames)) return std::move(*s);
+    report::Report r = in.load();
     print_warnings(r.warnings);
     return make_rank_summary(r, frames);
 }
