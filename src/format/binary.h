@@ -222,11 +222,13 @@ private:
 /// empties it first). An allocation names its address by rank in the row of its size.
 class FreedRows {
 public:
-    static constexpr size_t kRows = 256, kWays = 32;
+    static constexpr size_t kRows = 256, kWays = 32;  // kWays: a power of two (a ring)
+    /// A ring: the address of rank k is addr[(head + k) % kWays].
     struct Row {
         uint64_t size = 0;
-        uint32_t n = 0;
+        uint32_t n = 0, head = 0;
         std::array<uint64_t, kWays> addr{};
+        uint64_t at(size_t k) const noexcept { return addr[(head + k) & (kWays - 1)]; }
     };
     static size_t index(uint64_t size) noexcept { return static_cast<size_t>((size * kGolden) >> 56); }
     /// The row of blocks of `size`, or null when it has none.
@@ -235,16 +237,17 @@ public:
         return r.n > 0 && r.size == size ? &r : nullptr;
     }
     static long find(const Row& r, uint64_t addr) noexcept {
-        for (uint32_t i = 0; i < r.n; ++i) {
-            if (r.addr[i] == addr) return static_cast<long>(i);
+        for (uint32_t k = 0; k < r.n; ++k) {
+            if (r.at(k) == addr) return static_cast<long>(k);
         }
         return -1;
     }
-    /// Removes the address of rank `rank` from the row of `size` (which has it).
+    /// Removes the address of rank `rank` from the row of `size` (which has it): the newer ones
+    /// move up a rank's place.
     void take(uint64_t size, size_t rank) noexcept {
         Row& r = rows_[index(size)];
-        std::copy(r.addr.begin() + static_cast<long>(rank) + 1, r.addr.begin() + r.n,
-                  r.addr.begin() + static_cast<long>(rank));
+        for (size_t k = rank; k > 0; --k) r.addr[(r.head + k) & (kWays - 1)] = r.at(k - 1);
+        r.head = (r.head + 1) & (kWays - 1);
         --r.n;
     }
     void push(uint64_t addr, uint64_t size) noexcept {
@@ -253,10 +256,9 @@ public:
             r.size = size;
             r.n = 0;
         }
-        const uint32_t keep = r.n < kWays ? r.n : static_cast<uint32_t>(kWays - 1);
-        std::copy_backward(r.addr.begin(), r.addr.begin() + keep, r.addr.begin() + keep + 1);
-        r.addr[0] = addr;
-        r.n = keep + 1;
+        r.head = (r.head - 1) & (kWays - 1);  // full: over the oldest
+        r.addr[r.head] = addr;
+        if (r.n < kWays) ++r.n;
     }
 
 private:
@@ -355,8 +357,8 @@ constexpr uint64_t bits_of(T v) noexcept {
 struct Coded {
     bool has_rank = false;
     uint64_t rank = 0;  // the varint after the mask (bit 0)
-    uint32_t fields = 0;                                  // bit i: rule field i is in the payload
-    std::array<uint64_t, kMaxPredictedFields> value{};  // its coded value
+    uint32_t fields = 0;                                // bit i: rule field i is in the payload
+    std::array<uint64_t, kMaxPredictedFields> value;  // its coded value (only those: not initialized)
     // Set by the rules: where the record's block was found (-1: not by rank).
     long live_rank = -1, freed_rank = -1;
     bool coded(size_t i) const noexcept { return ((fields >> i) & 1) != 0; }
@@ -438,7 +440,7 @@ struct Rules {
             const FreedRows::Row* row = fam.freed.row(r.size);
             c.freed_rank = row != nullptr ? FreedRows::find(*row, r.addr) : -1;
             if (c.freed_rank < 0) {
-                const uint64_t base = row != nullptr ? row->addr[0] : shared_addr(p).bits;
+                const uint64_t base = row != nullptr ? row->at(0) : shared_addr(p).bits;
                 c.code(kAddr, zigzag(static_cast<int64_t>(r.addr - base)));
             } else if (c.freed_rank > 0) {
                 c.has_rank = true;
@@ -482,13 +484,13 @@ struct Rules {
             *field = kAddr;
             const FreedRows::Row* row = fam.freed.row(r.size);
             if (c.coded(kAddr)) {
-                const uint64_t base = row != nullptr ? row->addr[0] : shared_addr(p).bits;
+                const uint64_t base = row != nullptr ? row->at(0) : shared_addr(p).bits;
                 r.addr = base + static_cast<uint64_t>(unzigzag(c.value[kAddr]));
                 c.freed_rank = -1;
             } else {
                 if (row == nullptr || c.rank >= row->n) return RuleError::NoFreedBlock;
                 c.freed_rank = static_cast<long>(c.rank);
-                r.addr = row->addr[c.rank];
+                r.addr = row->at(c.rank);
             }
         } else {
             *field = kAddr;
