@@ -15,11 +15,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <vector>
 
 #include "format/records.h"
 
@@ -262,7 +262,7 @@ public:
     }
 
 private:
-    std::vector<Row> rows_ = std::vector<Row>(kRows);
+    std::unique_ptr<Row[]> rows_ = std::make_unique<Row[]>(kRows);
 };
 
 /// Version 2: what a family's allocations did last at their sites: the stack that followed a
@@ -314,7 +314,7 @@ public:
         for (auto& letter : own_) {
             for (Slot& s : letter) s.str.reserve(kStringRoom);
         }
-        if (version_ >= 2) families_.resize(2);
+        if (version_ >= 2) families_ = std::make_unique<Family[]>(2);
     }
     int version() const noexcept { return version_; }
     template <class R>
@@ -340,7 +340,7 @@ private:
     int version_;
     std::array<Slot, kShared> shared_{};
     std::array<std::array<Slot, kMaxPredictedFields>, predicted_count()> own_{};
-    std::vector<Family> families_;
+    std::unique_ptr<Family[]> families_;  // version 2: blocks, tensors
 };
 
 template <class T>
@@ -390,12 +390,12 @@ struct Rules {
                          kPython = field_index<R>("python_stack_id");
     static constexpr int kAddrShared = 2, kSizeShared = 3;  // kSharedNames
 
-    static constexpr bool is_rule(size_t i) {
-        const int f = static_cast<int>(i);
-        if constexpr (is_alloc<R>()) return f == kAddr || f == kSize || f == kRequested || f == kStack;
-        if constexpr (is_free<R>()) return f == kAddr || f == kSize;
-        return false;
-    }
+    static constexpr uint32_t bit(int f) { return f >= 0 ? uint32_t{1} << f : 0; }
+    /// Bit i: field i has a rule.
+    static constexpr uint32_t kRuleMask = is_alloc<R>()  ? bit(kAddr) | bit(kSize) | bit(kRequested) | bit(kStack)
+                                          : is_free<R>() ? bit(kAddr) | bit(kSize)
+                                                         : 0;
+    static constexpr bool is_rule(size_t i) { return ((kRuleMask >> i) & 1) != 0; }
 
     static Slot& shared_addr(Predictions& p) { return p.slot<R>(kAddr); }
 
