@@ -54,7 +54,6 @@ constexpr bool is_predicted() {
     return IsPredicted<R>::value;
 }
 
-
 namespace binary {
 
 /// The binary encodings, the header line's number (`MEMGUARD-REPORT-BINARY 2`): 1 codes every
@@ -356,8 +355,8 @@ constexpr uint64_t bits_of(T v) noexcept {
 /// mask; field i's bit is i + 1.
 struct Coded {
     bool has_rank = false;
-    uint64_t rank = 0;  // the varint after the mask (bit 0)
-    uint32_t fields = 0;                                // bit i: rule field i is in the payload
+    uint64_t rank = 0;                                // the varint after the mask (bit 0)
+    uint32_t fields = 0;                              // bit i: rule field i is in the payload
     std::array<uint64_t, kMaxPredictedFields> value;  // its coded value (only those: not initialized)
     // Set by the rules: where the record's block was found (-1: not by rank).
     long live_rank = -1, freed_rank = -1;
@@ -457,8 +456,8 @@ struct Rules {
             if constexpr (kSize >= 0) {
                 const Slot& shared = p.slot<R>(kSize);
                 const bool known = c.live_rank >= 0 || shared.known;
-                const uint64_t size =
-                    c.live_rank >= 0 ? fam.live.at(static_cast<size_t>(c.live_rank)).size : shared.bits;
+                const uint64_t size = c.live_rank >= 0 ? fam.live.at(static_cast<size_t>(c.live_rank)).size
+                                                       : shared.bits;
                 if (!known || size != r.size) c.code(kSize, r.size);
             }
         }
@@ -532,8 +531,7 @@ struct Rules {
             }
             prev.bits = r.stack_id;
             prev.known = true;
-            fam.sites.sizes[Sites::of(r.stack_id, python_of(r))] =
-                Sites::Size{r.stack_id, python_of(r), r.size, true};
+            fam.sites.sizes[Sites::of(r.stack_id, python_of(r))] = Sites::Size{r.stack_id, python_of(r), r.size, true};
         } else if (c.live_rank >= 0) {
             fam.freed.push(r.addr, fam.live.at(static_cast<size_t>(c.live_rank)).size);
             fam.live.take(static_cast<size_t>(c.live_rank));

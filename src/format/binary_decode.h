@@ -124,8 +124,8 @@ private:
         BinaryDecoder& d;
         uint64_t mask;
         size_t i = 0;
-        size_t shift = 0;                   // version 2: field i's bit is i + 1
-        binary::Coded* coded = nullptr;     // version 2: the rule fields' coded values go there
+        size_t shift = 0;                // version 2: field i's bit is i + 1
+        binary::Coded* coded = nullptr;  // version 2: the rule fields' coded values go there
 
         template <class T>
         void operator()(const Field& f, T& v) {

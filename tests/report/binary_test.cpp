@@ -155,10 +155,9 @@ TEST(Binary, EveryTruncation) {
 TEST(Binary, RandomByteMutationsGetAReportOrOneClearError) {
     const char* seed_env = std::getenv("MEMGUARD_FUZZ_SEED");
     std::mt19937 rng(seed_env != nullptr ? static_cast<uint32_t>(std::strtoul(seed_env, nullptr, 10)) : 20261205u);
-    const std::string bases[] = {binary_of("basic.mgr"),       binary_of("graphs.mgr"),
-                                 binary_of("gc.mgr"),          binary_of("alloc.mgr"),
-                                 binary_of("vmm_expandable.mgr"), binary_v1_of("basic.mgr"),
-                                 binary_v1_of("alloc.mgr"),    binary_v1_of("graphs.mgr")};
+    const std::string bases[] = {binary_of("basic.mgr"),    binary_of("graphs.mgr"),         binary_of("gc.mgr"),
+                                 binary_of("alloc.mgr"),    binary_of("vmm_expandable.mgr"), binary_v1_of("basic.mgr"),
+                                 binary_v1_of("alloc.mgr"), binary_v1_of("graphs.mgr")};
     constexpr size_t kBases = sizeof bases / sizeof bases[0];
     const char interesting[] = {'\0', '\x01', '\x7f', '\x80', '\xff', 'A', 'F', 'T', 't', 'S', 'Z', '\n'};
     size_t parsed = 0, refused = 0;
