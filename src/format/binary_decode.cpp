@@ -48,6 +48,15 @@ void BinaryDecoder::unpredicted(const Field& f) const {
     throw Malformed(std::string("no ") + f.label + " (field " + f.name + ") and no earlier record to repeat it from");
 }
 
+const Field BinaryDecoder::kRank{"rank", "rank", Enc::Dec};
+
+void BinaryDecoder::rule_error(binary::RuleError e, const Field& f, uint64_t rank) const {
+    if (e == binary::RuleError::NoPrediction) unpredicted(f);
+    const char* among = e == binary::RuleError::NoLiveBlock ? "live blocks" : "blocks of its size freed last";
+    throw Malformed(std::string("no ") + f.label + " (field " + f.name + "): rank " + std::to_string(rank) +
+                    " is past the " + among + " that earlier records left");
+}
+
 void BinaryDecoder::check_time(const Field& f, int64_t v) const {
     if (f.enc != Enc::SDec && (v < -kMaxTimeNs || v > kMaxTimeNs)) {
         throw Malformed(std::string(f.label) + " " + std::to_string(v) + " out of range (2^62 ns or more either way)");

@@ -28,8 +28,12 @@ public:
         // A predicted record's mask says which fields it holds, whatever the file's minor.
         start(payload, is_predicted<R>() ? INT_MAX : minor, false);
         if constexpr (is_predicted<R>()) {
-            Predicted<R> p{*this, varint()};
-            R::fields(p, r);
+            if (predictions_.version() >= 2) {
+                read_ruled(r);
+            } else {
+                Predicted<R> p{*this, varint()};
+                R::fields(p, r);
+            }
         } else {
             R::fields(*this, r);
         }
@@ -44,6 +48,9 @@ public:
     std::optional<int64_t> time() const { return time_; }
     /// Forgets the predictions: the next record starts a file.
     void reset() { predictions_.reset(); }
+    /// The binary encoding's version (the header's number, binary::kVersion1 or binary::kVersion):
+    /// starts a file of that version.
+    void set_version(int version) { predictions_ = binary::Predictions(version); }
 
     // The plain visitor.
     void operator()(const Field& f, int64_t& v);
@@ -84,15 +91,57 @@ public:
     void key(const Field& f, std::string_view key);
 
 private:
+    /// Version 2: the mask, bit 0's rank, the fields (the rule fields' coded values kept in
+    /// `coded`), then the rule fields from their predictions (binary::Rules), in their order.
+    template <class R>
+    void read_ruled(R& r) {
+        binary::Coded coded;
+        const uint64_t mask = varint();
+        if ((mask & 1) != 0) {
+            coded.has_rank = true;
+            coded.rank = varint(kRank);
+        }
+        Predicted<R> p{*this, mask, 0, 1, &coded};
+        R::fields(p, r);
+        int field = 0;
+        const binary::RuleError e = binary::Rules<R>::resolve(predictions_, r, coded, &field);
+        if (e != binary::RuleError::None) rule_error<R>(e, field, coded.rank);
+        binary::Rules<R>::commit(predictions_, r, coded);
+    }
+    template <class R>
+    [[noreturn]] void rule_error(binary::RuleError e, int field, uint64_t rank) const {
+        binary::FieldAt at{field};
+        R r{};
+        R::fields(at, r);
+        rule_error(e, at.out, rank);
+    }
+    [[noreturn]] void rule_error(binary::RuleError e, const Field& f, uint64_t rank) const;
+    static const Field kRank;
+
     /// The predicted records' visitor: the mask says which fields the payload holds.
     template <class R>
     struct Predicted {
         BinaryDecoder& d;
         uint64_t mask;
         size_t i = 0;
+        size_t shift = 0;                // version 2: field i's bit is i + 1
+        binary::Coded* coded = nullptr;  // version 2: the rule fields' coded values go there
 
         template <class T>
         void operator()(const Field& f, T& v) {
+            if (coded != nullptr && binary::Rules<R>::is_rule(i)) {
+                if (present()) {
+                    if (std::string_view(f.name) == "addr") {
+                        coded->code(i, d.varint(f));  // a zigzag difference
+                    } else {
+                        T value{};
+                        d(f, value);
+                        coded->code(i, binary::bits_of(value));
+                    }
+                }
+                ++i;
+                return;
+            }
             binary::Slot& s = d.predictions_.template slot<R>(i);
             if (present()) {
                 if (binary::Predictions::is_delta<R>(i)) {
@@ -143,7 +192,7 @@ private:
             v = s.str;
             ++i;
         }
-        bool present() const { return i < 64 && ((mask >> i) & 1) != 0; }
+        bool present() const { return i + shift < 64 && ((mask >> (i + shift)) & 1) != 0; }
         template <class T>
         static T from_bits(uint64_t bits) {
             if constexpr (std::is_enum_v<T>) {

@@ -136,6 +136,17 @@ void Parser::header(std::string_view text) {
     }
     auto version = text::parse_dec(f_[1]);
     if (!version || *version > 1000000) fail("bad format version " + format::quoted(f_[1]) + " in the header");
+    if (binary_) {
+        // The binary header's number is its encoding's version: 1 and 2 both carry format major 1.
+        if (*version < static_cast<uint64_t>(format::binary::kVersion1) ||
+            *version > static_cast<uint64_t>(format::binary::kVersion)) {
+            fail("binary report encoding version " + std::to_string(*version) + " is not one this memguard reads (" +
+                 std::to_string(format::binary::kVersion1) + " to " + std::to_string(format::binary::kVersion) + ")");
+        }
+        binary_decoder_.set_version(static_cast<int>(*version));
+        report_.version = kFormatVersion;
+        return;
+    }
     std::string reads = " this memguard reads (" + std::to_string(kFormatVersion) + ")";
     if (*version > static_cast<uint64_t>(kFormatVersion)) {
         fail("report format version " + std::to_string(*version) + " is newer than" + reads);

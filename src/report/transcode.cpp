@@ -55,13 +55,21 @@ public:
             fail("not a memguard report: first line is " + format::quoted(text));
         }
         auto version = text::parse_dec(f_[1]);
-        if (!version || *version != static_cast<uint64_t>(kFormatVersion)) {
+        if (binary_magic && version && *version >= static_cast<uint64_t>(format::binary::kVersion1) &&
+            *version <= static_cast<uint64_t>(format::binary::kVersion)) {
+            binary_decoder_.set_version(static_cast<int>(*version));  // 1 and 2: format major 1
+        } else if (binary_magic) {
+            fail("binary report encoding version " + format::quoted(f_[1]) + " is not one this memguard reads (" +
+                 std::to_string(format::binary::kVersion1) + " to " + std::to_string(format::binary::kVersion) + ")");
+        } else if (!version || *version != static_cast<uint64_t>(kFormatVersion)) {
             fail("report format version " + format::quoted(f_[1]) + " is not the one this memguard reads (" +
                  std::to_string(kFormatVersion) + ")");
         }
         binary_in_ = binary_magic;
-        out_ += std::string(to_ == Encoding::Binary ? format::kBinaryMagic : std::string_view("MEMGUARD-REPORT")) +
-                " " + std::to_string(kFormatVersion) + "\n";
+        // Binary out is the current encoding (binary::kVersion, its Predictions' default).
+        out_ += to_ == Encoding::Binary
+                    ? std::string(format::kBinaryMagic) + " " + std::to_string(format::binary::kVersion) + "\n"
+                    : "MEMGUARD-REPORT " + std::to_string(kFormatVersion) + "\n";
     }
     bool binary_in() const { return binary_in_; }
 

@@ -286,8 +286,9 @@ bool Recorder::start_recording() {
 std::string Recorder::header() const {
     // The binary encoding's first line names it; the records after it are frames (format/binary.h).
     const bool binary = writer_.binary();
+    // Binary: the encoding's version (format major 1 either way), the one the writer's Predictions code.
     std::string header = std::string(binary ? format::kBinaryMagic : std::string_view("MEMGUARD-REPORT")) + " " +
-                         std::to_string(format::kFormatVersion) + "\n";
+                         std::to_string(binary ? format::binary::kVersion : format::kFormatVersion) + "\n";
     auto info = [&header, binary](const char* key, std::string_view value) {
         encode_record(binary, format::rec::Info{key, value}, header);
     };

@@ -13,6 +13,7 @@
 
 #include "format/binary.h"
 #include "format/binary_decode.h"
+#include "format/encode.h"
 #include "report/analysis.h"
 #include "report/transcode.h"
 #include "test_util.h"
@@ -32,12 +33,20 @@ std::string binary_of(const std::string& name) {
     return out;
 }
 
-std::string header() { return std::string(format::kBinaryMagic) + " 1\n"; }
+std::string header(int version = format::binary::kVersion) {
+    return std::string(format::kBinaryMagic) + " " + std::to_string(version) + "\n";
+}
 
-/// A binary report of `records`, each encoded as the writer does (plain or predicted, in order).
+/// The version-1 twin of a golden report, written by the encoder before version 2 (issue 23).
+std::string binary_v1_of(const std::string& name) { return test::read_file(golden_path("binary_v1/" + name)); }
+
+/// A binary report of `records`, each encoded as the writer does (plain or predicted, in order),
+/// in binary encoding `version`.
 class Builder {
 public:
-    Builder() : out_(header()) { add(rec::Info{"format_minor", std::to_string(format::kFormatMinor)}); }
+    explicit Builder(int version = format::binary::kVersion) : out_(header(version)), predictions_(version) {
+        add(rec::Info{"format_minor", std::to_string(format::kFormatMinor)});
+    }
     template <class R>
     Builder& add(const R& r) {
         if constexpr (format::is_predicted<R>()) {
@@ -112,8 +121,9 @@ TEST(Binary, GoldenReportsReadTheSameInBothEncodings) {
 }
 
 TEST(Binary, EveryTruncation) {
-    for (const char* name : {"basic.mgr", "graphs.mgr", "alloc.mgr"}) {
-        const std::string base = binary_of(name);
+    // Version 2 (the writer's) and version 1 (the checked-in twins).
+    for (const std::string name : {"basic.mgr", "graphs.mgr", "alloc.mgr", "v1/basic.mgr", "v1/alloc.mgr"}) {
+        const std::string base = name.rfind("v1/", 0) == 0 ? binary_v1_of(name.substr(3)) : binary_of(name);
         const std::vector<size_t> ends = frame_ends(base);
         ASSERT_EQ(ends.back(), base.size());
         size_t next_end = 0;
@@ -145,12 +155,14 @@ TEST(Binary, EveryTruncation) {
 TEST(Binary, RandomByteMutationsGetAReportOrOneClearError) {
     const char* seed_env = std::getenv("MEMGUARD_FUZZ_SEED");
     std::mt19937 rng(seed_env != nullptr ? static_cast<uint32_t>(std::strtoul(seed_env, nullptr, 10)) : 20261205u);
-    const std::string bases[] = {binary_of("basic.mgr"), binary_of("graphs.mgr"), binary_of("gc.mgr"),
-                                 binary_of("alloc.mgr"), binary_of("vmm_expandable.mgr")};
+    const std::string bases[] = {binary_of("basic.mgr"),    binary_of("graphs.mgr"),         binary_of("gc.mgr"),
+                                 binary_of("alloc.mgr"),    binary_of("vmm_expandable.mgr"), binary_v1_of("basic.mgr"),
+                                 binary_v1_of("alloc.mgr"), binary_v1_of("graphs.mgr")};
+    constexpr size_t kBases = sizeof bases / sizeof bases[0];
     const char interesting[] = {'\0', '\x01', '\x7f', '\x80', '\xff', 'A', 'F', 'T', 't', 'S', 'Z', '\n'};
     size_t parsed = 0, refused = 0;
     for (int iter = 0; iter < 4000; ++iter) {
-        std::string s = bases[iter % 5];
+        std::string s = bases[iter % kBases];
         const size_t body = s.find('\n') + 1;
         const int edits = 1 + static_cast<int>(rng() % 4);
         for (int e = 0; e < edits && s.size() > body; ++e) {
@@ -295,6 +307,205 @@ TEST(Binary, LargeFilesReadAcrossTheReadersChunks) {
     EXPECT_EQ(from_string.blocks.size(), 3000u);
     EXPECT_TRUE(from_file.complete);
     EXPECT_EQ(from_file.warnings, from_string.warnings);
+}
+
+/// The frames of a binary report after its header: (letter, payload).
+std::vector<std::pair<char, std::string>> frames_of(const std::string& s) {
+    std::vector<std::pair<char, std::string>> out;
+    size_t pos = s.find('\n') + 1;
+    while (pos < s.size()) {
+        uint64_t length = 0;
+        const char* p = format::get_varint(s.data() + pos + 1, s.data() + s.size(), &length);
+        out.emplace_back(s[pos], std::string(p, static_cast<size_t>(length)));
+        pos = static_cast<size_t>(p - s.data()) + length;
+    }
+    return out;
+}
+
+std::string write_temp(const std::string& content) {
+    char path[] = "/tmp/memguard_binary_rt_XXXXXX";
+    const int fd = mkstemp(path);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+    close(fd);
+    return path;
+}
+
+std::string text_of(const std::string& content) {
+    const std::string path = write_temp(content);
+    std::string text;
+    std::vector<std::string> warnings;
+    transcode(path, Encoding::Text, text, &warnings);
+    unlink(path.c_str());
+    EXPECT_TRUE(warnings.empty());
+    return text;
+}
+
+TEST(Binary, Version1TwinsReadAsTheyDidBeforeVersion2) {
+    // Files of the first binary encoding (checked in, written before version 2) decode to the
+    // text of their golden reports, and re-encode (as version 2) to the same text.
+    for (const char* name : {"basic.mgr", "alloc.mgr", "graphs.mgr", "gc.mgr"}) {
+        const std::string v1 = binary_v1_of(name);
+        ASSERT_EQ(v1.rfind("MEMGUARD-REPORT-BINARY 1\n", 0), 0u) << name;
+        std::string direct;
+        std::vector<std::string> warnings;
+        transcode(golden_path(name), Encoding::Text, direct, &warnings);
+        EXPECT_EQ(text_of(v1), direct) << name;
+        const std::string v1_path = write_temp(v1);
+        std::string v2;
+        transcode(v1_path, Encoding::Binary, v2, &warnings);
+        unlink(v1_path.c_str());
+        EXPECT_EQ(v2.rfind("MEMGUARD-REPORT-BINARY 2\n", 0), 0u) << name;
+        EXPECT_EQ(text_of(v2), direct) << name;
+        EXPECT_EQ(summarize(parse_report(v1, name)).peak_bytes, summarize(load_report(golden_path(name))).peak_bytes);
+        EXPECT_TRUE(warnings.empty());
+    }
+    EXPECT_TRUE(test::contains(binary_error(std::string(format::kBinaryMagic) + " 3\n"),
+                               "binary report encoding version 3 is not one this memguard reads (1 to 2)"))
+        << binary_error(std::string(format::kBinaryMagic) + " 3\n");
+}
+
+/// A churn of tensors and blocks, with more live blocks than version 2's window, frees in any
+/// order, sizes from a few sites: both encodings give back the records, as text.
+void churn(int version, uint32_t seed, std::string* binary, std::string* text) {
+    std::mt19937 rng(seed);
+    Builder b(version);
+    std::string t = "MEMGUARD-REPORT 1\n";
+    format::Line line;
+    auto add = [&](const auto& r) {
+        b.add(r);
+        format::encode(r, line);
+        t.append(line.finish());
+    };
+    format::encode(rec::Info{"format_minor", std::to_string(format::kFormatMinor)}, line);  // the Builder's
+    t.append(line.finish());
+    std::vector<std::pair<uint64_t, bool>> live;  // addr, tensor
+    std::vector<uint64_t> free_addrs;
+    int64_t now = 100;
+    uint64_t next = 0x7f0000000000ull;
+    for (int i = 0; i < 6000; ++i) {
+        now += static_cast<int64_t>(rng() % 50000);
+        const bool tensor = rng() % 4 != 0;
+        if (live.empty() || (rng() % 100 < (live.size() < 400 ? 55u : 45u))) {
+            const uint32_t site = 1 + rng() % 9;
+            const uint64_t size = uint64_t{512} << (site % 5);
+            uint64_t addr = next;
+            if (!free_addrs.empty() && rng() % 3 != 0) {
+                const size_t k = rng() % std::min<size_t>(free_addrs.size(), 40);
+                addr = free_addrs[free_addrs.size() - 1 - k];
+                free_addrs.erase(free_addrs.end() - 1 - static_cast<long>(k));
+            } else {
+                next += 0x100000;
+            }
+            if (tensor) {
+                const uint64_t requested = rng() % 4 == 0 ? size - 16 : size;
+                add(rec::TensorAlloc{now, 7, addr, size, requested, 0, 0, site, site % 3, 0, "-"});
+            } else {
+                add(rec::Alloc{now, 7, addr, size, format::Kind::Device, "cudaMalloc", 0, std::nullopt, site, 0,
+                               site % 3});
+            }
+            live.emplace_back(addr, tensor);
+        } else {
+            // Mostly recent blocks, sometimes one far back (past the window).
+            const size_t k = rng() % 8 == 0 ? rng() % live.size() : rng() % std::min<size_t>(live.size(), 6);
+            const auto [addr, was_tensor] = live[live.size() - 1 - k];
+            live.erase(live.end() - 1 - static_cast<long>(k));
+            if (was_tensor) {
+                add(rec::TensorFree{now, 7, addr, rng() % 5 == 0});
+            } else {
+                add(rec::Free{now, 7, addr, uint64_t{512}, "cudaFree", std::nullopt});
+            }
+            free_addrs.push_back(addr);
+        }
+    }
+    add(rec::End{now + 1});
+    *binary = b.bytes();
+    *text = t;
+}
+
+TEST(Binary, ChurnsRoundTripInBothVersions) {
+    for (int version : {format::binary::kVersion1, format::binary::kVersion}) {
+        for (uint32_t seed : {1u, 2u, 3u}) {
+            std::string binary, text;
+            churn(version, seed, &binary, &text);
+            EXPECT_TRUE(text_of(binary) == text) << "version " << version << " seed " << seed;
+            // Cuts near the end read up to their last whole frame.
+            const std::vector<size_t> ends = frame_ends(binary);
+            for (size_t cut = binary.size() - 600; cut < binary.size(); cut += 29) {
+                const size_t whole = *(std::upper_bound(ends.begin(), ends.end(), cut) - 1);
+                EXPECT_EQ(parse_report(binary.substr(0, cut), "b.mgr").tensor_records,
+                          parse_report(binary.substr(0, whole), "b.mgr").tensor_records);
+            }
+        }
+    }
+    // Version 2 is the smaller.
+    std::string v1, v2, text;
+    churn(format::binary::kVersion1, 1, &v1, &text);
+    churn(format::binary::kVersion, 1, &v2, &text);
+    EXPECT_LT(v2.size(), v1.size());
+}
+
+TEST(Binary, Version2PredictsRequestedSizeAddressAndTheFreedBlock) {
+    // A site allocates 4 KiB three times (requested 4000, then 4 KiB), at three addresses; the
+    // first block is freed (rank 2 among the live ones), then the site allocates again at its address.
+    Builder b;
+    const rec::TensorAlloc first{1000, 7, 0x7f0000000000, 4096, 4000, 0, 0, 5, 0, 0, "-"};
+    b.add(first);
+    b.add(rec::TensorAlloc{1100, 7, 0x7f0000100000, 4096, 4096, 0, 0, 5, 0, 0, "-"});
+    b.add(rec::TensorAlloc{1200, 7, 0x7f0000200000, 4096, 4096, 0, 0, 5, 0, 0, "-"});
+    b.add(rec::TensorFree{1300, 7, 0x7f0000000000, false});
+    b.add(rec::TensorAlloc{1400, 7, 0x7f0000000000, 4096, 4096, 0, 0, 5, 0, 0, "-"});
+    b.add(rec::TensorFree{1500, 7, 0x7f0000000000, false});  // the newest: rank 0
+    const auto f = frames_of(b.bytes());
+    ASSERT_EQ(f.size(), 7u);
+    // The second T: its time (bit 1) and address (bit 3: 0x100000 from the first, zigzag); its
+    // requested is its size, its size its site's, its stack the one before.
+    EXPECT_EQ(f[2].first, 'T');
+    EXPECT_EQ(f[2].second, std::string("\x0a\xc8\x01\x80\x80\x80\x01", 7));
+    // The free of the oldest: mask bit 0 (a rank), bit 1 (t), bit 4 (gc: the first t); rank 2;
+    // t + 100; gc 0.
+    EXPECT_EQ(f[4].first, 't');
+    EXPECT_EQ(f[4].second, std::string("\x13\x02\xc8\x01\x00", 5));
+    // The allocation at the freed block's address: only its time (bit 1), the address is rank 0
+    // of the blocks of its size freed last.
+    EXPECT_EQ(f[5].second, std::string("\x02\xc8\x01", 3));
+    // Its free: the newest live block, only its time.
+    EXPECT_EQ(f[6].second, std::string("\x02\xc8\x01", 3));
+    const Report r = parse_report(b.bytes(), "b.mgr");
+    ASSERT_EQ(r.tensors.size(), 4u);
+    EXPECT_EQ(r.tensors[3].addr, 0x7f0000000000u);
+    EXPECT_EQ(r.tensors[3].requested, 4096u);
+    EXPECT_EQ(r.tensors[3].size, 4096u);
+    EXPECT_EQ(r.tensors[3].stack_id, 5u);
+    EXPECT_EQ(r.tensors[0].t_free, 1300);
+    EXPECT_EQ(r.tensors[3].t_free, 1500);
+    // In version 1 the same records code the requested size (the last T's was 4000).
+    Builder b1(format::binary::kVersion1);
+    b1.add(first);
+    b1.add(rec::TensorAlloc{1100, 7, 0x7f0000100000, 4096, 4096, 0, 0, 5, 0, 0, "-"});
+    EXPECT_EQ(frames_of(b1.bytes())[2].second, std::string("\x15\xc8\x01\x80\x80\x80\x01\x80\x20", 9));
+}
+
+TEST(Binary, Version2RanksPastWhatTheFileHoldsGetOneClearError) {
+    Builder b;
+    b.add(rec::TensorAlloc{1000, 7, 0x7f0000000000, 4096, 4096, 0, 0, 5, 0, 0, "-"});
+    // A free of the live block of rank 9 (there is one): mask rank, t, gc; rank 9; t; gc.
+    const std::string far_free = b.bytes() + std::string("t\x05\x13\x09\xc8\x01\x00", 7);
+    const std::string err = binary_error(far_free);
+    EXPECT_TRUE(test::contains(err, "malformed t record: no address (field addr): rank 9 is past the live blocks"))
+        << err;
+    // An allocation at rank 1 of the blocks of its size freed last (none were).
+    Builder c;
+    c.add(rec::TensorAlloc{1000, 7, 0x7f0000000000, 4096, 4096, 0, 0, 5, 0, 0, "-"});
+    const std::string far_alloc = c.bytes() + std::string("T\x04\x03\x01\xc8\x01", 6);
+    const std::string err2 = binary_error(far_alloc);
+    EXPECT_TRUE(test::contains(err2, "malformed T record: no address (field addr): rank 1 is past the blocks of its "
+                                     "size freed last"))
+        << err2;
+    // A first allocation that leaves its stack to a prediction.
+    const std::string lone = Builder().bytes() + std::string("T\x03\x02\xc8\x01", 5);
+    const std::string err3 = binary_error(lone);
+    EXPECT_TRUE(test::contains(err3, "malformed T record: no tid")) << err3;
 }
 
 }  // namespace

@@ -88,8 +88,9 @@ std::string record_name() {
 class Writer {
 public:
     explicit Writer(bool binary) : binary_(binary) {
+        // Binary: the encoding the Predictions code (binary::kVersion, their default).
         text_ = std::string(binary ? format::kBinaryMagic : std::string_view("MEMGUARD-REPORT")) + " " +
-                std::to_string(format::kFormatVersion) + "\n";
+                std::to_string(binary ? format::binary::kVersion : format::kFormatVersion) + "\n";
         add(rec::Info{"format_minor", std::to_string(format::kFormatMinor)});
     }
     template <class R>

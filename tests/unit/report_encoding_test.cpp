@@ -110,7 +110,7 @@ TEST_P(Encodings, BinaryByDefaultTextWhenAskedAndTheSameRecords) {
     RecordedRun binary(ReportEncoding::Binary, GetParam());
     RecordedRun text(ReportEncoding::Text, GetParam());
     const std::string b = read_all(binary.path), t = read_all(text.path);
-    EXPECT_EQ(b.rfind("MEMGUARD-REPORT-BINARY 1\n", 0), 0u);
+    EXPECT_EQ(b.rfind("MEMGUARD-REPORT-BINARY 2\n", 0), 0u);
     EXPECT_EQ(t.rfind("MEMGUARD-REPORT 1\n", 0), 0u);
     // The same records, through the table's text.
     EXPECT_EQ(records_of(text_of(binary.path)), records_of(t));
