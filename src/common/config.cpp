@@ -6,6 +6,7 @@
 #include <cstring>
 #include <strings.h>
 
+#include "common/size.h"
 #include "common/text.h"
 
 namespace memguard {
@@ -222,6 +223,18 @@ void parse_encoding(const char* v, Config& c, std::vector<std::string>& problems
     }
 }
 
+void parse_max_report_size(const char* v, Config& c, std::vector<std::string>& problems) {
+    std::string why;
+    const std::optional<uint64_t> bytes = parse_size(v, &why);
+    if (!bytes || (*bytes != 0 && *bytes < Config::kMinReportLimit)) {
+        problems.push_back("MEMGUARD_MAX_REPORT_SIZE=" + quoted(v) +
+                           " is not valid: " + (bytes ? std::string("below the smallest limit, 1MiB") : why) +
+                           " (expected a size such as 2GiB, or 0 for none); keeping no limit");
+        return;
+    }
+    c.max_report_size = *bytes;
+}
+
 void parse_run_id(const EnvLookup& getenv_fn, Config& c, std::vector<std::string>& problems) {
     if (const char* v = getenv_fn("MEMGUARD_RUN_ID")) {
         if (valid_run_id(v)) {
@@ -338,6 +351,7 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
     if (const char* v = getenv_fn("MEMGUARD_STACK_DEPTH")) parse_depth(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_OUTPUT")) parse_output(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_REPORT_ENCODING")) parse_encoding(v, r.config, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_MAX_REPORT_SIZE")) parse_max_report_size(v, r.config, r.problems);
     parse_run_id(getenv_fn, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_RUN_MANIFEST")) parse_manifest(v, r.config, r.problems);
     parse_cycles(getenv_fn, r.config.cycles, r.problems);

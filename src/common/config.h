@@ -56,12 +56,14 @@ struct Config {
     bool nvtx = true;                     // MEMGUARD_NVTX: register as the NVTX injection library
     AllocatorMode allocator = AllocatorMode::Native;          // MEMGUARD_ALLOCATOR: native or memguard
     ReportEncoding report_encoding = ReportEncoding::Binary;  // MEMGUARD_REPORT_ENCODING: binary or text
+    uint64_t max_report_size = 0;  // MEMGUARD_MAX_REPORT_SIZE: bytes the report's files keep under (0: no limit)
     std::string run_id;        // MEMGUARD_RUN_ID, else TORCHELASTIC_RUN_ID: the header's I run_id ("": none)
     std::string run_manifest;  // MEMGUARD_RUN_MANIFEST: a file each report's path is appended to ("": none)
     CyclesConfig cycles;
 
     static constexpr int kMaxStackDepth = 256;
     static constexpr size_t kMaxRunId = 128;
+    static constexpr uint64_t kMinReportLimit = uint64_t{1} << 20;
 };
 
 struct ConfigResult {

@@ -51,6 +51,7 @@ public:
     /// The binary encoding's version (the header's number, binary::kVersion1 or binary::kVersion):
     /// starts a file of that version.
     void set_version(int version) { predictions_ = binary::Predictions(version); }
+    int version() const noexcept { return predictions_.version(); }
 
     // The plain visitor.
     void operator()(const Field& f, int64_t& v);

@@ -23,8 +23,9 @@ inline constexpr InfoKey kInfoKeys[] = {
     {"format_minor", 0},     {"pid", 0},         {"ppid", 0},     {"exe", 0},
     {"cmdline", 0},          {"host", 0},        {"rank", 0},     {"t0_unix_ns", 0},
     {"memguard_version", 0}, {"stack_depth", 0}, {"unwinder", 0}, {"allocator", 5},  // allocator mode
-    {"run_id", 7},     // the run's id, shared by its processes' reports
-    {"gc_budget", 9},  // MEMGUARD_GC_BUDGET: the fraction of wall time memguard's collections may take
+    {"run_id", 7},         // the run's id, shared by its processes' reports
+    {"gc_budget", 9},      // MEMGUARD_GC_BUDGET: the fraction of wall time memguard's collections may take
+    {"report_limit", 10},  // MEMGUARD_MAX_REPORT_SIZE: the bound on the report's files, bytes
 };
 
 // --- header and interned definitions (minor 0, 2, 6) ---------------------------------------------
@@ -159,6 +160,45 @@ struct PythonPath {
     [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
         v(Field{"kind", "path kind", Enc::Name}, r.kind);
         v(Field{"path", "path", Enc::Str}, r.path);
+    }
+};
+
+// --- bounded reports (minor 10): the spine and its detail parts -----------------------------------
+
+/// l position carried: where a bounded report's spine meets its detail (docs/report-format.md,
+/// "Added in minor 10"). In the spine: the records after it come after the first `position` detail
+/// records (A F T t) of the run. First in a detail part: `position` detail records came before the
+/// part, and the part's next `carried` A and T records are the blocks live at its start, allocated
+/// earlier (not new allocations).
+struct DetailAt {
+    static constexpr char kLetter = 'l';
+    static constexpr int kMinor = 10;
+    static constexpr Family kFamily = Family::Meta;
+    uint64_t position = 0, carried = 0;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(Field{"position", "position", Enc::Dec}, r.position);
+        v(Field{"carried", "carried", Enc::Dec}, r.carried);
+    }
+};
+
+/// f t part first end until: a bounded report's detail part `part`, the detail records from
+/// `first` up to (not including) `end`, the last of them made at `until`, was deleted at `t` to
+/// keep the report under its limit.
+struct DetailDropped {
+    static constexpr char kLetter = 'f';
+    static constexpr int kMinor = 10;
+    static constexpr Family kFamily = Family::Meta;
+    int64_t t = 0;
+    uint64_t part = 0, first = 0, end = 0;
+    int64_t until = 0;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(field::t, r.t);
+        v(Field{"part", "part", Enc::Dec}, r.part);
+        v(Field{"first", "first", Enc::Dec}, r.first);
+        v(Field{"end", "end", Enc::Dec}, r.end);
+        v(Field{"until", "time", Enc::Span}, r.until);
     }
 };
 

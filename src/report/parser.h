@@ -20,6 +20,7 @@
 #include "format/decode.h"
 #include "format/records.h"
 #include "report/addr_map.h"
+#include "report/detail_parts.h"
 #include "report/report.h"
 #include "report/user_frame.h"
 #include "report/warnings.h"
@@ -136,9 +137,14 @@ public:
     void apply(const rec::GarbageGroup& r);
     void apply(const rec::GarbageTensor& r);
     void apply(const rec::ChainStep& r);
+    // bounded reports (minor 10): report/read_detail.cpp
+    void apply(const rec::DetailAt& r);
+    void apply(const rec::DetailDropped& r);
 
 private:
     [[noreturn]] void fail(const std::string& what) const;
+    /// The file being read, for messages: the report, or one of its detail parts.
+    const std::string& source() const { return detail_ && detail_->reading ? detail_->parts->path() : report_.path; }
     /// "malformed <type> record: <detail>"
     [[noreturn]] void malformed(const std::string& detail) const;
     void warn(const char* cls, const std::string& what);
@@ -146,7 +152,7 @@ private:
     void header(std::string_view text);
     void record();
     /// After a record is decoded: its time counts towards the end time of a killed run.
-    void note_time() { note_time(decoder_.time()); }
+    void note_time() { note_time(text_decoder_->time()); }
     void note_time(std::optional<int64_t> t);
     /// Where the record being read is: ":<line>" in text, ": record at byte <offset>" in binary.
     std::string where() const;
@@ -183,6 +189,22 @@ private:
     void compact_slots();
     void warn_frames_outside_modules();
 
+    /// A bounded report (docs/bounded-reports.md): its detail parts, read as the spine's `l`
+    /// records ask (report/read_detail.cpp), so that the records of both files come in the order
+    /// the run made them.
+    struct Detail {
+        std::optional<DetailParts> parts;  // once the header is read
+        bool reading = false;              // a part's record is being applied
+        uint64_t dropped = 0;              // `f`: detail records the writer deleted
+        int64_t dropped_until = 0;         // the time of the last of them
+        unsigned dropped_parts = 0;
+    };
+    /// Starts reading the detail parts of the report (a spine).
+    void start_detail();
+    /// Reads the detail parts up to detail record `position` (the end: UINT64_MAX).
+    void read_detail(uint64_t position);
+    void finish_detail();
+
     Report report_;
     EventObserver* observer_ = nullptr;
     bool stopped_ = false;
@@ -193,9 +215,16 @@ private:
     Warnings warnings_;
     std::vector<std::string_view> f_;
     format::Decoder decoder_;
+    // The decoders in use: the report's, or a detail part's while one is read.
+    format::Decoder* text_decoder_ = &decoder_;
+    format::BinaryDecoder* binary_decoder_ = &own_binary_decoder_;
     size_t line_no_ = 0;
     bool binary_ = false;
-    format::BinaryDecoder binary_decoder_;
+    format::BinaryDecoder own_binary_decoder_;
+    std::string magic_line_;        // the header's first line, which each detail part repeats
+    std::optional<Detail> detail_;  // a bounded report's parts
+    uint64_t skip_carried_ = 0;     // a part's carried blocks to decode but not apply
+    bool carrying_ = false;         // a part's carried blocks applied after a gap
     std::string_view payload_;  // the binary record being read
     uint64_t offset_ = 0;       // its offset in the file
     char letter_ = 0;
@@ -252,6 +281,9 @@ T* find_open(const std::unordered_map<uint32_t, size_t>& ids, std::vector<T>& it
     T& item = items[it->second];
     return closed(item) ? nullptr : &item;
 }
+
+/// Splits a text record into its space-separated fields.
+void split_fields(std::string_view line, std::vector<std::string_view>& out);
 
 /// An address in a message: lowercase hex.
 std::string hex(uint64_t v);

@@ -13,8 +13,14 @@ namespace memguard::report {
 template <class R>
 void Parser::read_frame() {
     R r{};
-    binary_decoder_.read(payload_, minor_, r);
-    note_time(binary_decoder_.time());
+    binary_decoder_->read(payload_, minor_, r);
+    if constexpr (format::is_predicted<R>()) {
+        if (skip_carried_ > 0) {  // a bounded report's part repeats the blocks live at its start
+            --skip_carried_;
+            return;
+        }
+    }
+    note_time(binary_decoder_->time());
     apply(r);
 }
 
@@ -27,7 +33,7 @@ void Parser::read_frame_keyed() {
         if constexpr (R::kLetter == Letter && format::is_keyed<R>()) {
             if (!head) {
                 R r{};
-                key = binary_decoder_.read_head(payload_, minor_, r);
+                key = binary_decoder_->read_head(payload_, minor_, r);
                 head = true;
             }
             if (!matched && key == R::kKey) {
@@ -74,7 +80,7 @@ void Parser::frame(char letter, std::string_view payload, uint64_t offset) {
 }
 
 void Parser::partial_frame(uint64_t offset, uint64_t file_size) {
-    warnings_.add_first(report_.path + ": truncated at byte " + std::to_string(file_size) +
+    warnings_.add_first(source() + ": truncated at byte " + std::to_string(file_size) +
                         " (last record incomplete: disk full?); read up to byte " + std::to_string(offset) +
                         ", the end of the last complete record");
 }

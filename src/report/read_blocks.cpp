@@ -7,6 +7,10 @@
 namespace memguard::report {
 
 void Parser::apply(const rec::Alloc& r) {
+    if (carrying_) {  // a detail part's live set after a gap: the blocks the reader has are kept
+        const AtAddr* at = blocks_at_.find(r.addr);
+        if (at != nullptr && at->live && report_.blocks[at->block].t_alloc == r.t) return;
+    }
     Block b;
     b.t_alloc = r.t;
     b.tid = r.tid;

@@ -7,6 +7,10 @@
 namespace memguard::report {
 
 void Parser::apply(const rec::TensorAlloc& r) {
+    if (carrying_) {  // a detail part's live set after a gap: the tensors the reader has are kept
+        const size_t* at = live_tensors_.find(r.addr);
+        if (at != nullptr && report_.tensors[*at].t_alloc == r.t) return;
+    }
     Tensor x;
     x.t_alloc = r.t;
     x.tid = r.tid;

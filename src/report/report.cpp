@@ -43,6 +43,8 @@ namespace {
 
 constexpr std::string_view kMagic = "MEMGUARD-REPORT";
 
+}  // namespace
+
 void split_fields(std::string_view line, std::vector<std::string_view>& out) {
     // Eight characters at a time (the spaces of a word found by bit arithmetic): fields are short,
     // where a search call per field, or a test per character, costs more than the field (perf: a
@@ -77,7 +79,7 @@ void split_fields(std::string_view line, std::vector<std::string_view>& out) {
     out.emplace_back(base + start, n - start);
 }
 
-}  // namespace
+namespace {}  // namespace
 
 std::string hex(uint64_t v) {
     char buf[16];
@@ -85,22 +87,21 @@ std::string hex(uint64_t v) {
 }
 
 std::string Parser::where() const {
-    return binary_ && offset_ > 0 ? ": record at byte " + std::to_string(offset_) : ":" + std::to_string(line_no_);
+    const size_t line_no = detail_ && detail_->reading ? detail_->parts->line_no() : line_no_;
+    return binary_ && offset_ > 0 ? ": record at byte " + std::to_string(offset_) : ":" + std::to_string(line_no);
 }
 
 std::string Parser::field_text(size_t i, const std::string& value) const {
     return binary_ ? value : std::string(f_[i]);
 }
 
-void Parser::fail(const std::string& what) const { throw ReportError(report_.path + where() + ": " + what); }
+void Parser::fail(const std::string& what) const { throw ReportError(source() + where() + ": " + what); }
 
 void Parser::malformed(const std::string& detail) const {
     fail("malformed " + std::string(f_[0]) + " record: " + detail);
 }
 
-void Parser::warn(const char* cls, const std::string& what) {
-    warnings_.add(cls, report_.path + where() + ": " + what);
-}
+void Parser::warn(const char* cls, const std::string& what) { warnings_.add(cls, source() + where() + ": " + what); }
 
 void Parser::line(std::string_view text, size_t line_no) {
     line_no_ = line_no;
@@ -127,6 +128,7 @@ void Parser::partial_last_line(std::string_view text, size_t line_no, uint64_t f
 }
 
 void Parser::header(std::string_view text) {
+    magic_line_.assign(text.data(), text.size());
     split_fields(text, f_);
     std::string expected = std::string(kMagic) + " " + std::to_string(kFormatVersion);
     // A binary report's header line (docs/report-format.md, "Binary encoding"): the same version.
@@ -143,7 +145,7 @@ void Parser::header(std::string_view text) {
             fail("binary report encoding version " + std::to_string(*version) + " is not one this memguard reads (" +
                  std::to_string(format::binary::kVersion1) + " to " + std::to_string(format::binary::kVersion) + ")");
         }
-        binary_decoder_.set_version(static_cast<int>(*version));
+        binary_decoder_->set_version(static_cast<int>(*version));
         report_.version = kFormatVersion;
         return;
     }
@@ -167,7 +169,13 @@ void Parser::note_time(std::optional<int64_t> t) {
 template <class R>
 void Parser::read() {
     R r{};
-    decoder_.read(f_, minor_, r);
+    text_decoder_->read(f_, minor_, r);
+    if constexpr (format::is_predicted<R>()) {
+        if (skip_carried_ > 0) {  // a bounded report's part repeats the blocks live at its start
+            --skip_carried_;
+            return;
+        }
+    }
     note_time();
     apply(r);
 }
@@ -181,7 +189,7 @@ void Parser::read_keyed() {
         if constexpr (R::kLetter == Letter && format::is_keyed<R>()) {
             if (!head) {
                 R r{};
-                key = decoder_.read_head(f_, minor_, r);
+                key = text_decoder_->read_head(f_, minor_, r);
                 note_time();
                 head = true;
             }
@@ -243,6 +251,7 @@ void Parser::apply(const rec::Info& r) {
         }
         report_.gc_budget = f;
     }
+    if (key == "report_limit" && !detail_) start_detail();  // minor 10: a bounded report's spine
     report_.info[key] = std::move(value);
 }
 
@@ -446,6 +455,7 @@ void Parser::warn_frames_outside_modules() {
 
 Report Parser::finish() {
     if (line_no_ == 0) throw ReportError(report_.path + ": empty file (not a memguard report)");
+    if (detail_) finish_detail();  // a killed run's last detail may follow the spine's last `l`
     if (end_t_) {
         report_.end_t = *end_t_;
     } else {

@@ -501,6 +501,14 @@ struct Report {
     std::vector<Explanation> explanations;  // in order of j records
     /// `I gc_budget`: the fraction of wall time memguard's collections were allowed; empty: not said.
     std::optional<double> gc_budget;
+    // minor 10
+    /// A bounded report (MEMGUARD_MAX_REPORT_SIZE): a spine whose allocations and frees were read
+    /// from its detail parts (docs/bounded-reports.md).
+    bool bounded = false;
+    /// Its allocations and frees the writer deleted to keep the limit (`f` records), and the time of
+    /// the last of them: the detail read starts after it. 0: none.
+    uint64_t detail_dropped = 0;
+    int64_t detail_dropped_until = 0;
 
     /// The capture with id `id`, or null.
     const Capture* find_capture(uint32_t id) const;
@@ -518,6 +526,9 @@ Report load_report(const std::string& path);
 /// Opens the report at `path` for reading as load_report does: not blocking in open(2) (a FIFO that
 /// no one writes reads as empty). Null with errno set when it cannot.
 std::FILE* open_report(const std::string& path);
+/// True for the name of a bounded report's detail part (`<report>.part-<digits>`: docs/report-format.md,
+/// minor 10): read with its report, never as a report of its own.
+bool is_detail_part(std::string_view path);
 /// As load_report, from `file` (open for reading; not closed), which `name` names in messages and
 /// Report::path: a pipe's spool, read by the CLI under the pipe's name (tools/memguard/report_input.h).
 Report load_report(std::FILE* file, const std::string& name);

@@ -10,6 +10,7 @@
 #include "format/binary_decode.h"
 #include "format/decode.h"
 #include "format/encode.h"
+#include "report/detail_parts.h"
 #include "report/line_reader.h"
 #include "report/report.h"
 
@@ -38,8 +39,9 @@ void split(std::string_view line, std::vector<std::string_view>& out) {
 /// Decodes each record (from text or binary) and writes it in the other encoding.
 class Transcoder {
 public:
-    Transcoder(const std::string& path, Encoding to, const std::function<void(std::string_view)>& write)
-        : path_(path), to_(to), write_(write) {}
+    Transcoder(const std::string& path, Encoding to, const std::function<void(std::string_view)>& write,
+               std::vector<std::string>* warnings)
+        : path_(path), to_(to), write_(write), warnings_(warnings) {}
 
     /// Hands what is buffered to the writer.
     void flush() {
@@ -48,6 +50,7 @@ public:
     }
 
     void header(std::string_view text, size_t line_no) {
+        magic_line_.assign(text.data(), text.size());
         split(text, f_);
         where_ = ":" + std::to_string(line_no);
         const bool text_magic = f_[0] == "MEMGUARD-REPORT", binary_magic = f_[0] == format::kBinaryMagic;
@@ -91,6 +94,11 @@ public:
 
     [[noreturn]] void fail(const std::string& what) const { throw ReportError(path_ + where_ + ": " + what); }
 
+    /// A bounded report: the rest of its detail parts, after the spine's last record.
+    void finish_detail() {
+        if (parts_) read_detail(UINT64_MAX);
+    }
+
 private:
     template <class Read, class Head>
     void dispatch(char letter, Read read, Head head) {
@@ -119,9 +127,48 @@ private:
         }
     }
 
+    /// A bounded report (docs/bounded-reports.md) is written whole: at each spine `l`, its detail
+    /// parts' records up to that position, without the `l` records and the blocks a part repeats.
+    void start_detail() {
+        parts_.emplace(path_, magic_line_, binary_in_ ? binary_decoder_.version() : 0,
+                       [this](std::string w) { warnings_->push_back(std::move(w)); });
+    }
+    void read_detail(uint64_t position) {
+        parts_->read_to(position, [this](const DetailParts::Record& rec) {
+            DetailParts& parts = *parts_;
+            where_ = " (" + parts.path() +
+                     (binary_in_ ? ": record at byte " + std::to_string(rec.offset)
+                                 : ":" + std::to_string(parts.line_no())) +
+                     ")";
+            in_part_ = true;
+            known_ = rec.role == DetailParts::Role::Known;
+            if (binary_in_) {
+                dispatch(
+                    rec.letter, [&](auto& r) { parts.binary_decoder().read(rec.payload, minor_, r); },
+                    [&](auto& r) { return parts.binary_decoder().read_head(rec.payload, minor_, r); });
+            } else {
+                split(rec.line, f_);
+                if (f_[0].size() == 1) {
+                    dispatch(
+                        f_[0][0], [&](auto& r) { parts.text_decoder().read(f_, minor_, r); },
+                        [&](auto& r) { return parts.text_decoder().read_head(f_, minor_, r); });
+                }
+            }
+            in_part_ = known_ = false;
+        });
+    }
+
     template <class R>
     void write(const R& r) {
+        if constexpr (std::is_same_v<R, format::rec::DetailAt>) {
+            if (in_part_) return;  // not where a part has one: left out
+            if (!parts_) start_detail();
+            read_detail(r.position);
+            return;
+        }
+        if (known_) return;  // a block the part carries, written where it was allocated
         if constexpr (std::is_same_v<R, format::rec::Info>) {
+            if (r.key == "report_limit" && !parts_) start_detail();
             if (r.key == "format_minor") {
                 auto minor = text::parse_dec(r.value);
                 if (!minor || *minor > 1000000) fail("bad format_minor " + format::quoted(r.value));
@@ -152,6 +199,10 @@ private:
     format::binary::Predictions predictions_;
     format::Line line_;
     format::Frame values_, frame_;
+    std::vector<std::string>* warnings_;
+    std::string magic_line_;
+    std::optional<DetailParts> parts_;  // a bounded report's
+    bool in_part_ = false, known_ = false;
 };
 
 }  // namespace
@@ -166,7 +217,7 @@ void transcode(const std::string& path, Encoding to, const std::function<void(st
     std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
     if (!file) throw ReportError(path + ": cannot open: " + std::strerror(errno));
     LineReader reader(file.get(), path);
-    auto t = std::make_unique<Transcoder>(path, to, write);
+    auto t = std::make_unique<Transcoder>(path, to, write, warnings);
     std::string_view text;
     size_t line_no = 0;
     while (true) {
@@ -207,6 +258,7 @@ void transcode(const std::string& path, Encoding to, const std::function<void(st
         t->line(text, line_no);
     }
     if (line_no == 0) throw ReportError(path + ": empty file (not a memguard report)");
+    t->finish_detail();
     t->flush();
 }
 

@@ -32,6 +32,9 @@ public:
     /// records are appended in it (a text sink is given text, a binary one frames).
     bool binary() const noexcept { return binary_; }
     void set_binary(bool binary) noexcept { binary_ = binary; }
+    /// The allocation and free records (A F T t) go packed (append_packed): in a binary report,
+    /// and in a bounded one (its writer routes them to the detail parts: track/report_parts.h).
+    bool packs() const noexcept { return binary_ || packs_detail_; }
 
     /// Appends complete records (in text, a missing last '\n' is added). Never throws: records
     /// that cannot be kept are counted as lost.
@@ -65,6 +68,7 @@ public:
 
 protected:
     bool binary_ = false;
+    bool packs_detail_ = false;
 };
 
 }  // namespace memguard::track

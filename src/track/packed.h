@@ -11,6 +11,7 @@
 #include "format/binary.h"
 #include "format/encode.h"
 #include "track/event_sink.h"
+#include "track/report_parts.h"
 
 namespace memguard::track {
 
@@ -20,14 +21,25 @@ class Clock;
 /// the writer's predictions.
 class PackedOut {
 public:
-    /// `predictions`: null for text.
-    PackedOut(const Clock& clock, std::string& out, format::binary::Predictions* predictions) noexcept
-        : clock(clock), out_(out), predictions_(predictions) {}
+    /// `predictions`: null for text. `parts`: a bounded report's (report_parts.h): the predicted
+    /// records go to its detail part, encoded against `part_predictions`, the others to `out`,
+    /// the spine.
+    PackedOut(const Clock& clock, std::string& out, format::binary::Predictions* predictions,
+              ReportParts* parts = nullptr, format::binary::Predictions* part_predictions = nullptr) noexcept
+        : clock(clock), out_(out), predictions_(predictions), parts_(parts), part_predictions_(part_predictions) {}
 
     const Clock& clock;
 
     template <class R>
     void record(const R& r) {
+        if (parts_ != nullptr) {
+            if constexpr (format::is_predicted<R>()) {
+                parts_->detail(r, *part_predictions_);
+                if (parts_->chunk_full()) parts_->drain(*part_predictions_, out_, r.t);
+                return;
+            }
+            parts_->before_spine(out_);
+        }
         if (predictions_ == nullptr) {
             format::Line line;
             format::encode(r, line);
@@ -47,6 +59,8 @@ public:
 private:
     std::string& out_;
     format::binary::Predictions* predictions_;
+    ReportParts* parts_;
+    format::binary::Predictions* part_predictions_;
     format::Frame values_, frame_;
 };
 

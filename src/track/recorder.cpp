@@ -115,6 +115,7 @@ void Recorder::init(const Config& config) {
     // made (records made before the report exists wait in its encoding); another sink (a test's)
     // keeps its own.
     if (file_sink_) file_sink_->set_binary(config.report_encoding == ReportEncoding::Binary);
+    if (file_sink_ && config.max_report_size > 0) file_sink_->set_limit(config.max_report_size);
     state_.store(config.enabled ? State::Idle : State::Off, std::memory_order_release);
 }
 
@@ -305,6 +306,9 @@ std::string Recorder::header() const {
     info("unwinder", unwinder_.name());
     if (allocator_mode_.load(std::memory_order_acquire)) info("allocator", "memguard");
     if (!config_.run_id.empty()) info("run_id", config_.run_id);  // minor 7: the reports of one run share it
+    if (file_sink_ && config_.max_report_size > 0) {  // minor 10: a bounded report (docs/bounded-reports.md)
+        info("report_limit", std::to_string(config_.max_report_size));
+    }
     return header;
 }
 

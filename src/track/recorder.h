@@ -376,16 +376,17 @@ private:
     /// (A, F): it packs them, and the writer thread encodes them in file order (track/packed.h).
     template <class R>
     __attribute__((always_inline)) void emit(const R& r) noexcept {
-        if (writer_.binary()) {
-            if constexpr (format::is_predicted<R>()) {
+        if constexpr (format::is_predicted<R>()) {
+            if (writer_.packs()) {
                 if (file_sink_) {
                     file_sink_->ReportWriter::append_packed(&format_packed<R>, &r, sizeof r);
                 } else {
                     writer_.append_packed(&format_packed<R>, &r, sizeof r);
                 }
-            } else {
-                append_plain(writer_, r);
+                return;
             }
+        } else if (writer_.binary()) {
+            append_plain(writer_, r);
             return;
         }
         format::Line line;

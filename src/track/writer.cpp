@@ -85,6 +85,19 @@ bool ReportWriter::start(const std::string& path, const std::string& name_in_dir
     }
     fd_ = fd;
     path_ = candidate;
+    if (limit_ > 0) {
+        parts_ = std::make_unique<ReportParts>(limit_, part_size_ > 0 ? part_size_ : ReportParts::part_size_for(limit_),
+                                               binary_);
+        const size_t first_line = header.find('\n');
+        if (!parts_->open(path_, header.substr(0, first_line == std::string_view::npos ? 0 : first_line + 1),
+                          header.size())) {
+            const int part_errno = errno;
+            MG_LOG_WARN("cannot create the report's detail part beside {} ({}); the report is written whole, "
+                        "without MEMGUARD_MAX_REPORT_SIZE's limit",
+                        shown(path_), std::strerror(part_errno));
+            parts_.reset();
+        }
+    }
 
     // The writer thread must never receive the host's signals.
     sigset_t all, old;
@@ -181,9 +194,9 @@ bool ReportWriter::write_formatted(std::string_view raw) {
         can_format = false;  // out of host memory: the packed records of this buffer are lost
     }
     chunk_.clear();
-    PackedOut out(clock_, chunk_, binary_ ? &predictions_ : nullptr);
+    PackedOut out(clock_, chunk_, binary_ ? &predictions_ : nullptr, parts_.get(), &predictions_);
     auto drain = [this] {
-        const bool ok = write_all(chunk_.data(), chunk_.size());
+        const bool ok = write_spine(chunk_.data(), chunk_.size());
         chunk_.clear();
         return ok;
     };
@@ -226,10 +239,13 @@ bool ReportWriter::write_formatted(std::string_view raw) {
             }
             if (q < end && *q == kPackedMarker) break;
         }
-        ok = drain() && write_all(p, static_cast<size_t>(q - p));
+        if (parts_) parts_->before_spine(chunk_);
+        ok = drain() && write_spine(p, static_cast<size_t>(q - p));
         p = q;
     }
+    if (ok && parts_) ok = parts_->drain(predictions_, chunk_, clock_.now());
     if (ok) ok = drain();
+    if (parts_ && parts_->failed()) ok = false;
     chunk_.clear();
     if (lost > 0) {
         bool first = false;
@@ -294,7 +310,9 @@ void ReportWriter::write_pending(bool heartbeat) {
         packed = has_packed_;
         has_packed_ = false;
     }
-    if (fd_ >= 0 && !io_failed_ && !(packed ? write_formatted(out.view()) : write_all(out.data(), out.size()))) {
+    // A bounded report's buffer is split even without packed records: its spine tells positions.
+    if (fd_ >= 0 && !io_failed_ &&
+        !(packed || parts_ ? write_formatted(out.view()) : write_all(out.data(), out.size()))) {
         io_failed_ = true;
         const int write_errno = errno;
         MG_LOG_WARN("writing the report {} failed ({}); recording continues but is no longer saved", shown(path_),
@@ -327,6 +345,8 @@ void ReportWriter::finish() {
     encode_record(binary_, format::rec::End{clock_.now()}, z);
     append(z);
     write_pending(false);  // the end record is the file's last line
+    std::lock_guard<std::mutex> io(io_mu_);
+    if (parts_) parts_->close();
 }
 
 void ReportWriter::lock_for_fork() {
@@ -347,6 +367,8 @@ void ReportWriter::reset_in_child() {
     // The parent owns the file, the buffered records and the thread; the child keeps none.
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
+    if (parts_) parts_->forget();
+    parts_.reset();
     io_failed_ = false;
     path_.clear();
     buffer_.release();

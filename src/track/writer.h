@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <pthread.h>
 #include <string>
@@ -25,6 +26,7 @@
 #include "format/encode.h"
 #include "track/byte_buffer.h"
 #include "track/event_sink.h"
+#include "track/report_parts.h"
 
 namespace memguard::track {
 
@@ -44,6 +46,17 @@ public:
     /// and sets *error (one line).
     bool start(const std::string& path, const std::string& name_in_directory, std::string_view header,
                std::string* error) override;
+
+    /// Keeps the report's files under `bytes` (MEMGUARD_MAX_REPORT_SIZE; 0, the default: one file,
+    /// no limit): a bounded report is a spine at the path and detail parts beside it
+    /// (report_parts.h). Before start().
+    void set_limit(uint64_t bytes) noexcept {
+        limit_ = bytes;
+        packs_detail_ = bytes > 0;
+    }
+    /// The size at which the detail goes on in a new part; 0 (the default): the limit's
+    /// (ReportParts::part_size_for). A test's smaller parts. Before start().
+    void set_part_size(uint64_t bytes) noexcept { part_size_ = bytes; }
 
     bool started() const { return fd_ >= 0; }
     const std::string& path() const override { return path_; }
@@ -103,8 +116,14 @@ private:
     bool note_dropped_locked(uint64_t records) noexcept;
     /// With mu_ held: appends the U record of the records dropped since the last one, if any.
     void append_lost_locked() noexcept;
-    /// Writes `raw` with its packed records formatted, in order; false when a write failed.
+    /// Writes `raw` with its packed records formatted, in order (a bounded report's detail to its
+    /// part); false when a write failed.
     bool write_formatted(std::string_view raw);
+    /// Writes to the report file (a bounded report's spine), counting what a limit counts.
+    bool write_spine(const char* data, size_t n) {
+        if (parts_) parts_->wrote_spine(n);
+        return write_all(data, n);
+    }
     /// The writer's own records (H, Z, U) in the report's encoding: the view is valid until the
     /// next call.
     template <class R>
@@ -130,6 +149,9 @@ private:
     static constexpr size_t kChunk = 64 << 10;
     std::string chunk_;                        // formatted packed records on their way to the file
     format::binary::Predictions predictions_;  // binary: the predicted records' state, in file order
+    uint64_t limit_ = 0;                       // set_limit
+    uint64_t part_size_ = 0;                   // set_part_size
+    std::unique_ptr<ReportParts> parts_;       // a bounded report's detail parts (under io_mu_)
     // own_record's buffers, under mu_ (H and U).
     format::Line own_line_;
     format::Frame own_frame_;

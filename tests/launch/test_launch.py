@@ -261,6 +261,9 @@ class LaunchTest(unittest.TestCase):
             (["--report-encoding", "xml"], "memguard: error: --report-encoding: MEMGUARD_REPORT_ENCODING='xml' is "
                                            "not valid: expected binary (compact records) or text (a line per "
                                            "record)\n"),
+            (["--max-report-size", "10KiB"], "memguard: error: --max-report-size: MEMGUARD_MAX_REPORT_SIZE='10KiB' "
+                                             "is not valid: below the smallest limit, 1MiB (expected a size such as "
+                                             "2GiB, or 0 for none)\n"),
             (["--output", "a%q"], "memguard: error: --output: MEMGUARD_OUTPUT='a%q' is not valid: '%' must be "
                                   "followed by p (pid), h (host), r (rank) or %\n"),
             (["--log-level", "loud"], "memguard: error: --log-level: MEMGUARD_LOG_LEVEL='loud' is not valid: "

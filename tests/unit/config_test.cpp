@@ -152,6 +152,24 @@ TEST(Config, ReportEncodingDefaultsToBinaryAndRejectsUnknownValues) {
     EXPECT_EQ(memguard::config_value_problem("MEMGUARD_REPORT_ENCODING", "text"), "");
 }
 
+TEST(Config, MaxReportSizeTakesSizesAsTheCliDoesAndRefusesTinyOnes) {
+    EXPECT_EQ(parse({}).config.max_report_size, 0u);
+    EXPECT_EQ(parse({{"MEMGUARD_MAX_REPORT_SIZE", "2GiB"}}).config.max_report_size, uint64_t{2} << 30);
+    EXPECT_EQ(parse({{"MEMGUARD_MAX_REPORT_SIZE", "1.5 gb"}}).config.max_report_size, 1500000000u);
+    EXPECT_EQ(parse({{"MEMGUARD_MAX_REPORT_SIZE", "0"}}).config.max_report_size, 0u);
+    EXPECT_TRUE(parse({{"MEMGUARD_MAX_REPORT_SIZE", "1MiB"}}).problems.empty());
+    ConfigResult tiny = parse({{"MEMGUARD_MAX_REPORT_SIZE", "100KiB"}});
+    ASSERT_EQ(tiny.problems.size(), 1u);
+    EXPECT_EQ(tiny.problems[0], "MEMGUARD_MAX_REPORT_SIZE='100KiB' is not valid: below the smallest limit, 1MiB "
+                                "(expected a size such as 2GiB, or 0 for none); keeping no limit");
+    EXPECT_EQ(tiny.config.max_report_size, 0u);
+    ConfigResult bad = parse({{"MEMGUARD_MAX_REPORT_SIZE", "2 parsecs"}});
+    ASSERT_EQ(bad.problems.size(), 1u);
+    EXPECT_EQ(bad.problems[0].rfind("MEMGUARD_MAX_REPORT_SIZE='2 parsecs' is not valid: ", 0), 0u) << bad.problems[0];
+    EXPECT_NE(bad.problems[0].find("keeping no limit"), std::string::npos);
+    EXPECT_EQ(bad.config.max_report_size, 0u);
+}
+
 TEST(Config, RunIdFromMemguardRunIdElseTorchelastic) {
     EXPECT_EQ(parse({}).config.run_id, "");
     EXPECT_EQ(parse({{"MEMGUARD_RUN_ID", "20250101-120000-1a2b3c4d"}}).config.run_id, "20250101-120000-1a2b3c4d");

@@ -388,6 +388,7 @@ constexpr LaunchOption kLaunchOptions[] = {
     {"--output", "MEMGUARD_OUTPUT", nullptr},
     {"--allocator", "MEMGUARD_ALLOCATOR", nullptr},
     {"--report-encoding", "MEMGUARD_REPORT_ENCODING", nullptr},
+    {"--max-report-size", "MEMGUARD_MAX_REPORT_SIZE", nullptr},
     {"--stack-depth", "MEMGUARD_STACK_DEPTH", nullptr},
     {"--log-level", "MEMGUARD_LOG_LEVEL", nullptr},
     {"--run-id", "MEMGUARD_RUN_ID", nullptr},

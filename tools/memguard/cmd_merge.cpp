@@ -86,7 +86,8 @@ std::vector<std::pair<size_t, std::string>> template_files(const std::string& tm
         if (files.empty()) break;
         for (std::string& f : files) {
             // A report's summary beside it matches a template that does not end the name.
-            if (!is_summary_path(f)) out.emplace_back(rank, std::move(f));
+            // So does a bounded report's detail part (read with its report).
+            if (!is_summary_path(f) && !report::is_detail_part(f)) out.emplace_back(rank, std::move(f));
         }
     }
     if (out.empty()) {
@@ -146,7 +147,7 @@ std::vector<std::pair<size_t, std::string>> run_files(const std::string& dir, st
     size_t without_id = 0;
     while (const dirent* e = ::readdir(d)) {
         const std::string name = e->d_name;
-        if (name == "." || name == "..") continue;
+        if (name == "." || name == ".." || report::is_detail_part(name)) continue;
         std::optional<HeaderInfo> h = read_header(dir == "." ? name : dir + "/" + name);
         if (!h) continue;
         if (h->run_id.empty()) {

@@ -330,6 +330,17 @@ struct Answer {
     std::optional<report::Breakdown> categories;  // at the peak (has_categories)
 };
 
+/// A bounded report's detail (MEMGUARD_MAX_REPORT_SIZE): all there, or from when.
+std::string detail_text(const report::Report& r) {
+    auto limit = info(r, "report_limit");
+    const std::string bound = limit ? "MEMGUARD_MAX_REPORT_SIZE " + human_bytes(text::parse_dec(*limit).value_or(0))
+                                    : "its limit";
+    if (r.detail_dropped == 0) return "every allocation and free (a bounded report: " + bound + ")";
+    return "from t=" + seconds_fixed3(r.detail_dropped_until) + " s: the writer deleted " +
+           std::to_string(r.detail_dropped) + " allocations and frees before then to stay under " + bound +
+           "; the figures below count what was live then and what came after";
+}
+
 void print_text(const report::Report& r, const Answer& a) {
     const report::Summary& s = a.s;
     const OomCounts& counts = a.ooms;
@@ -341,6 +352,7 @@ void print_text(const report::Report& r, const Answer& a) {
     line("Process", process_text(r));
     if (auto cmd = info(r, "cmdline")) line("Command line", *cmd);
     line("Duration", seconds_fixed3(s.duration_ns) + " s" + (s.complete ? "" : " (up to the last record)"));
+    if (r.bounded) line("Detail", detail_text(r));
     std::string allocs = std::to_string(s.allocations) + " (" + std::to_string(s.frees) + " freed";
     if (s.failed_frees != 0) allocs += ", " + plural(s.failed_frees, "failed free", "failed frees");
     line("Allocations", allocs + ")");
@@ -467,6 +479,15 @@ void print_json(const report::Report& r, const Answer& a) {
     j.key("format_minor").value_or_null(info_int(r, "format_minor"));
     j.key("complete").value(s.complete);
     j.key("lost_records").value(r.lost_records);
+    if (r.bounded) {  // MEMGUARD_MAX_REPORT_SIZE: what of the detail was deleted
+        j.key("detail_dropped").value(r.detail_dropped);
+        j.key("detail_from_s");
+        if (r.detail_dropped > 0) {
+            j.number(seconds_exact(r.detail_dropped_until));
+        } else {
+            j.null();
+        }
+    }
     json_process(j, r);
     j.key("duration_s").number(seconds_exact(s.duration_ns));
     j.key("allocations").value(s.allocations);

@@ -572,6 +572,9 @@ options (each sets the library's variable, which it overrides; the variables wor
                           memguard (memguard allocates PyTorch's CUDA tensors)
   --report-encoding ENC   MEMGUARD_REPORT_ENCODING: binary (compact records, the default) or
                           text (a line per record)
+  --max-report-size SIZE  MEMGUARD_MAX_REPORT_SIZE: keep the report's files under SIZE (2GiB,
+                          500MB; at least 1MiB; 0: no limit, the default): the allocations and
+                          frees go to parts beside the report, the oldest deleted at the limit
   --stack-depth N         MEMGUARD_STACK_DEPTH: native frames kept per stack, 0 to 256 (0: none)
   --no-python-stacks      MEMGUARD_PYTHON_STACKS=0 (--python-stacks: 1, the default)
   --native-below-python   MEMGUARD_NATIVE_BELOW_PYTHON=1: keep the interpreter's native frames

@@ -258,5 +258,40 @@ def alloc_mode_binary_report(ctx):
     # Binary encoding 2 (issue 23). Re-encoding the 2026-12-05 H100 run's report (torch 2.11, 50
     # steps; its text export, `memguard export --binary`) gives 312487 bytes (15.6 per T+t pair,
     # 18.5 per tensor allocation), text/binary = 1656360 / 312487 = 5.30 against that run's text
-    # report (encoding 1: 463097 bytes, 3.58). 4.5 leaves 15% for run-to-run variation.
+    # report (encoding 1: 463097 bytes, 3.58); written by encoding 2 on 2026-12-05 (H100): 309534
+    # bytes, 15.5 per pair, 18.4 per tensor allocation, 5.24. 4.5 leaves 15% for run-to-run variation.
     assert size * 4.5 < text_size, (size, text_size)
+
+
+@check("allocator-mode-reports", "a bounded report (MEMGUARD_MAX_REPORT_SIZE=1MiB) of an allocator-mode training "
+       "far over it stays under the limit; read with its parts, top --at exit equals the unbounded run's")
+def alloc_mode_bounded_report(ctx):
+    # 300 steps in text (about 10 MB unbounded): the same job twice, without and with the limit.
+    env = {"MEMGUARD_ALLOCATOR": "memguard", "MEMGUARD_REPORT_ENCODING": "text"}
+    args = ("train", "--steps", "300")
+    workload(ctx, "allocator_mode", "train_unbounded", True, env=env, args=args)
+    workload(ctx, "allocator_mode", "train_bounded", True, env=dict(env, MEMGUARD_MAX_REPORT_SIZE="1MiB"),
+             args=args)
+    whole = _mg7r_report(ctx, "train_unbounded")
+    spine = _mg7r_report(ctx, "train_bounded")
+    parts = sorted(spine.parent.glob(spine.name + ".part-*"))
+    total = spine.stat().st_size + sum(p.stat().st_size for p in parts)
+    print(f"unbounded report {whole.stat().st_size} bytes; bounded: spine {spine.stat().st_size} bytes and "
+          f"{len(parts)} parts ({[p.name.rsplit('.', 1)[1] for p in parts]}), {total} bytes in all (limit {1 << 20})")
+    summary_w = _mg7r_cli_json(ctx, "summary", "--json", str(whole))
+    summary_b = _mg7r_cli_json(ctx, "summary", "--json", str(spine))
+    for key in ("tensors", "allocations", "duration_s"):
+        print(f"summary {key}: unbounded {summary_w.get(key)}; bounded {summary_b.get(key)}")
+    print(f"bounded: detail_dropped {summary_b.get('detail_dropped')}, detail_from_s {summary_b.get('detail_from_s')}")
+    top_w = ctx.run([str(ctx.cli), "top", str(whole), "--at", "exit"]).stdout
+    top_b = ctx.run([str(ctx.cli), "top", str(spine), "--at", "exit"]).stdout
+    peak_w = ctx.run([str(ctx.cli), "top", str(whole), "--at", "peak"]).stdout.splitlines()[0]
+    peak_b = ctx.run([str(ctx.cli), "top", str(spine), "--at", "peak"]).stdout.splitlines()[0]
+    print(f"top --at peak, unbounded: {peak_w}\ntop --at peak, bounded:   {peak_b}")
+    assert whole.stat().st_size > 4 * (1 << 20), whole.stat().st_size
+    assert len(parts) >= 2 and total <= 1 << 20, (len(parts), total)
+    assert summary_b.get("detail_dropped", 0) > 0, summary_b.get("detail_dropped")
+    # Two runs of one deterministic job: the same sites and sizes live at the exit (the first line
+    # has the exit's time, which differs).
+    assert top_b.splitlines()[1:] == top_w.splitlines()[1:], (top_w[:600], top_b[:600])
+    assert top_b.splitlines()[0].split(":", 1)[1] == top_w.splitlines()[0].split(":", 1)[1], (top_w[:200], top_b[:200])

@@ -1,0 +1,147 @@
+// A bounded report's files (MEMGUARD_MAX_REPORT_SIZE; docs/bounded-reports.md): the writer thread
+// splits what it writes into the spine (the report path: every record but the allocations and
+// frees) and numbered detail parts (the A F T t records), and deletes the oldest part when the
+// files would pass the limit. Each part begins with the blocks live at its start (carried), so a
+// reader needs no earlier part; `l` records in the spine say where its records fall among the
+// detail records. Writer-thread only: every call is made under the writer's io lock.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "format/binary.h"
+#include "format/encode.h"
+#include "format/records.h"
+
+namespace memguard::track {
+
+class ReportParts {
+public:
+    /// The smallest part: a limit below 8 parts of it still rotates at this size.
+    static constexpr uint64_t kMinPartSize = uint64_t{64} << 10;
+    /// The part size for `limit`: an eighth of it, at least kMinPartSize.
+    static uint64_t part_size_for(uint64_t limit) noexcept;
+
+    /// `limit`: the bound on the spine and the parts together; `part_size`: where a part ends.
+    ReportParts(uint64_t limit, uint64_t part_size, bool binary) noexcept
+        : limit_(limit), part_size_(part_size), binary_(binary) {}
+    ~ReportParts();
+    ReportParts(const ReportParts&) = delete;
+    ReportParts& operator=(const ReportParts&) = delete;
+
+    uint64_t limit() const noexcept { return limit_; }
+    uint64_t part_size() const noexcept { return part_size_; }
+
+    /// Opens the first part beside `spine_path`, whose file already holds `spine_bytes` (the
+    /// header); `magic` is the header's first line (with its '\n'), which every part repeats.
+    /// False (errno set) when the part cannot be created.
+    bool open(const std::string& spine_path, std::string_view magic, uint64_t spine_bytes);
+
+    /// The detail: a predicted record (A F T t), encoded against `predictions` (the part's: reset
+    /// at each new part) into the part's chunk; the live set follows it.
+    template <class R>
+    void detail(const R& r, format::binary::Predictions& predictions);
+    /// Before any bytes go to the spine: appends an `l` record to `spine` when detail records came
+    /// since the spine's last one.
+    void before_spine(std::string& spine);
+    /// `n` bytes went to the spine file.
+    void wrote_spine(uint64_t n) noexcept { spine_bytes_ += n; }
+
+    /// Writes the part's chunk out; once the part has reached the part size, goes on in a new part
+    /// (carrying the live set) and deletes the oldest parts the limit has no room for, appending
+    /// their `f` records to `spine`. False when a write failed (errno set; failed() stays true).
+    /// `now`: the time of `f`.
+    bool drain(format::binary::Predictions& predictions, std::string& spine, int64_t now);
+    bool failed() const noexcept { return failed_; }
+    /// Room left in the chunk before a record must drain it.
+    bool chunk_full() const noexcept {
+        return chunk_.size() + std::max(format::Line::kCapacity, format::Frame::kCapacity) > kChunk;
+    }
+
+    /// Closes the part (the end of the run).
+    void close() noexcept;
+    /// In a fork's child: closes the parent's part without writing to it.
+    void forget() noexcept;
+
+    uint64_t position() const noexcept { return position_; }
+    unsigned part() const noexcept { return part_; }
+    size_t live_blocks() const noexcept { return blocks_.size() + tensors_.size(); }
+
+private:
+    static constexpr size_t kChunk = 64 << 10;
+    struct LiveTensor {
+        format::rec::TensorAlloc r;
+        char pool[64];  // "first.second": two 64-bit numbers and a dot fit
+    };
+    std::string part_path(unsigned n) const;
+    /// Starts part `n`: its header, `l`, the live set.
+    bool start_part(unsigned n, format::binary::Predictions& predictions);
+    bool write_chunk();
+    template <class R>
+    void encode(const R& r, format::binary::Predictions& predictions);
+
+    const uint64_t limit_;
+    const uint64_t part_size_;
+    const bool binary_;
+    bool failed_ = false;
+    std::string spine_path_;
+    std::string magic_;
+    int fd_ = -1;
+    unsigned part_ = 0;
+    uint64_t part_bytes_ = 0;
+    uint64_t carried_bytes_ = 0;  // the part's header and the live set it began with
+    uint64_t part_first_ = 0;     // the position of the part's first detail record
+    int64_t last_t_ = 0;          // the time of the last detail record
+    struct Closed {
+        unsigned part;
+        uint64_t bytes, first, end;
+        int64_t until;  // the time of its last detail record
+    };
+    std::deque<Closed> closed_;
+    uint64_t closed_bytes_ = 0;
+    uint64_t spine_bytes_ = 0;
+    uint64_t position_ = 0;        // detail records so far
+    uint64_t spine_position_ = 0;  // the position the spine was last told
+    std::string chunk_;
+    format::Frame values_, frame_;
+    std::unordered_map<uint64_t, format::rec::Alloc> blocks_;
+    std::unordered_map<uint64_t, LiveTensor> tensors_;
+};
+
+template <class R>
+void ReportParts::encode(const R& r, format::binary::Predictions& predictions) {
+    if (binary_) {
+        chunk_.append(format::encode_predicted(r, predictions, values_, frame_));
+    } else {
+        format::Line line;
+        format::encode(r, line);
+        chunk_.append(line.finish());
+    }
+}
+
+template <class R>
+void ReportParts::detail(const R& r, format::binary::Predictions& predictions) {
+    static_assert(format::is_predicted<R>());
+    encode(r, predictions);
+    ++position_;
+    last_t_ = r.t;
+    if constexpr (std::is_same_v<R, format::rec::Alloc>) {
+        blocks_[r.addr] = r;
+    } else if constexpr (std::is_same_v<R, format::rec::Free>) {
+        blocks_.erase(r.addr);
+    } else if constexpr (std::is_same_v<R, format::rec::TensorAlloc>) {
+        LiveTensor& x = tensors_[r.addr];
+        x.r = r;
+        const size_t n = r.pool.size() < sizeof x.pool ? r.pool.size() : sizeof x.pool;
+        r.pool.copy(x.pool, n);
+        x.r.pool = std::string_view(x.pool, n);
+    } else if constexpr (std::is_same_v<R, format::rec::TensorFree>) {
+        tensors_.erase(r.addr);
+    }
+}
+
+}  // namespace memguard::track

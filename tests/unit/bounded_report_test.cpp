@@ -1,0 +1,300 @@
+// Bounded reports (MEMGUARD_MAX_REPORT_SIZE; docs/bounded-reports.md): the writer splits the report
+// into its spine and detail parts, each part beginning with the blocks live at its start, and
+// deletes the oldest parts to stay under the limit. With every part there the reader reads the
+// same run as an unbounded report; with parts deleted it says so and starts from the live set.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "report/report.h"
+#include "report/transcode.h"
+#include "track/recorder.h"
+#include "track/testing/fake_clock.h"
+#include "track/testing/fake_unwinder.h"
+#include "track/writer.h"
+
+namespace memguard::track {
+namespace {
+
+/// The files in `dir`, with their sizes.
+std::vector<std::pair<std::string, uint64_t>> files_in(const std::string& dir) {
+    std::vector<std::pair<std::string, uint64_t>> files;
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return files;
+    while (const dirent* e = readdir(d)) {
+        const std::string name = e->d_name;
+        if (name == "." || name == "..") continue;
+        struct stat st {};
+        if (stat((dir + "/" + name).c_str(), &st) == 0) files.emplace_back(name, static_cast<uint64_t>(st.st_size));
+    }
+    closedir(d);
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
+/// The report in text, exported (report::transcode, as `memguard export --text`).
+std::string text_of(const std::string& path) {
+    std::string out;
+    std::vector<std::string> warnings;
+    report::transcode(path, report::Encoding::Text, out, &warnings);
+    EXPECT_TRUE(warnings.empty()) << warnings.front();
+    return out;
+}
+
+/// Its records but the I records (pid, exe, the limit...).
+std::string records_of(const std::string& text) {
+    std::istringstream in(text);
+    std::string line, out;
+    while (std::getline(in, line)) {
+        if (line.rfind("I ", 0) != 0) out += line + "\n";
+    }
+    return out;
+}
+
+struct Options {
+    ReportEncoding encoding = ReportEncoding::Binary;
+    bool allocator_mode = false;
+    uint64_t limit = 0, part_size = 0;  // 0: unbounded
+    int pairs = 20000;
+};
+
+/// One recorder writing a real report: a churn over a live set that grows and shrinks, with new
+/// stacks (spine records among the detail) as it goes, phases and steps; the same for every
+/// option (a fixed seed). `largest_on_disk`: the most the report's files held at any flush.
+struct RecordedRun {
+    explicit RecordedRun(const Options& o) {
+        char dir[] = "/tmp/mg-bounded-XXXXXX";
+        EXPECT_NE(mkdtemp(dir), nullptr);
+        dir_ = dir;
+        Config c;
+        c.output_template = dir_ + "/r.mgr";
+        c.stack_depth = 16;
+        c.report_encoding = o.encoding;
+        c.max_report_size = o.limit;
+        writer = std::make_unique<ReportWriter>(clock);
+        writer->set_part_size(o.part_size);
+        recorder = std::make_unique<Recorder>(c, *writer, clock, unwinder);
+        if (o.allocator_mode) recorder->set_allocator_mode();
+        std::mt19937_64 rng(42);
+        std::vector<uintptr_t> live;
+        uintptr_t next = 0x7f0000000000;
+        uint64_t phase = 0;
+        uintptr_t ips[Recorder::kStackCapacity];
+        int64_t t = 1000;
+        for (int i = 0; i < o.pairs; ++i) {
+            // A wave: the live set climbs to a few hundred blocks and falls back.
+            const size_t target = 50 + static_cast<size_t>((i / 500) % 8) * 40;
+            const bool alloc = live.size() < target ? rng() % 4 != 0 : rng() % 4 == 0;
+            clock.set(t += 10 + static_cast<int64_t>(rng() % 50));
+            if (alloc || live.empty()) {
+                unwinder.set_frames({0x10001000, 0x10002000 + (rng() % 7) * 16, 0x10003000 + (i / 5000) * 16});
+                const int n = recorder->capture_stack(ips);
+                const uintptr_t addr = next;
+                next += 0x200000;
+                const uint64_t size = 512u << (rng() % 12);
+                if (o.allocator_mode) {
+                    Recorder::TensorBlock b;
+                    b.addr = addr;
+                    b.size = b.requested = size;
+                    b.stack_id = recorder->intern_stack(ips, n);
+                    b.pool_first = 1;
+                    recorder->record_block_alloc(b);
+                } else {
+                    recorder->record_alloc(Api::cudaMalloc, Kind::Device, addr, size, 0, {}, ips, n);
+                }
+                live.push_back(addr);
+            } else {
+                const size_t k = rng() % live.size();
+                if (o.allocator_mode) {
+                    recorder->record_block_free(live[k], false);
+                } else {
+                    recorder->record_free(Api::cudaFree, live[k], {});
+                }
+                live[k] = live.back();
+                live.pop_back();
+            }
+            if (i % 1000 == 0) {
+                if (phase != 0) recorder->record_phase_end(phase);
+                phase = recorder->record_phase_begin(format::PhaseSource::Api, "phase " + std::to_string(i / 1000));
+            }
+            if (i % 700 == 699) recorder->record_step(static_cast<uint32_t>(i / 700 + 1), format::StepSource::Api, "");
+            if (i % 997 == 0) {
+                recorder->flush();
+                uint64_t bytes = 0;
+                for (const auto& f : files_in(dir_)) bytes += f.second;
+                largest_on_disk = std::max(largest_on_disk, bytes);
+            }
+        }
+        if (phase != 0) recorder->record_phase_end(phase);
+        recorder->shutdown();
+        path = dir_ + "/r.mgr";
+        for (const auto& f : files_in(dir_)) on_disk += f.second;
+        largest_on_disk = std::max(largest_on_disk, on_disk);
+    }
+    ~RecordedRun() {
+        for (const auto& f : files_in(dir_)) std::remove((dir_ + "/" + f.first).c_str());
+        rmdir(dir_.c_str());
+    }
+    size_t parts() const {
+        size_t n = 0;
+        for (const auto& f : files_in(dir_)) n += f.first.find(".part-") != std::string::npos ? 1 : 0;
+        return n;
+    }
+    testing::FakeClock clock;
+    testing::FakeUnwinder unwinder;
+    std::unique_ptr<ReportWriter> writer;
+    std::unique_ptr<Recorder> recorder;
+    std::string dir_, path;
+    uint64_t on_disk = 0, largest_on_disk = 0;
+};
+
+/// What both readings must agree on, block by block and event by event.
+void expect_same_run(const report::Report& a, const report::Report& b) {
+    ASSERT_EQ(a.events.size(), b.events.size());
+    for (size_t i = 0; i < a.events.size(); ++i) {
+        ASSERT_EQ(a.events[i].type, b.events[i].type) << "event " << i;
+        ASSERT_EQ(a.events[i].block, b.events[i].block) << "event " << i;
+        ASSERT_EQ(a.events[i].t, b.events[i].t) << "event " << i;
+    }
+    ASSERT_EQ(a.blocks.size(), b.blocks.size());
+    for (size_t i = 0; i < a.blocks.size(); ++i) {
+        EXPECT_EQ(a.blocks[i].addr, b.blocks[i].addr);
+        EXPECT_EQ(a.blocks[i].size, b.blocks[i].size);
+        EXPECT_EQ(a.blocks[i].stack_id, b.blocks[i].stack_id);
+        EXPECT_EQ(a.blocks[i].t_alloc, b.blocks[i].t_alloc);
+        EXPECT_EQ(a.blocks[i].t_free, b.blocks[i].t_free);
+    }
+    ASSERT_EQ(a.tensors.size(), b.tensors.size());
+    for (size_t i = 0; i < a.tensors.size(); ++i) {
+        EXPECT_EQ(a.tensors[i].addr, b.tensors[i].addr);
+        EXPECT_EQ(a.tensors[i].size, b.tensors[i].size);
+        EXPECT_EQ(a.tensors[i].t_alloc, b.tensors[i].t_alloc);
+        EXPECT_EQ(a.tensors[i].t_free, b.tensors[i].t_free);
+    }
+    ASSERT_EQ(a.phases.size(), b.phases.size());
+    for (size_t i = 0; i < a.phases.size(); ++i) {
+        EXPECT_EQ(a.phases[i].events_at_begin, b.phases[i].events_at_begin);
+        EXPECT_EQ(a.phases[i].events_at_end, b.phases[i].events_at_end);
+    }
+    ASSERT_EQ(a.steps.size(), b.steps.size());
+    for (size_t i = 0; i < a.steps.size(); ++i) EXPECT_EQ(a.steps[i].events_before, b.steps[i].events_before);
+    EXPECT_EQ(a.stacks.size(), b.stacks.size());
+    EXPECT_EQ(a.end_t, b.end_t);
+}
+
+struct Mode {
+    ReportEncoding encoding;
+    bool allocator_mode;
+};
+
+class Bounded : public ::testing::TestWithParam<Mode> {};
+INSTANTIATE_TEST_SUITE_P(Modes, Bounded,
+                         ::testing::Values(Mode{ReportEncoding::Binary, false}, Mode{ReportEncoding::Text, false},
+                                           Mode{ReportEncoding::Binary, true}, Mode{ReportEncoding::Text, true}),
+                         [](const ::testing::TestParamInfo<Mode>& i) {
+                             return std::string(i.param.encoding == ReportEncoding::Binary ? "Binary" : "Text") +
+                                    (i.param.allocator_mode ? "Allocator" : "Interposition");
+                         });
+
+TEST_P(Bounded, WithEveryPartThereItReadsAsTheUnboundedRun) {
+    Options o;
+    o.encoding = GetParam().encoding;
+    o.allocator_mode = GetParam().allocator_mode;
+    RecordedRun whole(o);
+    o.limit = uint64_t{1} << 30;  // far above the run: nothing deleted
+    o.part_size = 16 << 10;
+    RecordedRun split(o);
+    EXPECT_GE(split.parts(), 4u) << "the test means to read across parts";
+    const report::Report a = report::load_report(whole.path), b = report::load_report(split.path);
+    EXPECT_TRUE(b.bounded);
+    EXPECT_EQ(b.detail_dropped, 0u);
+    expect_same_run(a, b);
+    EXPECT_EQ(a.warnings.size(), b.warnings.size());
+    for (const std::string& w : b.warnings) EXPECT_EQ(w.find("detail"), std::string::npos) << w;
+    // Exported, it is one file with the same records (but the header's, which differ between runs).
+    EXPECT_EQ(records_of(text_of(split.path)), records_of(text_of(whole.path)));
+    // The spine holds no allocation or free: it grows with the run's rare records only.
+    uint64_t spine = 0;
+    for (const auto& f : files_in(split.dir_)) spine = f.first == "r.mgr" ? f.second : spine;
+    EXPECT_LT(spine * 4, whole.on_disk) << spine << " bytes in the spine";
+}
+
+TEST_P(Bounded, FarOverItsLimitItStaysUnderAndSaysFromWhenItsDetailStarts) {
+    Options o;
+    o.encoding = GetParam().encoding;
+    o.allocator_mode = GetParam().allocator_mode;
+    o.pairs = 60000;
+    RecordedRun whole(o);
+    o.limit = 128 << 10;
+    o.part_size = 16 << 10;
+    RecordedRun bounded(o);
+    ASSERT_GT(whole.on_disk, 3 * o.limit) << "the test means to go far over the limit";
+    EXPECT_LE(bounded.largest_on_disk, o.limit);
+    const report::Report a = report::load_report(whole.path), b = report::load_report(bounded.path);
+    EXPECT_TRUE(b.bounded);
+    EXPECT_GT(b.detail_dropped, 0u);
+    EXPECT_GT(b.detail_dropped_until, 0);
+    EXPECT_LT(b.detail_dropped_until, a.end_t);
+    ASSERT_FALSE(b.warnings.empty());
+    EXPECT_NE(b.warnings[0].find("detail dropped"), std::string::npos) << b.warnings[0];
+    // What was live at the end is the same: the first part read carried the live set at its start.
+    auto live = [](const report::Report& r) {
+        std::vector<std::pair<uint64_t, uint64_t>> out;
+        for (const report::Block& x : r.blocks) {
+            if (!x.t_free) out.emplace_back(x.addr, x.size);
+        }
+        for (const report::Tensor& x : r.tensors) {
+            if (!x.t_free) out.emplace_back(x.addr, x.size);
+        }
+        std::sort(out.begin(), out.end());
+        return out;
+    };
+    EXPECT_EQ(live(a), live(b));
+    EXPECT_FALSE(live(b).empty());
+    // Every phase and step is still there (the spine keeps them).
+    EXPECT_EQ(a.phases.size(), b.phases.size());
+    EXPECT_EQ(a.steps.size(), b.steps.size());
+    EXPECT_EQ(a.end_t, b.end_t);
+}
+
+TEST(BoundedReport, ItsPartsGoneItSaysTheDetailIsMissing) {
+    Options o;
+    o.limit = uint64_t{1} << 30;
+    o.part_size = 16 << 10;
+    RecordedRun split(o);
+    ASSERT_GE(split.parts(), 2u);
+    for (const auto& f : files_in(split.dir_)) {
+        if (f.first.find(".part-") != std::string::npos) std::remove((split.dir_ + "/" + f.first).c_str());
+    }
+    const report::Report r = report::load_report(split.path);
+    ASSERT_FALSE(r.warnings.empty());
+    EXPECT_NE(r.warnings[0].find("detail parts of this bounded report are not beside it"), std::string::npos)
+        << r.warnings[0];
+    EXPECT_TRUE(r.blocks.empty());
+    EXPECT_FALSE(r.phases.empty());
+}
+
+TEST(BoundedReport, APartLostInTheMiddleIsCountedAsMissing) {
+    Options o;
+    o.limit = uint64_t{1} << 30;
+    o.part_size = 16 << 10;
+    RecordedRun split(o);
+    ASSERT_GE(split.parts(), 4u);
+    std::remove((split.path + ".part-000002").c_str());
+    const report::Report r = report::load_report(split.path);
+    bool said = false;
+    for (const std::string& w : r.warnings) said |= w.find("of its detail parts are missing") != std::string::npos;
+    EXPECT_TRUE(said);
+}
+
+}  // namespace
+}  // namespace memguard::track
