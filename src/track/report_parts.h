@@ -126,9 +126,8 @@ void ReportParts::encode(const R& r, format::binary::Predictions& predictions) {
 template <class R>
 void ReportParts::detail(const R& r, format::binary::Predictions& predictions) {
     static_assert(format::is_predicted<R>());
-    encode(r, predictions);
-    ++position_;
-    last_t_ = r.t;
+    // The live set first: a map that cannot grow (out of host memory) throws before the record is
+    // encoded, so the record is lost whole, not written without its block.
     if constexpr (std::is_same_v<R, format::rec::Alloc>) {
         blocks_[r.addr] = r;
     } else if constexpr (std::is_same_v<R, format::rec::Free>) {
@@ -142,6 +141,9 @@ void ReportParts::detail(const R& r, format::binary::Predictions& predictions) {
     } else if constexpr (std::is_same_v<R, format::rec::TensorFree>) {
         tensors_.erase(r.addr);
     }
+    encode(r, predictions);
+    ++position_;
+    last_t_ = r.t;
 }
 
 }  // namespace memguard::track

@@ -218,7 +218,9 @@ bool ReportWriter::write_formatted(std::string_view raw) {
                 ++lost;
                 continue;
             }
-            if (chunk_.size() + format::Line::kCapacity > chunk_.capacity()) ok = drain();
+            // A bounded report's spine may also get an `l` and the `f`s of the parts a rotation deletes.
+            const size_t room = format::Line::kCapacity + (parts_ ? kSpineExtra : 0);
+            if (chunk_.size() + room > chunk_.capacity()) ok = drain();
             try {
                 format(payload, bytes, out);
             } catch (...) {

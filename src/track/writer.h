@@ -147,6 +147,7 @@ private:
     std::mutex io_mu_;         // serializes write(2) calls on fd_; guards spare_ and chunk_
     ByteBuffer spare_;         // the last written buffer, empty, for buffer_ to take over
     static constexpr size_t kChunk = 64 << 10;
+    static constexpr size_t kSpineExtra = 2048;  // room for a bounded report's `l` and `f` records
     std::string chunk_;                        // formatted packed records on their way to the file
     format::binary::Predictions predictions_;  // binary: the predicted records' state, in file order
     uint64_t limit_ = 0;                       // set_limit
