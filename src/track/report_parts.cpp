@@ -1,41 +1,14 @@
 #include "track/report_parts.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "track/file_io.h"
+#include "track/packed.h"
+
 namespace memguard::track {
-
-namespace {
-
-bool write_fully(int fd, const char* data, size_t n) noexcept {
-    while (n > 0) {
-        ssize_t w = ::write(fd, data, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        data += w;
-        n -= static_cast<size_t>(w);
-    }
-    return true;
-}
-
-template <class R>
-void append_plain(bool binary, const R& r, std::string& out) {
-    if (binary) {
-        format::Frame frame;
-        out.append(format::encode_plain(r, frame));
-    } else {
-        format::Line line;
-        format::encode(r, line);
-        out.append(line.finish());
-    }
-}
-
-}  // namespace
 
 uint64_t ReportParts::part_size_for(uint64_t limit) noexcept {
     const uint64_t eighth = limit / 8;
@@ -71,7 +44,7 @@ bool ReportParts::start_part(unsigned n, format::binary::Predictions& prediction
     predictions.reset();  // a part is read on its own: its predictions start afresh
     chunk_.clear();
     chunk_.append(magic_);
-    append_plain(binary_, format::rec::DetailAt{position_, live_blocks()}, chunk_);
+    encode_record(binary_, format::rec::DetailAt{position_, live_blocks()}, chunk_);
     // The live set, so that a reader of this part needs no earlier one. Not detail records: the
     // position does not move.
     for (const auto& [addr, r] : blocks_) {
@@ -99,7 +72,7 @@ bool ReportParts::write_chunk() {
 
 void ReportParts::before_spine(std::string& spine) {
     if (position_ == spine_position_) return;
-    append_plain(binary_, format::rec::DetailAt{position_, 0}, spine);
+    encode_record(binary_, format::rec::DetailAt{position_, 0}, spine);
     spine_position_ = position_;
 }
 
@@ -125,7 +98,7 @@ bool ReportParts::drain(format::binary::Predictions& predictions, std::string& s
         const Closed& c = closed_.front();
         ::unlink(part_path(c.part).c_str());
         before_spine(spine);
-        append_plain(binary_, format::rec::DetailDropped{now, c.part, c.first, c.end, c.until}, spine);
+        encode_record(binary_, format::rec::DetailDropped{now, c.part, c.first, c.end, c.until}, spine);
         closed_bytes_ -= c.bytes;
         closed_.pop_front();
     }

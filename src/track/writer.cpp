@@ -277,19 +277,6 @@ void ReportWriter::run() {
     }
 }
 
-bool ReportWriter::write_fully(int fd, const char* data, size_t n) {
-    while (n > 0) {
-        ssize_t w = ::write(fd, data, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        data += w;
-        n -= static_cast<size_t>(w);
-    }
-    return true;
-}
-
 void ReportWriter::write_pending(bool heartbeat) {
     std::lock_guard<std::mutex> io(io_mu_);
     // The buffer the hooks append to next is the one written last time, emptied: it keeps its

@@ -26,6 +26,7 @@
 #include "format/encode.h"
 #include "track/byte_buffer.h"
 #include "track/event_sink.h"
+#include "track/file_io.h"
 #include "track/report_parts.h"
 
 namespace memguard::track {
@@ -104,7 +105,6 @@ private:
     /// outside the lock. io_mu_ keeps file writes in order.
     void write_pending(bool heartbeat = true);
     bool write_all(const char* data, size_t n) { return write_fully(fd_, data, n); }
-    static bool write_fully(int fd, const char* data, size_t n);
     /// Appends `n` bytes that `fill(at)` writes, under mu_; when the memory cannot be had, counts
     /// `lines()` records as lost instead. Inline, with append_packed: a packed record of a size
     /// known where it is appended is copied without a call.
