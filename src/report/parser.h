@@ -193,6 +193,9 @@ private:
     /// records ask (report/read_detail.cpp), so that the records of both files come in the order
     /// the run made them.
     struct Detail {
+        // Not defaulted: clang cannot default-construct a nested class with member initializers
+        // until the enclosing class is complete (std::optional::emplace asks before then).
+        Detail() {}
         std::optional<DetailParts> parts;  // once the header is read
         bool reading = false;              // a part's record is being applied
         uint64_t dropped = 0;              // `f`: detail records the writer deleted
