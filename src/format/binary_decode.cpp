@@ -148,6 +148,18 @@ void BinaryDecoder::operator()(const Field& f, Tail<uint32_t>& v) {
     v = Tail<uint32_t>{u32_.data(), u32_.size()};
 }
 
+void BinaryDecoder::operator()(const Field& f, Tail<int64_t>& v) {
+    if (skip(f)) return;
+    const uint64_t n = varint(f);
+    if (n > static_cast<uint64_t>(end_ - p_)) {
+        throw Malformed(std::to_string(n) + " " + f.label + "s do not fit in the record's " +
+                        std::to_string(end_ - p_) + " remaining bytes");
+    }
+    i64_.resize(static_cast<size_t>(n));
+    for (int64_t& x : i64_) x = unzigzag(varint(f));
+    v = Tail<int64_t>{i64_.data(), i64_.size()};
+}
+
 void BinaryDecoder::key(const Field& f, std::string_view) {
     if (skip(f)) return;
     key_ = bytes(f);

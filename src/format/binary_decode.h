@@ -89,6 +89,7 @@ public:
     }
     void operator()(const Field& f, Tail<uint64_t>& v);
     void operator()(const Field& f, Tail<uint32_t>& v);
+    void operator()(const Field& f, Tail<int64_t>& v);
     void key(const Field& f, std::string_view key);
 
 private:
@@ -257,6 +258,7 @@ private:
     std::optional<int64_t> time_;
     std::vector<uint64_t> u64_;
     std::vector<uint32_t> u32_;
+    std::vector<int64_t> i64_;
     std::string build_id_;
     binary::Predictions predictions_;
 };

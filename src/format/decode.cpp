@@ -151,6 +151,13 @@ void Decoder::operator()(const Field& f, Tail<uint32_t>& v) {
     v = Tail<uint32_t>{u32_.data(), u32_.size()};
 }
 
+void Decoder::operator()(const Field& f, Tail<int64_t>& v) {
+    if (skip(f)) return;
+    i64_.clear();
+    while (i_ < f_->size()) i64_.push_back(time_value(f, next()));
+    v = Tail<int64_t>{i64_.data(), i64_.size()};
+}
+
 void Decoder::key(const Field& f, std::string_view) {
     if (skip(f)) return;
     key_at_ = i_++;

@@ -83,6 +83,7 @@ public:
     }
     void operator()(const Field& f, Tail<uint64_t>& v);
     void operator()(const Field& f, Tail<uint32_t>& v);
+    void operator()(const Field& f, Tail<int64_t>& v);
     void key(const Field& f, std::string_view key);
 
 private:
@@ -143,6 +144,7 @@ private:
     size_t strings_used_ = 0;
     std::vector<uint64_t> u64_;
     std::vector<uint32_t> u32_;
+    std::vector<int64_t> i64_;
 };
 
 }  // namespace memguard::format

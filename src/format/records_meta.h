@@ -202,4 +202,54 @@ struct DetailDropped {
     }
 };
 
+// --- fold files (minor 10): a bounded report's deleted detail, as the reader's figures ------------
+
+/// a part position events blocks tensors t dropped dropped_until dropped_parts: first in a fold
+/// file `<report>.fold-NNNNNN` (docs/bounded-reports.md): the figures after it are the streaming
+/// reader's state once it has read the report up to the start of detail part `part` + 1, which is
+/// after the first `position` detail records; there the reader had counted `events` events,
+/// `blocks` A records and `tensors` T records, the latest time it had read was `t`, and of the
+/// detail before it `dropped` records in `dropped_parts` parts (the last made at `dropped_until`)
+/// had been deleted unfolded (`f`).
+struct FoldAt {
+    static constexpr char kLetter = 'a';
+    static constexpr int kMinor = 10;
+    static constexpr Family kFamily = Family::Meta;
+    uint64_t part = 0, position = 0, events = 0, blocks = 0, tensors = 0;
+    int64_t t = 0;
+    uint64_t dropped = 0;
+    int64_t dropped_until = 0;
+    uint64_t dropped_parts = 0;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(Field{"part", "part", Enc::Dec}, r.part);
+        v(Field{"position", "position", Enc::Dec}, r.position);
+        v(Field{"events", "events", Enc::Dec}, r.events);
+        v(Field{"blocks", "blocks", Enc::Dec}, r.blocks);
+        v(Field{"tensors", "tensors", Enc::Dec}, r.tensors);
+        v(Field{"t", "time", Enc::Span}, r.t);
+        v(Field{"dropped", "dropped", Enc::Dec}, r.dropped);
+        v(Field{"dropped_until", "time", Enc::Span}, r.dropped_until);
+        v(Field{"dropped_parts", "dropped parts", Enc::Dec}, r.dropped_parts);
+    }
+};
+
+/// z name copies value...: one figure of a fold file, named by the observer that wrote it and the
+/// figure ("summary.kind"); its values are signed decimals; the next `copies` records of the file
+/// are A or T records that belong to it (a live set copied at a peak).
+struct Figure {
+    static constexpr char kLetter = 'z';
+    static constexpr int kMinor = 10;
+    static constexpr Family kFamily = Family::Meta;
+    std::string_view name;
+    uint64_t copies = 0;
+    Tail<int64_t> values;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(Field{"name", "figure name", Enc::Str}, r.name);
+        v(Field{"copies", "copies", Enc::Dec}, r.copies);
+        v(Field{"value", "value", Enc::SDec}, r.values);
+    }
+};
+
 }  // namespace memguard::format::rec

@@ -135,6 +135,95 @@ void SummaryBuilder::on_end(const Report& r) {
     }
 }
 
+void SummaryBuilder::fold_out(const Report& r, FoldWriter& w) {
+    (void)r;
+    const Summary& s = s_;
+    w.figure("summary",
+             {fold_of(s.allocations), fold_of(s.frees), fold_of(s.failed_frees), fold_of(s.tensor_allocations),
+              fold_of(s.tensor_frees), fold_of(s.tensor_gc_frees), fold_of(s.virt.reserves),
+              fold_of(s.virt.address_frees), fold_of(s.virt.creates), fold_of(s.virt.releases), fold_of(s.virt.maps),
+              fold_of(s.peak_events), fold_of(s.tensor_peak_events), fold_of(s.tensor_peak_requested)});
+    for (size_t k = 0; k < kKindCount; ++k) {
+        const KindStats& x = s.by_kind[k];
+        w.figure("summary.kind", {fold_of(k), fold_of(x.allocations), fold_of(x.frees), fold_of(x.bytes_allocated)});
+    }
+    for (const auto& [dev, d] : s.by_device) {
+        w.figure("summary.device", {dev, fold_of(d.allocations), fold_of(d.bytes_allocated)});
+    }
+    // The peaks: 0 GPU, 1 mapped, 2 physical, 3 reserved, 4 tensor, 10 + k kind k.
+    auto peak = [&w](int64_t series, const Peak& p) {
+        w.figure("summary.peak", {series, fold_of(p.bytes), p.t ? 1 : 0, p.t.value_or(0)});
+    };
+    peak(0, gpu_), peak(1, mapped_), peak(2, physical_), peak(3, reserved_), peak(4, tensor_);
+    for (size_t k = 0; k < kKindCount; ++k) peak(10 + static_cast<int64_t>(k), kinds_[k]);
+    for (const auto& [dev, p] : devices_) {
+        w.figure("summary.device_peak", {dev, fold_of(p.bytes), p.t ? 1 : 0, p.t.value_or(0)});
+    }
+}
+
+void SummaryBuilder::fold_in(const Report& r, const Fold& f) {
+    walk_.fold_in(r, f.at.events);
+    s_ = Summary{};
+    by_device_ = DeviceEntry<DeviceStats>{};
+    device_peak_ = DeviceEntry<Peak>{};
+    gpu_ = mapped_ = physical_ = reserved_ = tensor_ = Peak{};
+    kinds_ = {};
+    devices_.clear();
+    Summary& s = s_;
+    bool found = false;
+    f.each("summary", [&](const Fold::Figure& x) {
+        found = true;
+        uint64_t* to[] = {&s.allocations,  &s.frees,           &s.failed_frees,  &s.tensor_allocations,
+                          &s.tensor_frees, &s.tensor_gc_frees, &s.virt.reserves, &s.virt.address_frees,
+                          &s.virt.creates, &s.virt.releases,   &s.virt.maps,     &s.tensor_peak_requested};
+        for (size_t i = 0; i < 11; ++i) *to[i] = fold_u64(x, i);
+        s.peak_events = static_cast<size_t>(fold_value(x, 11));
+        s.tensor_peak_events = static_cast<size_t>(fold_value(x, 12));
+        *to[11] = fold_u64(x, 13);
+    });
+    if (!found) throw BadFold("no figure 'summary'");
+    f.each("summary.kind", [&](const Fold::Figure& x) {
+        const int64_t k = fold_value(x, 0);
+        if (k >= static_cast<int64_t>(kKindCount)) throw BadFold("summary.kind: no kind " + std::to_string(k));
+        KindStats& to = s.by_kind[static_cast<size_t>(k)];
+        to.allocations = fold_u64(x, 1);
+        to.frees = fold_u64(x, 2);
+        to.bytes_allocated = fold_u64(x, 3);
+    });
+    auto device = [](const Fold::Figure& x) {
+        const int64_t d = fold_value(x, 0, -1);
+        if (d > kMaxDevice) throw BadFold(x.name + ": no device " + std::to_string(d));
+        return static_cast<int>(d);
+    };
+    f.each("summary.device", [&](const Fold::Figure& x) {
+        DeviceStats& d = s.by_device[device(x)];
+        d.allocations = fold_u64(x, 1);
+        d.bytes_allocated = fold_u64(x, 2);
+    });
+    auto peak_of = [](const Fold::Figure& x) {
+        Peak p;
+        p.bytes = fold_u64(x, 1);
+        if (fold_value(x, 2) != 0) p.t = fold_value(x, 3, INT64_MIN);
+        return p;
+    };
+    f.each("summary.peak", [&](const Fold::Figure& x) {
+        const int64_t series = fold_value(x, 0);
+        Peak* to = nullptr;
+        switch (series) {
+        case 0: to = &gpu_; break;
+        case 1: to = &mapped_; break;
+        case 2: to = &physical_; break;
+        case 3: to = &reserved_; break;
+        case 4: to = &tensor_; break;
+        default:
+            if (series >= 10 && series < 10 + static_cast<int64_t>(kKindCount)) to = &kinds_[series - 10];
+        }
+        if (to == nullptr) throw BadFold("summary.peak: no series " + std::to_string(series));
+        *to = peak_of(x);
+    });
+    f.each("summary.device_peak", [&](const Fold::Figure& x) { devices_[device(x)] = peak_of(x); });
+}
+
 Summary SummaryBuilder::take(const Report& r) {
     const Levels& end = walk_.get(r).levels();
     Summary& s = s_;

@@ -17,27 +17,27 @@ namespace {
 
 constexpr std::string_view kPartSuffix = ".part-";
 
-/// The detail parts beside `spine`, in order: `<spine>.part-<number>`.
-std::vector<unsigned> find_parts(const std::string& spine) {
+}  // namespace
+
+std::vector<unsigned> numbered_beside(const std::string& spine, std::string_view suffix) {
     const size_t slash = spine.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : spine.substr(0, slash));
-    const std::string prefix = (slash == std::string::npos ? spine : spine.substr(slash + 1)) +
-                               std::string(kPartSuffix);
-    std::vector<unsigned> parts;
+    const std::string prefix = (slash == std::string::npos ? spine : spine.substr(slash + 1)) + std::string(suffix);
+    std::vector<unsigned> found;
     DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) return parts;
+    if (d == nullptr) return found;
     while (const dirent* e = ::readdir(d)) {
         const std::string_view name(e->d_name);
         if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) continue;
         const std::optional<uint64_t> n = text::parse_dec(name.substr(prefix.size()));
-        if (n && *n > 0 && *n <= 0xffffffffu) parts.push_back(static_cast<unsigned>(*n));
+        if (n && *n > 0 && *n <= 0xffffffffu) found.push_back(static_cast<unsigned>(*n));
     }
     ::closedir(d);
-    std::sort(parts.begin(), parts.end());
-    return parts;
+    std::sort(found.begin(), found.end());
+    return found;
 }
 
-}  // namespace
+std::vector<unsigned> detail_part_numbers(const std::string& spine) { return numbered_beside(spine, kPartSuffix); }
 
 bool is_detail_part(std::string_view path) {
     const size_t at = path.rfind(kPartSuffix);
@@ -54,9 +54,14 @@ DetailParts::DetailParts(std::string spine, std::string magic, int binary_versio
       magic_(std::move(magic)),
       binary_version_(binary_version),
       warn_(std::move(warn)),
-      parts_(find_parts(spine_)) {}
+      parts_(detail_part_numbers(spine_)) {}
 
 DetailParts::~DetailParts() { close(); }
+
+void DetailParts::skip_through(unsigned part, uint64_t position) {
+    parts_.erase(parts_.begin(), std::upper_bound(parts_.begin(), parts_.end(), part));
+    folded_ = position;
+}
 
 std::string DetailParts::part_path(unsigned n) const {
     char suffix[32];
@@ -155,6 +160,13 @@ bool DetailParts::open_next() {
     return false;
 }
 
+void DetailParts::skip_to(uint64_t to) {
+    // What a fold covers is folded, not missing.
+    gaps_ += to - std::max(position_, std::min(folded_, to));
+    if (to > position_) gap_ = true;
+    position_ = to;
+}
+
 void DetailParts::read_to(uint64_t position, const std::function<void(const Record&)>& feed) {
     Record rec{};
     for (;;) {
@@ -165,9 +177,12 @@ void DetailParts::read_to(uint64_t position, const std::function<void(const Reco
                 // The detail before this part is gone: up to `position` nothing is read, and from
                 // the part's start its carried blocks are what was live.
                 const uint64_t to = std::min(part_position_, position);
-                gaps_ += to - position_;
-                position_ = to;
-                if (to < part_position_) return;
+                skip_to(to);
+                // A part is opened where a record of it is asked for, as after a part read whole:
+                // the spine's records at its start come before its carried blocks either way.
+                if (to < part_position_ || position == part_position_) return;
+            }
+            if (part_position_ == position_ && gap_) {
                 role = Role::Carried;
             } else if (part_position_ < position_) {
                 warn_(path_ + ": its detail starts at record " + std::to_string(part_position_) +
@@ -176,10 +191,13 @@ void DetailParts::read_to(uint64_t position, const std::function<void(const Reco
                 skip = position_ - part_position_;
             }
             carried_pending_ = false;
+            const unsigned number = parts_[next_part_ - 1];
+            if (on_open_) on_open_(number, role, false);
             for (uint64_t i = 0; i < part_carried_ && reader_ && next(rec); ++i) {
                 rec.role = role;
                 feed(rec);
             }
+            if (on_open_) on_open_(number, role, true);
             for (uint64_t i = 0; i < skip && reader_ && next(rec); ++i) {
                 rec.role = Role::Known;
                 feed(rec);
@@ -189,14 +207,12 @@ void DetailParts::read_to(uint64_t position, const std::function<void(const Reco
         if (!reader_) {
             if (open_next()) continue;
             // No part left: what the spine counts beyond the parts is missing.
-            if (position != UINT64_MAX) {
-                gaps_ += position - position_;
-                position_ = position;
-            }
+            if (position != UINT64_MAX) skip_to(position);
             return;
         }
         if (next(rec)) {
             ++position_;
+            gap_ = false;
             rec.role = Role::Detail;
             feed(rec);
         }

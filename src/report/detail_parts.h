@@ -24,6 +24,11 @@
 
 namespace memguard::report {
 
+/// The numbers N of the files `<spine><suffix>N` beside `spine` (N from 1), in order.
+std::vector<unsigned> numbered_beside(const std::string& spine, std::string_view suffix);
+/// The numbers of the detail parts beside `spine` (`<spine>.part-<number>`), in order.
+std::vector<unsigned> detail_part_numbers(const std::string& spine);
+
 class DetailParts {
 public:
     /// The parts beside the spine at `spine` (`<spine>.part-NNNNNN`), which repeat its first line
@@ -58,7 +63,15 @@ public:
     const std::string& path() const { return path_; }
     size_t line_no() const { return line_no_; }
 
-    /// Part files found beside the spine.
+    /// Called when a part is opened, with its number and the role of its carried blocks: before they
+    /// are handed out (`done` false) and after (`done` true).
+    void on_open(std::function<void(unsigned part, Role carried, bool done)> f) { on_open_ = std::move(f); }
+    /// A fold (report/fold.h) covers the parts up to `part`, whose detail ends at record `position`:
+    /// those parts are not read, and their records count as folded, not as a gap.
+    void skip_through(unsigned part, uint64_t position);
+    uint64_t folded() const { return folded_; }
+
+    /// Part files found beside the spine (those a fold covers left out).
     size_t parts() const { return parts_.size(); }
     /// Detail records the spine counted that no part held (deleted or lost), so far.
     uint64_t gaps() const { return gaps_; }
@@ -72,6 +85,8 @@ private:
     /// The next record of the open part; false at its end (the part is closed).
     bool next(Record& rec);
     void close();
+    /// Records up to `to` are not in any part read: a gap (or folded).
+    void skip_to(uint64_t to);
 
     std::string spine_, magic_;
     int binary_version_;
@@ -87,6 +102,9 @@ private:
     uint64_t part_position_ = 0, part_carried_ = 0;  // the open part's `l`
     bool carried_pending_ = false;                   // its carried blocks are still to hand out
     uint64_t position_ = 0, gaps_ = 0;
+    uint64_t folded_ = 0;
+    bool gap_ = false;  // the records up to position_ were skipped, not read: the next part's carried blocks are new
+    std::function<void(unsigned, Role, bool)> on_open_;
 };
 
 }  // namespace memguard::report

@@ -93,6 +93,8 @@ public:
     /// Applies events up to (not including) index `n`.
     void advance_to(size_t n);
     size_t applied() const { return applied_; }
+    /// A fold (report/fold.h): the events counted before the fold's point, which the walk did not apply.
+    void set_applied(size_t n) { applied_ = n; }
     bool done() const { return applied_ == r_.events.size(); }
     const Levels& levels() const { return levels_; }
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "format/records.h"
 #include "report/addr_map.h"
 #include "report/detail_parts.h"
+#include "report/fold.h"
 #include "report/report.h"
 #include "report/user_frame.h"
 #include "report/warnings.h"
@@ -140,6 +142,8 @@ public:
     // bounded reports (minor 10): report/read_detail.cpp
     void apply(const rec::DetailAt& r);
     void apply(const rec::DetailDropped& r);
+    void apply(const rec::FoldAt& r);
+    void apply(const rec::Figure& r);
 
 private:
     [[noreturn]] void fail(const std::string& what) const;
@@ -201,7 +205,38 @@ private:
         uint64_t dropped = 0;              // `f`: detail records the writer deleted
         int64_t dropped_until = 0;         // the time of the last of them
         unsigned dropped_parts = 0;
+        /// Streaming: the newest fold beside the report (report/fold.h), taken where the part after it
+        /// begins; `spine_next`: its next spine position to give the events it counted.
+        std::optional<Fold> fold;
+        bool fold_applied = false;
+        size_t spine_next = 0;
+        /// Each spine `l` read: (position, events counted after it), for a fold taken here.
+        std::vector<std::pair<uint64_t, size_t>> spine_at;
+        /// The orders of the blocks and tensors the part being opened carries (those the reader has).
+        std::vector<size_t> carried_blocks, carried_tensors;
+        /// The fold's part is being opened: its carried blocks and tensors take the fold's orders.
+        bool fold_carrying = false;
+        size_t carried_block_next = 0, carried_tensor_next = 0;
     };
+    /// A block (tensor) a part carries that the reader has: its order, for a fold taken where the part
+    /// begins (FoldPoint::carried_blocks).
+    template <class R>
+    void known_carried(const R& r) {
+        if (observer_ == nullptr || !detail_) return;
+        if constexpr (std::is_same_v<R, rec::Alloc>) {
+            const AtAddr* at = blocks_at_.find(r.addr);
+            detail_->carried_blocks.push_back(at != nullptr && at->live ? report_.blocks[at->block].order : SIZE_MAX);
+        } else if constexpr (std::is_same_v<R, rec::TensorAlloc>) {
+            const size_t* at = live_tensors_.find(r.addr);
+            detail_->carried_tensors.push_back(at != nullptr ? report_.tensors[*at].order : SIZE_MAX);
+        }
+    }
+    /// Block::order (`tensor`: Tensor::order) of the next A (T) record: a carried one after a fold
+    /// takes the order the fold gives it, the one it has in the whole report.
+    size_t next_order(bool tensor);
+    /// A detail part opened (DetailParts::on_open): a fold is taken back where its part begins, and
+    /// the observer is told where a fold could stand.
+    void part_opened(unsigned part, DetailParts::Role carried, bool done);
     /// Starts reading the detail parts of the report (a spine).
     void start_detail();
     /// Reads the detail parts up to detail record `position` (the end: UINT64_MAX).

@@ -17,6 +17,7 @@ void Parser::read_frame() {
     if constexpr (format::is_predicted<R>()) {
         if (skip_carried_ > 0) {  // a bounded report's part repeats the blocks live at its start
             --skip_carried_;
+            known_carried(r);
             return;
         }
     }

@@ -26,7 +26,7 @@ void Parser::apply(const rec::Alloc& r) {
     check_stack_ref(b.stack_id, "A");
     check_capture_ref(b.capture_id, "A");
     check_python_stack_ref(b.python_stack_id, "A");
-    b.order = blocks_read_++;
+    b.order = next_order(false);
     if (backward_) backward_->add(report_, b.t_alloc, false, b.order, b.tid, b.size, b.stack_id, b.python_stack_id);
     const uint64_t addr = b.addr;
     const int64_t t = b.t_alloc;

@@ -9,6 +9,7 @@
 
 #include "common/text.h"
 #include "report/parser.h"
+#include "report/stream.h"
 #include "report/units.h"
 
 namespace memguard::report {
@@ -18,6 +19,90 @@ void Parser::start_detail() {
     detail_->parts.emplace(report_.path, magic_line_, binary_ ? own_binary_decoder_.version() : 0,
                            [this](std::string w) { warnings_.add("parts", std::move(w)); });
     report_.bounded = true;
+    if (observer_ == nullptr) return;  // load_report keeps every event: it reads the detail there is
+    detail_->parts->on_open(
+        [this](unsigned part, DetailParts::Role carried, bool done) { part_opened(part, carried, done); });
+    // The newest fold that can be taken: the part after it must be there to begin from.
+    const std::vector<unsigned> parts = detail_part_numbers(report_.path);
+    for (unsigned n : find_folds(report_.path)) {
+        std::string error;
+        std::optional<Fold> fold = read_fold(fold_path(report_.path, n), magic_line_, error);
+        if (!fold) {
+            warnings_.add("fold", error + "; left out");
+            continue;
+        }
+        if (!std::binary_search(parts.begin(), parts.end(), n + 1)) {
+            warnings_.add("fold", fold_path(report_.path, n) + ": detail part " + std::to_string(n + 1) +
+                                      ", where it stands, is not beside the report; left out");
+            continue;
+        }
+        detail_->parts->skip_through(n, fold->at.position);
+        detail_->fold = std::move(fold);
+        break;
+    }
+}
+
+void Parser::part_opened(unsigned part, DetailParts::Role carried, bool done) {
+    Detail& d = *detail_;
+    if (!done) {
+        d.carried_blocks.clear();
+        d.carried_tensors.clear();
+    }
+    if (d.fold && !d.fold_applied && part == d.fold->at.part + 1 && carried == DetailParts::Role::Carried) {
+        const Fold& f = *d.fold;
+        if (!done) {
+            d.fold_carrying = true;  // the carried blocks take the orders they had (next_order)
+            return;
+        }
+        d.fold_carrying = false;
+        blocks_read_ = f.at.blocks;
+        report_.tensor_records = f.at.tensors;
+        if (d.spine_next != f.spine_at.size()) {
+            throw ReportError(fold_path(report_.path, f.at.part) + ": it counts " + std::to_string(f.spine_at.size()) +
+                              " spine positions before it, the spine " + std::to_string(d.spine_next) +
+                              " (not a fold of this report? remove it to read the report without it)");
+        }
+        events_ = f.at.events;
+        note_time(f.at.t);
+        try {
+            if (!stopped_) observer_->fold_in(report_, f);
+        } catch (const BadFold& e) {
+            throw ReportError(fold_path(report_.path, f.at.part) + ": " + e.what() +
+                              " (a damaged fold? remove it to read the report without it)");
+        }
+        d.fold_applied = true;
+        d.dropped += f.at.dropped;  // parts deleted unfolded before the fold
+        d.dropped_until = std::max(d.dropped_until, f.at.dropped_until);
+        d.dropped_parts += f.at.dropped_parts;
+        report_.detail_folded = f.at.position - f.at.dropped;
+        report_.detail_folded_until = f.at.t;
+    }
+    if (!done || stopped_) return;
+    FoldPoint at;
+    at.magic = magic_line_;
+    at.part = part - 1;
+    at.position = d.parts->position();
+    at.events = events_;
+    at.blocks = blocks_read_;
+    at.tensors = report_.tensor_records;
+    at.t = max_t_;
+    at.spine_at = &d.spine_at;
+    at.carried_blocks = &d.carried_blocks;
+    at.carried_tensors = &d.carried_tensors;
+    at.dropped = d.dropped;
+    at.dropped_until = d.dropped_until;
+    at.dropped_parts = d.dropped_parts;
+    if (!observer_->at_part(report_, at)) stopped_ = true;
+}
+
+size_t Parser::next_order(bool tensor) {
+    if (detail_ && detail_->fold_carrying) {
+        const std::vector<size_t>& orders = tensor ? detail_->fold->carried_tensors : detail_->fold->carried_blocks;
+        size_t& next = tensor ? detail_->carried_tensor_next : detail_->carried_block_next;
+        if (next < orders.size() && orders[next] != SIZE_MAX) return orders[next++];
+        ++next;
+    }
+    return tensor ? report_.tensor_records++ : blocks_read_++;
 }
 
 void Parser::apply(const rec::DetailAt& r) {
@@ -27,20 +112,38 @@ void Parser::apply(const rec::DetailAt& r) {
     }
     if (!detail_) start_detail();
     read_detail(r.position);
+    Detail& d = *detail_;
+    if (d.fold && !d.fold_applied) {
+        // In the folded stretch: the events the whole report counts here.
+        const auto& table = d.fold->spine_at;
+        if (d.spine_next >= table.size() || table[d.spine_next].first != r.position) {
+            throw ReportError(fold_path(report_.path, d.fold->at.part) +
+                              ": its spine positions do not match the report's at " + std::to_string(r.position) +
+                              " (not a fold of this report? remove it to read the report without it)");
+        }
+        events_ = table[d.spine_next++].second;
+    }
+    if (observer_ != nullptr) d.spine_at.emplace_back(r.position, events_);
 }
 
 void Parser::apply(const rec::DetailDropped& r) {
     if (r.end < r.first) malformed("its end " + std::to_string(r.end) + " is before its first record");
     if (!detail_) start_detail();
     Detail& d = *detail_;
+    if (d.fold && r.part <= d.fold->at.part) return;  // folded: its figures are in the fold
     d.dropped += r.end - r.first;
     d.dropped_until = std::max(d.dropped_until, r.until);
     ++d.dropped_parts;
 }
 
+void Parser::apply(const rec::FoldAt&) { warn("fold", "an 'a' record belongs in a fold file, not a report (ignored)"); }
+
+void Parser::apply(const rec::Figure&) { warn("fold", "a 'z' record belongs in a fold file, not a report (ignored)"); }
+
 void Parser::read_detail(uint64_t position) {
     DetailParts& parts = *detail_->parts;
     parts.read_to(position, [this, &parts](const DetailParts::Record& rec) {
+        if (stopped_) return;  // an observer asked for no more
         // The part's decoders and its place for messages, the report's again after the record.
         struct Reading {
             Parser& p;
@@ -85,6 +188,16 @@ void Parser::finish_detail() {
             std::to_string(d.dropped_parts) + " detail part(s) (" + std::to_string(d.dropped) +
             " allocations and frees, up to t=" + seconds_fixed3(d.dropped_until) +
             " s) to stay under its limit; what is shown counts the blocks live then and what came after");
+    }
+    if (d.fold_applied) {
+        warnings_.add_first(
+            report_.path + ": detail folded: a bounded report" + bound + " whose allocations and frees up to t=" +
+            seconds_fixed3(report_.detail_folded_until) + " s (" + std::to_string(report_.detail_folded) +
+            ") are folded into figures (" + fold_path(report_.path, d.fold->at.part) +
+            "): the run's counts, peaks and the live set at them are whole; a point in time before then is not kept");
+    } else if (d.fold && !stopped_) {
+        warnings_.add_first(fold_path(report_.path, d.fold->at.part) + ": the read did not reach detail part " +
+                            std::to_string(d.fold->at.part + 1) + ", where the fold stands; left out");
     }
     if (parts.parts() == 0 && parts.position() > 0) {
         warnings_.add_first(report_.path + ": the detail parts of this bounded report are not beside it (" +

@@ -31,7 +31,7 @@ void Parser::apply(const rec::TensorAlloc& r) {
     check_stack_ref(x.stack_id, "T");
     check_capture_ref(x.capture_id, "T");
     check_python_stack_ref(x.python_stack_id, "T");
-    x.order = report_.tensor_records++;
+    x.order = next_order(true);
     if (backward_) backward_->add(report_, x.t_alloc, true, x.order, x.tid, x.size, x.stack_id, x.python_stack_id);
     if (const size_t* found = live_tensors_.find(x.addr)) {
         const size_t old = *found;

@@ -173,6 +173,7 @@ void Parser::read() {
     if constexpr (format::is_predicted<R>()) {
         if (skip_carried_ > 0) {  // a bounded report's part repeats the blocks live at its start
             --skip_carried_;
+            known_carried(r);
             return;
         }
     }

@@ -509,6 +509,10 @@ struct Report {
     /// the last of them: the detail read starts after it. 0: none.
     uint64_t detail_dropped = 0;
     int64_t detail_dropped_until = 0;
+    /// Streamed with a fold (report/fold.h): the allocations and frees before it, which its figures
+    /// stand for, and the latest time among them. 0: none.
+    uint64_t detail_folded = 0;
+    int64_t detail_folded_until = 0;
 
     /// The capture with id `id`, or null.
     const Capture* find_capture(uint32_t id) const;

@@ -29,6 +29,12 @@ bool PointObserver::on_event(const Report& r, const Event& e) {
     return true;
 }
 
+void PointObserver::fold_in(const Report& r, const Fold& f) {
+    if (!walk_) walk_.emplace(r);
+    walk_->set_applied(f.at.events);
+    last_t_ = f.at.t;
+}
+
 void PointObserver::on_end(const Report& r) {
     if (!walk_) walk_.emplace(r);
     if (!taken_) {
@@ -72,6 +78,38 @@ void PointSnapshot::take(const Report& r, const LevelWalk& walk, int64_t last_t)
     std::sort(tensors_.begin(), tensors_.end(), by_order);
 }
 
+void PointSnapshot::fold_out(std::string_view name, FoldWriter& w) const {
+    const std::string n(name);
+    w.figure(n, {last_t_});
+    constexpr size_t kPerRecord = 300;
+    for (size_t i = 0; i < handles_.size(); i += kPerRecord) {
+        std::vector<int64_t> v;
+        for (size_t j = i; j < std::min(handles_.size(), i + kPerRecord); ++j) v.push_back(fold_of(handles_[j]));
+        w.figure(n + ".handles", v);
+    }
+    for (const Block& b : blocks_) w.block(n + ".block", b, {fold_of(b.order)});
+    for (const Tensor& x : tensors_) w.tensor(n + ".tensor", x, {fold_of(x.order)});
+}
+
+void PointSnapshot::fold_in(std::string_view name, const Fold& f) {
+    clear();
+    const std::string n(name);
+    f.each(n, [&](const Fold::Figure& x) { last_t_ = fold_value(x, 0, INT64_MIN); });
+    f.each(n + ".handles", [&](const Fold::Figure& x) {
+        for (size_t i = 0; i < x.values.size(); ++i) handles_.push_back(static_cast<size_t>(fold_value(x, i)));
+    });
+    f.each(n + ".block", [&](const Fold::Figure& x) {
+        if (!x.block) throw BadFold("figure " + x.name + " without its block");
+        blocks_.push_back(*x.block);
+        blocks_.back().order = static_cast<size_t>(fold_value(x, 0));
+    });
+    f.each(n + ".tensor", [&](const Fold::Figure& x) {
+        if (!x.tensor) throw BadFold("figure " + x.name + " without its tensor");
+        tensors_.push_back(*x.tensor);
+        tensors_.back().order = static_cast<size_t>(fold_value(x, 0));
+    });
+}
+
 Report PointSnapshot::into(Report base, int64_t t, LiveSet& live) {
     base.blocks = std::move(blocks_);
     base.tensors = std::move(tensors_);
@@ -102,13 +140,49 @@ void PeakObserver::copy(const Report& r, Series& s) {
     if (gave_up_) return;
     const LevelWalk& w = walk_.get(r);
     work_ += s.point.cost(r);
-    if (work_ > kBudget * w.applied() + (size_t{1} << 20)) {
-        gave_up_ = true;  // the second pass is cheaper from here
-        gpu_.point.clear();
-        tensor_.point.clear();
+    if (budget_ == Budget::Slots && work_ > kBudget * w.applied() + (size_t{1} << 20)) {
+        gave_up_ = true;  // the second pass is cheaper from here; a peak from a fold has none
+        if (!gpu_.folded) gpu_.point.clear();
+        if (!tensor_.folded) tensor_.point.clear();
         return;
     }
     s.point.take(r, w, last_t_);
+}
+
+void PeakObserver::fold_out(const Report& r, FoldWriter& w) {
+    // A pending peak's live set is the one now: the fold stands between two events.
+    if (gpu_.pending) copy(r, gpu_);
+    if (tensor_.pending) copy(r, tensor_);
+    w.figure("peak", {fold_of(gpu_.best), fold_of(gpu_.events), fold_of(tensor_.best), fold_of(tensor_.events),
+                      gave_up_ ? 1 : 0, last_t_, fold_of(work_)});
+    if (gave_up_) return;
+    gpu_.point.fold_out("peak.gpu", w);
+    tensor_.point.fold_out("peak.tensor", w);
+}
+
+void PeakObserver::fold_in(const Report& r, const Fold& f) {
+    walk_.fold_in(r, f.at.events);
+    bool found = false;
+    f.each("peak", [&](const Fold::Figure& x) {
+        found = true;
+        gpu_.best = fold_u64(x, 0);
+        gpu_.events = static_cast<size_t>(fold_value(x, 1));
+        tensor_.best = fold_u64(x, 2);
+        tensor_.events = static_cast<size_t>(fold_value(x, 3));
+        gave_up_ = fold_value(x, 4) != 0;
+        last_t_ = fold_value(x, 5, INT64_MIN);
+        work_ = static_cast<size_t>(fold_value(x, 6));
+    });
+    if (!found) throw BadFold("no figure 'peak'");
+    for (auto [s, name] : {std::pair{&gpu_, "peak.gpu"}, std::pair{&tensor_, "peak.tensor"}}) {
+        s->pending = false;
+        s->folded = !gave_up_;
+        if (gave_up_) {
+            s->point.clear();
+        } else {
+            s->point.fold_in(name, f);
+        }
+    }
 }
 
 void PeakObserver::before(const Report& r, const Event& e) {
@@ -142,11 +216,13 @@ bool PeakObserver::on_event(const Report& r, const Event& e) {
         gpu_.best = l.gpu_bytes;
         gpu_.events = w.applied();
         gpu_.pending = true;
+        gpu_.folded = false;
     }
     if (w.last_changed_tensor() && l.tensor_bytes > tensor_.best) {
         tensor_.best = l.tensor_bytes;
         tensor_.events = w.applied();
         tensor_.pending = true;
+        tensor_.folded = false;
     }
     return true;
 }
@@ -158,7 +234,7 @@ void PeakObserver::on_end(const Report& r) {
 
 bool PeakObserver::has(bool tensors, size_t events) const {
     const Series& s = tensors ? tensor_ : gpu_;
-    return !gave_up_ && s.events == events;
+    return (!gave_up_ || s.folded) && s.events == events;
 }
 
 Report PeakObserver::take(bool tensors, Report base, int64_t t, LiveSet& live) {
@@ -193,6 +269,24 @@ void Observers::on_phase(const Report& r, size_t phase) {
 void Observers::on_end(const Report& r) {
     start(r);
     for (EventObserver* o : all_) o->on_end(r);
+}
+
+void Observers::fold_out(const Report& r, FoldWriter& w) {
+    start(r);
+    for (EventObserver* o : all_) o->fold_out(r, w);
+}
+
+void Observers::fold_in(const Report& r, const Fold& f) {
+    start(r);
+    if (walk_) walk_->set_applied(f.at.events);
+    for (EventObserver* o : all_) o->fold_in(r, f);
+}
+
+bool Observers::at_part(const Report& r, const FoldPoint& at) {
+    start(r);
+    bool more = true;
+    for (EventObserver* o : all_) more = o->at_part(r, at) && more;
+    return more;
 }
 
 }  // namespace memguard::report

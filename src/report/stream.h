@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "report/analysis.h"
+#include "report/fold.h"
 #include "report/levels.h"
 #include "report/report.h"
 
@@ -51,6 +52,28 @@ public:
     virtual void before(const Report& r, const Event& e) {
         (void)r;
         (void)e;
+    }
+
+    // A bounded report's folds (report/fold.h, docs/bounded-reports.md).
+    /// Writes what the observer has folded so far as figures: called where a fold stands.
+    virtual void fold_out(const Report& r, FoldWriter& w) {
+        (void)r;
+        (void)w;
+    }
+    /// Takes back what fold_out wrote, in place of what it folded from the report so far (the
+    /// spine's records before the fold's point, and the live set the part after it carries): what
+    /// it holds is then what it held at the fold's point of the whole report. Throws BadFold. An
+    /// observer that does not fold keeps what it read, and counts from the fold's point on.
+    virtual void fold_in(const Report& r, const Fold& f) {
+        (void)r;
+        (void)f;
+    }
+    /// A bounded report: detail part `at.part` + 1 begins (its carried blocks are applied). Returns
+    /// false to stop reading (a fold is taken there).
+    virtual bool at_part(const Report& r, const FoldPoint& at) {
+        (void)r;
+        (void)at;
+        return true;
     }
 };
 
@@ -86,6 +109,10 @@ public:
     bool shared() const { return shared_ != nullptr; }
     /// Applies `e` to the observer's own walk (only when not shared).
     void apply(const Report& r, const Event& e) { own(r).apply(e); }
+    /// At a fold: the observer's own walk counts `events` applied (a shared one is set by its Observers).
+    void fold_in(const Report& r, size_t events) {
+        if (shared_ == nullptr) own(r).set_applied(events);
+    }
     const LevelWalk& get(const Report& r) { return shared_ != nullptr ? *shared_ : own(r); }
     /// Once get(r) or apply() was called.
     const LevelWalk& get() const { return shared_ != nullptr ? *shared_ : *walk_; }
@@ -106,6 +133,8 @@ public:
     bool on_event(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
     bool share_walk(const LevelWalk& walk) override { return walk_.share(walk); }
+    void fold_out(const Report& r, FoldWriter& w) override;
+    void fold_in(const Report& r, const Fold& f) override;
     /// The summary of the report read; call once, after the read.
     Summary take(const Report& r);
 
@@ -149,6 +178,11 @@ public:
     /// Breakdown::t is 0.)
     Report into(Report base, int64_t t, LiveSet& live);
 
+    /// The snapshot as figures `<name>` (its time, then its handles), `<name>.block` and
+    /// `<name>.tensor` (each with its copy and its order), and back.
+    void fold_out(std::string_view name, FoldWriter& w) const;
+    void fold_in(std::string_view name, const Fold& f);
+
 private:
     int64_t last_t_ = 0;
     std::vector<Block> blocks_;
@@ -164,6 +198,9 @@ public:
     PointObserver(std::optional<size_t> events, std::optional<int64_t> after_t, bool stop)
         : events_(events), after_t_(after_t), stop_(stop) {}
     bool on_event(const Report& r, const Event& e) override;
+    /// Counts events from the fold's on. A point before it is taken where the fold stands (the detail
+    /// before it is folded into figures, not kept).
+    void fold_in(const Report& r, const Fold& f) override;
     void on_end(const Report& r) override;
 
     /// The report of the point (PointSnapshot::into).
@@ -193,10 +230,15 @@ private:
 class PeakObserver : public EventObserver {
 public:
     static constexpr size_t kBudget = 8;
+    /// None: never gives up (a fold must hold the live set at its peaks).
+    enum class Budget { Slots, None };
+    explicit PeakObserver(Budget budget = Budget::Slots) : budget_(budget) {}
     bool on_event(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
     bool share_walk(const LevelWalk& walk) override { return walk_.share(walk); }
     void before(const Report& r, const Event& e) override;
+    void fold_out(const Report& r, FoldWriter& w) override;
+    void fold_in(const Report& r, const Fold& f) override;
 
     /// Whether the peak of `tensors` (tensor bytes) or of GPU bytes was taken; `events`: summarize()'s
     /// peak_events or tensor_peak_events, which it checks.
@@ -209,10 +251,12 @@ private:
         uint64_t best = 0;
         bool pending = false;  // a new peak whose live set is not copied yet
         size_t events = 0;     // events applied at the peak
+        bool folded = false;   // `point` came from a fold: kept when giving up
         PointSnapshot point;
     };
     void copy(const Report& r, Series& s);
 
+    Budget budget_;
     WalkRef walk_;
     int64_t last_t_ = 0;
     size_t work_ = 0;
@@ -228,6 +272,10 @@ public:
     bool on_event(const Report& r, const Event& e) override;
     void on_phase(const Report& r, size_t phase) override;
     void on_end(const Report& r) override;
+    void fold_out(const Report& r, FoldWriter& w) override;
+    /// Sets the shared walk's count of events to the fold's, then each observer's state.
+    void fold_in(const Report& r, const Fold& f) override;
+    bool at_part(const Report& r, const FoldPoint& at) override;
 
 private:
     /// At the first call of any kind: the walk, offered to every observer.

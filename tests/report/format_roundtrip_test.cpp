@@ -20,6 +20,7 @@
 #include "format/decode.h"
 #include "format/encode.h"
 #include "format/table.h"
+#include "report/fold.h"
 #include "report/report.h"
 
 namespace memguard::report {
@@ -850,9 +851,65 @@ TEST_P(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     c.in<rec::DetailAt>();
     c.not_kept("position"), c.not_kept("carried");  // where the spine and the part meet: read, not kept
 
+    // A fold file (report/fold.h): its a record, a figure, and figures that own an A and a T copy.
+    FoldPoint point;
+    point.magic = "MEMGUARD-REPORT 1";
+    point.part = 3, point.position = 40, point.events = 45, point.blocks = 21, point.tensors = 7, point.t = 9000;
+    point.dropped = 10, point.dropped_until = 4000, point.dropped_parts = 1;
+    const std::vector<std::pair<uint64_t, size_t>> spine_at{{5, 6}, {40, 44}};
+    point.spine_at = &spine_at;
+    FoldWriter fw(point);
+    fw.figure("summary.kind", {-3, 0, INT64_MAX});
+    Block fb;
+    fb.t_alloc = 77, fb.tid = 3, fb.addr = 0x5000, fb.size = 512, fb.kind = format::Kind::Managed;
+    fb.api = "cudaMallocManaged", fb.device = 1, fb.stream = 9, fb.stack_id = 2, fb.capture_id = 4;
+    fb.python_stack_id = 6;
+    fw.block("peak.gpu.block", fb, {12});
+    Tensor ft;
+    ft.t_alloc = 88, ft.tid = 4, ft.addr = 0x6000, ft.size = 1024, ft.requested = 1000, ft.device = 0;
+    ft.stream = 5, ft.stack_id = 2, ft.python_stack_id = 6, ft.capture_id = 4, ft.pool = "1.2";
+    fw.tensor("peak.tensor.tensor", ft, {3});
+    char fold_dir[] = "/tmp/memguard_roundtrip_fold_XXXXXX";
+    ASSERT_NE(mkdtemp(fold_dir), nullptr);
+    const std::string fold_spine = std::string(fold_dir) + "/r.mgr";
+    write_fold(fold_spine, point.part, fw.text());
+    std::string fold_error;
+    const std::optional<Fold> fold = read_fold(fold_path(fold_spine, point.part), point.magic, fold_error);
+    std::remove(fold_path(fold_spine, point.part).c_str()), rmdir(fold_dir);
+    ASSERT_TRUE(fold) << fold_error;
+    c.in<rec::FoldAt>();
+    c.eq("part", point.part, fold->at.part);
+    c.eq("position", point.position, fold->at.position);
+    c.eq("events", point.events, fold->at.events);
+    c.eq("blocks", point.blocks, fold->at.blocks);
+    c.eq("tensors", point.tensors, fold->at.tensors);
+    c.eq("t", point.t, fold->at.t);
+    c.eq("dropped", point.dropped, fold->at.dropped);
+    c.eq("dropped_until", point.dropped_until, fold->at.dropped_until);
+    c.eq("dropped_parts", point.dropped_parts, fold->at.dropped_parts);
+    EXPECT_EQ(fold->spine_at, spine_at);
+    c.in<rec::Figure>();
+    ASSERT_EQ(fold->figures.size(), 3u);
+    c.eq("name", std::string("summary.kind"), fold->figures[0].name);
+    c.eq("value", (std::vector<int64_t>{-3, 0, INT64_MAX}), fold->figures[0].values);
+    c.eq("copies", true, fold->figures[1].block.has_value() && !fold->figures[0].block && !fold->figures[0].tensor);
+    ASSERT_TRUE(fold->figures[1].block && fold->figures[2].tensor);
+    const Block& rb = *fold->figures[1].block;
+    EXPECT_TRUE(rb.t_alloc == fb.t_alloc && rb.tid == fb.tid && rb.addr == fb.addr && rb.size == fb.size &&
+                rb.kind == fb.kind && rb.api == fb.api && rb.device == fb.device && rb.stream == fb.stream &&
+                rb.stack_id == fb.stack_id && rb.capture_id == fb.capture_id &&
+                rb.python_stack_id == fb.python_stack_id);
+    const Tensor& rt = *fold->figures[2].tensor;
+    EXPECT_TRUE(rt.t_alloc == ft.t_alloc && rt.tid == ft.tid && rt.addr == ft.addr && rt.size == ft.size &&
+                rt.requested == ft.requested && rt.device == ft.device && rt.stream == ft.stream &&
+                rt.stack_id == ft.stack_id && rt.python_stack_id == ft.python_stack_id &&
+                rt.capture_id == ft.capture_id && rt.pool == ft.pool);
+    EXPECT_EQ(fold->figures[1].values, std::vector<int64_t>{12});
+
     // Every record of the table was written, and every field of each was compared (or is one the
     // reader checks and drops, named above). A field added to the table fails here until compared.
     std::set<std::string> written = w.written();
+    written.insert(record_name<rec::FoldAt>()), written.insert(record_name<rec::Figure>());
     written.insert(w2.written().begin(), w2.written().end());
     written.insert(spine.written().begin(), spine.written().end());
     for (const format::RecordInfo& r : format::describe_table()) {

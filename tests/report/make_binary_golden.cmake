@@ -8,6 +8,15 @@ file(GLOB reports RELATIVE ${SRC} ${SRC}/*.mgr)
 set(converted 0)
 set(copied "")
 foreach(r ${reports})
+  # A folded bounded report (report/fold.h) reads through its fold, which export does not carry:
+  # it runs as it is, with its fold and parts.
+  file(GLOB side RELATIVE ${SRC} ${SRC}/${r}.fold-*)
+  if(side)
+    file(GLOB parts ${SRC}/${r}.fold-* ${SRC}/${r}.part-*)
+    file(COPY ${SRC}/${r} ${parts} DESTINATION ${OUT})
+    list(APPEND copied ${r})
+    continue()
+  endif()
   execute_process(COMMAND ${CLI} export --binary ${SRC}/${r} -o ${OUT}/${r}
     RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
   if(rc EQUAL 0 AND err STREQUAL "")

@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "report/fold.h"
 #include "report/report.h"
+#include "report/stream.h"
 #include "report/transcode.h"
 #include "track/recorder.h"
 #include "track/testing/fake_clock.h"
@@ -269,6 +271,94 @@ TEST_P(Bounded, FarOverItsLimitItStaysUnderAndSaysFromWhenItsDetailStarts) {
     EXPECT_EQ(a.phases.size(), b.phases.size());
     EXPECT_EQ(a.steps.size(), b.steps.size());
     EXPECT_EQ(a.end_t, b.end_t);
+}
+
+/// What a streamed read gives `summary` and `top --at peak`: the summary's figures, the live sets at
+/// both peaks, and the positions of the spine's phases and steps.
+std::string figures_of(const std::string& path) {
+    report::SummaryBuilder builder;
+    report::PeakObserver peaks;
+    report::Observers all({&builder, &peaks});
+    report::Report r = report::stream_report(path, all);
+    const report::Summary s = builder.take(r);
+    std::ostringstream out;
+    out << "allocations " << s.allocations << " frees " << s.frees << " failed_frees " << s.failed_frees << "\n"
+        << "peak " << s.peak_bytes << " at " << s.peak_t.value_or(-1) << " after " << s.peak_events << " events\n"
+        << "tensors " << s.tensor_allocations << " freed " << s.tensor_frees << " peak " << s.tensor_peak_bytes
+        << " requested " << s.tensor_peak_requested << " at " << s.tensor_peak_t.value_or(-1) << " after "
+        << s.tensor_peak_events << " events\n"
+        << "exit " << s.live_bytes_at_exit << " in " << s.live_blocks_at_exit << ", tensors "
+        << s.tensor_live_bytes_at_exit << " in " << s.tensor_live_blocks_at_exit << "\n";
+    for (size_t k = 0; k < s.by_kind.size(); ++k) {
+        const report::KindStats& x = s.by_kind[k];
+        out << "kind " << k << ": " << x.allocations << " " << x.frees << " " << x.bytes_allocated << " peak "
+            << x.peak_bytes << " at " << x.peak_t.value_or(-1) << "\n";
+    }
+    for (const auto& [dev, d] : s.by_device) {
+        out << "device " << dev << ": " << d.allocations << " " << d.bytes_allocated << " peak " << d.peak_bytes
+            << " at " << d.peak_t.value_or(-1) << " exit " << d.live_bytes_at_exit << " in " << d.live_blocks_at_exit
+            << "\n";
+    }
+    for (const report::Phase& p : r.phases) out << "phase " << p.events_at_begin << " " << p.events_at_end << "\n";
+    for (const report::Step& x : r.steps) out << "step " << x.events_before << "\n";
+    for (bool tensors : {false, true}) {
+        const size_t at = tensors ? s.tensor_peak_events : s.peak_events;
+        if (!peaks.has(tensors, at)) {
+            out << (tensors ? "tensor" : "gpu") << " peak not kept\n";
+            continue;
+        }
+        report::LiveSet live;
+        const report::Report point = peaks.take(tensors, report::Report{}, 0, live);
+        out << (tensors ? "tensor" : "gpu") << " peak holds";
+        for (const report::Block& b : point.blocks)
+            out << " " << b.addr << ":" << b.size << ":" << b.stack_id << ":" << b.order;
+        for (const report::Tensor& x : point.tensors)
+            out << " " << x.addr << ":" << x.size << ":" << x.stack_id << ":" << x.order;
+        out << "\n";
+    }
+    return out.str();
+}
+
+TEST_P(Bounded, FoldedItsFiguresAndPeaksAreTheWholeRunsWithItsPartsThereOrGone) {
+    Options o;
+    o.encoding = GetParam().encoding;
+    o.allocator_mode = GetParam().allocator_mode;
+    o.limit = uint64_t{1} << 30;
+    o.part_size = 16 << 10;
+    RecordedRun split(o);
+    const size_t parts = split.parts();
+    ASSERT_GE(parts, 4u);
+    const std::string whole = figures_of(split.path);
+    EXPECT_EQ(whole.find("not kept"), std::string::npos) << whole;
+    // Each fold goes on from the one before; the reader takes the newest, with the parts it covers
+    // still there.
+    for (unsigned k : {1u, static_cast<unsigned>(parts / 2), static_cast<unsigned>(parts - 1)}) {
+        const report::CompactResult c = report::compact_report(split.path, k);
+        EXPECT_TRUE(c.wrote) << c.message;
+        EXPECT_EQ(figures_of(split.path), whole) << "folded through part " << k;
+        std::string error;
+        ASSERT_TRUE(report::read_fold(report::fold_path(split.path, k), "", error) == std::nullopt);
+        EXPECT_NE(error.find("not a fold of this report"), std::string::npos) << error;
+    }
+    // Only the newest fold is kept; with the parts it covers deleted, the figures stand.
+    size_t folds = 0;
+    for (const auto& f : files_in(split.dir_)) folds += f.first.find(".fold-") != std::string::npos ? 1 : 0;
+    EXPECT_EQ(folds, 1u);
+    for (unsigned k = 1; k + 1 <= parts - 1; ++k) {
+        char name[32];
+        std::snprintf(name, sizeof name, ".part-%06u", k);
+        ASSERT_EQ(std::remove((split.path + name).c_str()), 0);
+    }
+    EXPECT_EQ(figures_of(split.path), whole);
+    report::SummaryBuilder b;
+    const report::Report r = report::stream_report(split.path, b);
+    EXPECT_GT(r.detail_folded, 0u);
+    EXPECT_EQ(r.detail_dropped, 0u);
+    ASSERT_FALSE(r.warnings.empty());
+    EXPECT_NE(r.warnings[0].find("detail folded"), std::string::npos) << r.warnings[0];
+    // load_report keeps every event: it reads the detail there is, from the first part kept.
+    const report::Report loaded = report::load_report(split.path);
+    EXPECT_EQ(loaded.detail_folded, 0u);
 }
 
 TEST(BoundedReport, ItsPartsGoneItSaysTheDetailIsMissing) {

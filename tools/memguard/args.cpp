@@ -171,6 +171,10 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
     } else if ((command == "hazards" || command == "steps" || command == "oom" || command == "cycles") &&
                opt == "--frames") {
         args.frames = count_value(opt, cur.value(opt), 0, command);
+    } else if (command == "compact" && opt == "--through") {
+        const size_t n = count_value(opt, cur.value(opt), 1, command);
+        if (n > 0xffffffffu) throw UsageError("--through: no detail part " + std::to_string(n), command);
+        args.through = static_cast<unsigned>(n);
     } else if (command == "cycles" && (opt == "--all" || opt == "--explain")) {
         cur.no_value(opt);
         (opt == "--all" ? args.all : args.explain) = true;
@@ -293,6 +297,7 @@ Args::Command command_named(const std::string& name) {
     if (name == "run") return Args::Run;
     if (name == "env") return Args::Env;
     if (name == "summarize") return Args::Summarize;
+    if (name == "compact") return Args::Compact;
     return Args::Help;
 }
 
@@ -360,7 +365,8 @@ void parse_command(const std::vector<std::string>& argv, Args& args, const std::
             args.command = Args::Help;
             args.help_topic = command;
             return;
-        } else if (a == "--json" && command != "plot" && command != "export" && command != "summarize") {
+        } else if (a == "--json" && command != "plot" && command != "export" && command != "summarize" &&
+                   command != "compact") {
             cur.no_value(a);
             args.json = true;
         } else if ((a == "--sysroot" || a == "--debug-dir") && symbolizes(command)) {

@@ -52,10 +52,12 @@ struct Args {
         Check,
         Run,
         Env,
-        Summarize
+        Summarize,
+        Compact
     } command = Help;
     std::string help_topic;  // for Help: "" or a command name
     std::string file;
+    std::optional<unsigned> through;  // compact --through N
     bool json = false;
     // top
     report::TimePoint at;
@@ -131,7 +133,10 @@ int run_export(const Args& args);
 int run_check(const Args& args);
 int run_run(const Args& args);
 int run_env(const Args& args);
-int run_summarize(const Args& args);  // summarize FILE...: the rank summaries (rank_summary.h)
+int run_summarize(const Args& args);
+int run_compact(
+    const Args&
+        args);  // compact FILE [--through N]: a bounded report's fold (report/fold.h)  // summarize FILE...: the rank summaries (rank_summary.h)
 
 /// Whether a command shows the tensor blocks (allocator mode's T records: the sites PyTorch's
 /// tensors were allocated at, their bytes) rather than the GPU blocks (there, the segments the

@@ -1,4 +1,5 @@
 // memguard summary FILE [--json]
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -335,10 +336,23 @@ std::string detail_text(const report::Report& r) {
     auto limit = info(r, "report_limit");
     const std::string bound = limit ? "MEMGUARD_MAX_REPORT_SIZE " + human_bytes(text::parse_dec(*limit).value_or(0))
                                     : "its limit";
-    if (r.detail_dropped == 0) return "every allocation and free (a bounded report: " + bound + ")";
-    return "from t=" + seconds_fixed3(r.detail_dropped_until) + " s: the writer deleted " +
-           std::to_string(r.detail_dropped) + " allocations and frees before then to stay under " + bound +
-           "; the figures below count what was live then and what came after";
+    std::string folded;
+    if (r.detail_folded > 0) {
+        folded = std::to_string(r.detail_folded) +
+                 " allocations and frees up to t=" + seconds_fixed3(r.detail_folded_until) +
+                 " s folded into figures (memguard compact): the counts and peaks below are the whole run's";
+    }
+    if (r.detail_dropped == 0) {
+        if (folded.empty()) return "every allocation and free (a bounded report: " + bound + ")";
+        return "from t=" + seconds_fixed3(r.detail_folded_until) + " s (a bounded report: " + bound + "); " + folded;
+    }
+    return "from t=" + seconds_fixed3(std::max(r.detail_dropped_until, r.detail_folded_until)) +
+           " s: the writer deleted " + std::to_string(r.detail_dropped) +
+           " allocations and frees without a fold to stay under " + bound +
+           "; the figures below count what was live then and what came after" +
+           (folded.empty() ? std::string()
+                           : " (" + std::to_string(r.detail_folded) + " more up to t=" +
+                                 seconds_fixed3(r.detail_folded_until) + " s are folded into figures)");
 }
 
 void print_text(const report::Report& r, const Answer& a) {
@@ -481,9 +495,10 @@ void print_json(const report::Report& r, const Answer& a) {
     j.key("lost_records").value(r.lost_records);
     if (r.bounded) {  // MEMGUARD_MAX_REPORT_SIZE: what of the detail was deleted
         j.key("detail_dropped").value(r.detail_dropped);
+        j.key("detail_folded").value(r.detail_folded);
         j.key("detail_from_s");
-        if (r.detail_dropped > 0) {
-            j.number(seconds_exact(r.detail_dropped_until));
+        if (r.detail_dropped > 0 || r.detail_folded > 0) {
+            j.number(seconds_exact(std::max(r.detail_dropped_until, r.detail_folded_until)));
         } else {
             j.null();
         }

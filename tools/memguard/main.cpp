@@ -44,6 +44,7 @@ int dispatch(const Args& args) {
     case Args::Run: return run_run(args);
     case Args::Env: return run_env(args);
     case Args::Summarize: return run_summarize(args);
+    case Args::Compact: return run_compact(args);
     }
     return kExitInternal;
 }

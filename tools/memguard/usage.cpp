@@ -30,7 +30,9 @@ std::string synopsis(const std::string& command) {
     if (command == "export")
         return "memguard export --memory-viz|--perfetto|--jsonl|--text|--binary FILE -o OUT [--frames K]";
     if (command == "summarize") return "memguard summarize FILE...";
-    return "memguard run|env|summary|summarize|top|graphs|hazards|cycles|phases|steps|oom|diff|merge|plot|export|"
+    if (command == "compact") return "memguard compact FILE [--through N]";
+    return "memguard "
+           "run|env|summary|summarize|compact|top|graphs|hazards|cycles|phases|steps|oom|diff|merge|plot|export|"
            "check ... "
            "[OPTIONS]   "
            "(memguard help for more)";
@@ -46,6 +48,7 @@ usage:
   memguard env [OPTIONS] [--json]
   memguard summary FILE [--json]
   memguard summarize FILE...
+  memguard compact FILE [--through N]
   memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS] [--kind gpu|pinned|physical|all] [-n N]
                [--frames K] [--pool] [--segments] [--by site|category] [--json]
   memguard graphs FILE [--json]
@@ -72,6 +75,8 @@ commands:
             captures, hazards, garbage collections
   summarize write each report's rank summary beside it, FILE.summary.json (small JSON: peak,
             categories and sites at the peak, OOMs, collections, hazards, steps); `run` does it
+  compact   fold a bounded report's older detail parts (MEMGUARD_MAX_REPORT_SIZE) into figures,
+            FILE.fold-N, so that the writer can delete them and the run's figures stay whole
   top       live memory at one moment grouped by allocation site (Python and native stack),
             largest first; --pool splits it by capture pool
   graphs    one row per stream capture: its graph, execs, launches and the memory it owns
@@ -628,6 +633,21 @@ options:
   -h, --help       show this help
 )";
 
+const char* const kCompact = R"(usage: memguard compact FILE [--through N]
+
+Folds the detail parts of a bounded report (MEMGUARD_MAX_REPORT_SIZE: FILE.part-000001, ...)
+into figures: reads the report up to where part N + 1 begins and writes what the readers hold
+there (the run's counts, its peaks and the live set at them) to FILE.fold-N (through a temporary
+file renamed into place), removing older folds. A reader that finds the fold reads it instead of
+parts 1 to N, so the writer may delete them and `summary` and `top --at peak` still answer for the
+whole run (docs/bounded-reports.md). Folds go on from the newest fold there.
+
+options:
+  --through N  fold parts 1 to N (default: every part but the newest, which the writer may still
+               be writing); part N + 1 must be there
+  -h, --help   show this help
+)";
+
 const char* const kEnv = R"help(usage: memguard env [OPTIONS] [--json]
 
 Prints the environment that `memguard run` would give a command: LD_PRELOAD (libmemguard.so
@@ -658,6 +678,7 @@ std::string help_text(const std::string& topic) {
     if (topic == "export") return std::string(kExport) + kWhereOutputGoes;
     if (topic == "summary") return kSummary;
     if (topic == "summarize") return kSummarize;
+    if (topic == "compact") return kCompact;
     if (topic == "top") return kTop;
     if (topic == "graphs") return kGraphs;
     if (topic == "hazards") return kHazards;

@@ -1,0 +1,351 @@
+#include "report/fold.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "common/text.h"
+#include "format/decode.h"
+#include "format/encode.h"
+#include "report/detail_parts.h"
+#include "report/line_reader.h"
+#include "report/parser.h"
+#include "report/stream.h"
+
+namespace memguard::report {
+
+namespace {
+
+constexpr std::string_view kFoldSuffix = ".fold-";
+/// Pairs of the spine's positions per record (a record is at most format::Line::kCapacity bytes).
+constexpr size_t kSpineAtPerRecord = 150;
+
+template <class R>
+void append(std::string& out, const R& r) {
+    format::Line line;
+    format::encode(r, line);
+    out += line.finish();
+}
+
+void append_figure(std::string& out, std::string_view name, uint64_t copies, const int64_t* v, size_t n) {
+    format::rec::Figure z;
+    z.name = name;
+    z.copies = copies;
+    z.values = format::Tail<int64_t>{v, n};
+    append(out, z);
+}
+
+}  // namespace
+
+FoldWriter::FoldWriter(const FoldPoint& at) {
+    text_ = at.magic + "\n";
+    append(text_, format::rec::Info{"format_minor", std::to_string(format::kFormatMinor)});
+    append(text_, format::rec::FoldAt{at.part, at.position, at.events, at.blocks, at.tensors, at.t, at.dropped,
+                                      at.dropped_until, at.dropped_parts});
+    std::vector<int64_t> v;
+    for (auto [name, orders] : {std::pair{"reader.carried_blocks", at.carried_blocks},
+                                std::pair{"reader.carried_tensors", at.carried_tensors}}) {
+        if (orders == nullptr) continue;
+        for (size_t i = 0; i < orders->size(); i += kSpineAtPerRecord * 2) {
+            v.clear();
+            for (size_t j = i; j < std::min(orders->size(), i + kSpineAtPerRecord * 2); ++j) {
+                v.push_back(fold_of((*orders)[j]));
+            }
+            figure(name, v);
+        }
+    }
+    if (at.spine_at == nullptr) return;
+    const auto& spine_at = *at.spine_at;
+    for (size_t i = 0; i < spine_at.size(); i += kSpineAtPerRecord) {
+        v.clear();
+        for (size_t j = i; j < std::min(spine_at.size(), i + kSpineAtPerRecord); ++j) {
+            v.push_back(fold_of(spine_at[j].first));
+            v.push_back(fold_of(spine_at[j].second));
+        }
+        figure("reader.spine_at", v);
+    }
+}
+
+void FoldWriter::figure(std::string_view name, const std::vector<int64_t>& values) {
+    append_figure(text_, name, 0, values.data(), values.size());
+}
+
+void FoldWriter::figure(std::string_view name, std::initializer_list<int64_t> values) {
+    append_figure(text_, name, 0, values.begin(), values.size());
+}
+
+void FoldWriter::block(std::string_view name, const Block& b, std::initializer_list<int64_t> values) {
+    append_figure(text_, name, 1, values.begin(), values.size());
+    append(text_, format::rec::Alloc{b.t_alloc, b.tid, b.addr, b.size, b.kind, b.api, b.device, b.stream, b.stack_id,
+                                     b.capture_id, b.python_stack_id});
+}
+
+void FoldWriter::tensor(std::string_view name, const Tensor& x, std::initializer_list<int64_t> values) {
+    append_figure(text_, name, 1, values.begin(), values.size());
+    append(text_, format::rec::TensorAlloc{x.t_alloc, x.tid, x.addr, x.size, x.requested, x.device, x.stream,
+                                           x.stack_id, x.python_stack_id, x.capture_id, x.pool});
+}
+
+int64_t fold_value(const Fold::Figure& f, size_t i, int64_t min) {
+    if (i >= f.values.size()) {
+        throw BadFold("figure " + f.name + " has " + std::to_string(f.values.size()) + " values, " +
+                      std::to_string(i + 1) + " expected");
+    }
+    if (f.values[i] < min) {
+        throw BadFold("figure " + f.name + ": value " + std::to_string(f.values[i]) + " below " + std::to_string(min));
+    }
+    return f.values[i];
+}
+
+std::string fold_path(const std::string& spine, unsigned part) {
+    char suffix[32];
+    std::snprintf(suffix, sizeof suffix, "%06u", part);
+    return spine + std::string(kFoldSuffix) + suffix;
+}
+
+std::vector<unsigned> find_folds(const std::string& spine) {
+    std::vector<unsigned> folds = numbered_beside(spine, kFoldSuffix);
+    std::reverse(folds.begin(), folds.end());
+    return folds;
+}
+
+std::optional<Fold> read_fold(const std::string& path, const std::string& magic, std::string& error) {
+    std::FILE* file = open_report(path);
+    if (file == nullptr) {
+        error = path + ": cannot open (" + std::strerror(errno) + ")";
+        return std::nullopt;
+    }
+    struct Closer {
+        std::FILE* f;
+        ~Closer() { std::fclose(f); }
+    } closer{file};
+    LineReader reader(file, path);
+    std::string_view line;
+    if (reader.next(line) != LineReader::Line || line != magic) {
+        error = path + ": not a fold of this report (its first line is not '" + magic + "')";
+        return std::nullopt;
+    }
+    Fold fold;
+    fold.at.magic = magic;
+    format::Decoder decoder;
+    std::vector<std::string_view> f;
+    int minor = 0;
+    bool at = false;
+    size_t line_no = 1;
+    uint64_t copies = 0;  // A or T records still to come for the last figure
+    try {
+        for (;;) {
+            const LineReader::Status got = reader.next(line);
+            if (got == LineReader::End) break;
+            ++line_no;
+            if (got != LineReader::Line) {
+                error = path + ":" + std::to_string(line_no) + ": cut short or too long (a fold being written?)";
+                return std::nullopt;
+            }
+            split_fields(line, f);
+            if (f.empty() || f[0].size() != 1) throw format::Malformed("not a record");
+            const char letter = f[0][0];
+            if (copies > 0) {
+                Fold::Figure& owner = fold.figures.back();
+                --copies;
+                if (letter == format::rec::Alloc::kLetter) {
+                    format::rec::Alloc r;
+                    decoder.read(f, minor, r);
+                    Block b;
+                    b.t_alloc = r.t, b.tid = r.tid, b.addr = r.addr, b.size = r.size, b.kind = r.kind;
+                    b.api = std::string(r.api);
+                    b.device = r.device, b.stream = r.stream, b.stack_id = r.stack_id, b.capture_id = r.capture_id;
+                    b.python_stack_id = r.python_stack_id;
+                    owner.block = std::move(b);
+                } else if (letter == format::rec::TensorAlloc::kLetter) {
+                    format::rec::TensorAlloc r;
+                    decoder.read(f, minor, r);
+                    Tensor x;
+                    x.t_alloc = r.t, x.tid = r.tid, x.addr = r.addr, x.size = r.size, x.requested = r.requested;
+                    x.device = r.device, x.stream = r.stream, x.stack_id = r.stack_id;
+                    x.python_stack_id = r.python_stack_id, x.capture_id = r.capture_id;
+                    x.pool = std::string(r.pool);
+                    owner.tensor = std::move(x);
+                } else {
+                    throw format::Malformed("figure " + owner.name + " is followed by a '" + std::string(1, letter) +
+                                            "' record, not its copy (A or T)");
+                }
+                continue;
+            }
+            switch (letter) {
+            case format::rec::Info::kLetter: {
+                format::rec::Info r;
+                decoder.read(f, minor, r);
+                if (r.key == "format_minor") {
+                    const std::optional<uint64_t> m = text::parse_dec(r.value);
+                    if (!m || *m > static_cast<uint64_t>(format::kFormatMinor)) {
+                        error = path + ": written by a newer memguard (format minor " + std::string(r.value) + ")";
+                        return std::nullopt;
+                    }
+                    minor = static_cast<int>(*m);
+                }
+                break;
+            }
+            case format::rec::FoldAt::kLetter: {
+                format::rec::FoldAt r;
+                decoder.read(f, minor, r);
+                if (r.part == 0 || r.part > 0xffffffffu) throw format::Malformed("part out of range");
+                fold.at.part = static_cast<unsigned>(r.part);
+                fold.at.position = r.position;
+                fold.at.events = r.events;
+                fold.at.blocks = r.blocks;
+                fold.at.tensors = r.tensors;
+                fold.at.t = r.t;
+                fold.at.dropped = r.dropped;
+                fold.at.dropped_until = r.dropped_until;
+                if (r.dropped_parts > 0xffffffffu) throw format::Malformed("dropped_parts out of range");
+                fold.at.dropped_parts = static_cast<unsigned>(r.dropped_parts);
+                at = true;
+                break;
+            }
+            case format::rec::Figure::kLetter: {
+                format::rec::Figure r;
+                decoder.read(f, minor, r);
+                if (r.copies > 1) throw format::Malformed("a figure owns one copy at most");
+                if (r.name == "reader.spine_at") {
+                    if (r.values.size % 2 != 0) throw format::Malformed("reader.spine_at needs pairs");
+                    for (size_t i = 0; i < r.values.size; i += 2) {
+                        if (r.values.data[i] < 0 || r.values.data[i + 1] < 0)
+                            throw format::Malformed("negative position");
+                        fold.spine_at.emplace_back(static_cast<uint64_t>(r.values.data[i]),
+                                                   static_cast<size_t>(r.values.data[i + 1]));
+                    }
+                    break;
+                }
+                if (r.name == "reader.carried_blocks" || r.name == "reader.carried_tensors") {
+                    auto& to = r.name == "reader.carried_blocks" ? fold.carried_blocks : fold.carried_tensors;
+                    for (size_t i = 0; i < r.values.size; ++i) to.push_back(static_cast<size_t>(r.values.data[i]));
+                    break;
+                }
+                Fold::Figure x;
+                x.name = std::string(r.name);
+                x.values.assign(r.values.data, r.values.data + r.values.size);
+                fold.figures.push_back(std::move(x));
+                copies = r.copies;
+                break;
+            }
+            default: throw format::Malformed("a '" + std::string(1, letter) + "' record has no place in a fold");
+            }
+        }
+    } catch (const format::Malformed& m) {
+        error = path + ":" + std::to_string(line_no) + ": " + m.what();
+        return std::nullopt;
+    }
+    if (!at || copies > 0) {
+        error = path + ": " + (at ? "its last figure's copy is missing" : "no 'a' record") + " (not a whole fold)";
+        return std::nullopt;
+    }
+    return fold;
+}
+
+void write_fold(const std::string& spine, unsigned part, const std::string& text) {
+    const std::string path = fold_path(spine, part);
+    const std::string tmp = path + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) throw ReportError(tmp + ": cannot create the fold (" + std::strerror(errno) + ")");
+    size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int err = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            throw ReportError(tmp + ": cannot write the fold (" + std::strerror(err) + ")");
+        }
+        done += static_cast<size_t>(n);
+    }
+    if (::fsync(fd) != 0 || ::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        throw ReportError(path + ": cannot put the fold in place (" + std::strerror(err) + ")");
+    }
+    for (unsigned older : find_folds(spine)) {
+        if (older < part) ::unlink(fold_path(spine, older).c_str());
+    }
+}
+
+namespace {
+
+/// The observers whose figures a fold holds, and the hook that writes them where the fold stands.
+class Folder : public EventObserver {
+public:
+    explicit Folder(unsigned through) : through_(through), peaks_(PeakObserver::Budget::None) {}
+    bool on_event(const Report& r, const Event& e) override { return all_.on_event(r, e); }
+    void on_phase(const Report& r, size_t phase) override { all_.on_phase(r, phase); }
+    void on_end(const Report& r) override { all_.on_end(r); }
+    void fold_in(const Report& r, const Fold& f) override { all_.fold_in(r, f); }
+    bool at_part(const Report& r, const FoldPoint& at) override {
+        if (at.part != through_) return true;
+        FoldWriter w(at);
+        all_.fold_out(r, w);
+        text_ = w.text();
+        return false;
+    }
+    const std::optional<std::string>& text() const { return text_; }
+
+private:
+    unsigned through_;
+    SummaryBuilder summary_;
+    PeakObserver peaks_;
+    Observers all_{{&summary_, &peaks_}};
+    std::optional<std::string> text_;
+};
+
+}  // namespace
+
+CompactResult compact_report(const std::string& spine, std::optional<unsigned> through) {
+    CompactResult out;
+    const std::vector<unsigned> folds = find_folds(spine);
+    const unsigned newest = folds.empty() ? 0 : folds.front();
+    std::vector<unsigned> parts = detail_part_numbers(spine);
+    if (parts.empty()) {
+        throw ReportError(spine + ": no detail parts beside it (" + spine +
+                          ".part-000001, ...): not a bounded report, or its parts were removed");
+    }
+    unsigned target = 0;
+    if (through) {
+        target = *through;
+        if (!std::binary_search(parts.begin(), parts.end(), target + 1)) {
+            throw ReportError(spine + ": no detail part " + std::to_string(target + 1) +
+                              " beside it: a fold through part " + std::to_string(target) +
+                              " stands where that part begins");
+        }
+    } else {
+        // The newest part but one: the writer may still be writing the newest.
+        if (parts.size() < 2) {
+            out.part = newest;
+            out.message = spine + ": one detail part, which the writer may still be writing: nothing to fold";
+            return out;
+        }
+        target = parts[parts.size() - 2];
+    }
+    if (target <= newest) {
+        out.part = newest;
+        out.message = spine + ": already folded through part " + std::to_string(newest);
+        return out;
+    }
+    Folder folder(target);
+    stream_report(spine, folder);
+    if (!folder.text()) {
+        throw ReportError(spine + ": the read did not reach detail part " + std::to_string(target + 1) +
+                          " (a part before it is missing or cut short?)");
+    }
+    write_fold(spine, target, *folder.text());
+    out.part = target;
+    out.wrote = true;
+    out.message = spine + ": folded through detail part " + std::to_string(target) + " (" + fold_path(spine, target) +
+                  ")";
+    return out;
+}
+
+}  // namespace memguard::report

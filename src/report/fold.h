@@ -1,0 +1,126 @@
+// Folds of a bounded report (docs/bounded-reports.md, "Who deletes and who folds"): the streaming
+// reader's state once it has read the report up to a detail part, written as records (`a`, `z`,
+// and copies as `A`/`T`: docs/report-format.md, "Added in minor 10") to `<report>.fold-NNNNNN`,
+// so that the parts it covers can go and a later read still gives the figures of the whole run.
+//
+// `memguard compact` reads the report through the observers that fold (compact_report), stops
+// where part `n` + 1 begins, and writes each observer's state (EventObserver::fold_out). A reader
+// that finds a fold skips the parts it covers and, where part `n` + 1 begins (its carried live
+// set applied), hands each observer the state back (EventObserver::fold_in) and sets its own
+// counters (events, A and T records, positions of the spine's records) to the fold's: reading the
+// fold and then the detail after it is reading everything, by construction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "report/report.h"
+
+namespace memguard::report {
+
+/// Where a fold stands: the reader's counters where detail part `part` + 1 begins.
+struct FoldPoint {
+    std::string magic;      // the report's first line, which the fold repeats
+    unsigned part = 0;      // the fold covers detail parts 1 .. part
+    uint64_t position = 0;  // detail records before part + 1
+    size_t events = 0;      // events counted there (as load_report counts them)
+    size_t blocks = 0;      // A records read (Block::order of the next one)
+    size_t tensors = 0;     // T records read
+    int64_t t = 0;          // the latest time read
+    uint64_t dropped = 0;   // detail records before it deleted unfolded (`f`), in `dropped_parts` parts
+    int64_t dropped_until = 0;
+    unsigned dropped_parts = 0;
+    /// Each spine `l` record read so far: (its position, the events counted after the detail up to
+    /// it): a reader of the fold gives the spine's records in the folded stretch the positions they
+    /// have in the whole report. Written from here; read back into Fold::spine_at.
+    const std::vector<std::pair<uint64_t, size_t>>* spine_at = nullptr;
+    /// The orders (Block::order, Tensor::order) of the blocks and tensors part `part` + 1 carries, in
+    /// its order: a reader that takes them as new gives them these (SIZE_MAX: not known).
+    const std::vector<size_t>* carried_blocks = nullptr;
+    const std::vector<size_t>* carried_tensors = nullptr;
+};
+
+/// A fold file being written: the observers' figures as records.
+class FoldWriter {
+public:
+    explicit FoldWriter(const FoldPoint& at);
+    /// `z name 0 values...`
+    void figure(std::string_view name, const std::vector<int64_t>& values);
+    void figure(std::string_view name, std::initializer_list<int64_t> values);
+    /// `z name 1 values...` and a copy of `b` (an A record): a block of a live set the observer keeps.
+    void block(std::string_view name, const Block& b, std::initializer_list<int64_t> values);
+    /// `z name 1 values...` and a copy of `x` (a T record).
+    void tensor(std::string_view name, const Tensor& x, std::initializer_list<int64_t> values);
+    /// The file's text.
+    const std::string& text() const { return text_; }
+
+private:
+    std::string text_;
+};
+
+/// A fold file, read back.
+struct Fold {
+    FoldPoint at;
+    std::vector<std::pair<uint64_t, size_t>> spine_at;    // FoldPoint::spine_at
+    std::vector<size_t> carried_blocks, carried_tensors;  // FoldPoint::carried_blocks, carried_tensors
+    struct Figure {
+        std::string name;
+        std::vector<int64_t> values;
+        std::optional<Block> block;    // a copy (an A record after it)
+        std::optional<Tensor> tensor;  // a copy (a T record after it)
+    };
+    std::vector<Figure> figures;  // in file order
+
+    /// Calls f(figure) for each figure named `name`, in file order.
+    template <class F>
+    void each(std::string_view name, F&& f) const {
+        for (const Figure& x : figures) {
+            if (x.name == name) f(x);
+        }
+    }
+};
+
+/// Thrown by EventObserver::fold_in for a figure it cannot take (a value missing or out of range):
+/// the reader then leaves the fold out, with a warning.
+struct BadFold : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// Value `i` of `f`, at least `min`; BadFold when it is missing or below.
+int64_t fold_value(const Fold::Figure& f, size_t i, int64_t min = 0);
+/// Value `i` of `f` as FoldWriter wrote an unsigned value (its bits as a signed one); BadFold when missing.
+inline uint64_t fold_u64(const Fold::Figure& f, size_t i) { return static_cast<uint64_t>(fold_value(f, i, INT64_MIN)); }
+/// An unsigned value as a figure holds it.
+inline int64_t fold_of(uint64_t v) { return static_cast<int64_t>(v); }
+
+/// "<spine>.fold-000003"
+std::string fold_path(const std::string& spine, unsigned part);
+/// The numbers of the fold files beside `spine`, newest (highest) first.
+std::vector<unsigned> find_folds(const std::string& spine);
+/// Reads the fold file at `path`. Nothing, and `error` set, when it cannot be read or is not one of
+/// the report whose first line is `magic`.
+std::optional<Fold> read_fold(const std::string& path, const std::string& magic, std::string& error);
+/// Writes `text` as the fold of part `part` (a temporary file renamed into place: a reader finds a
+/// whole fold or none), then removes the older folds. Throws ReportError.
+void write_fold(const std::string& spine, unsigned part, const std::string& text);
+
+/// What compact_report did.
+struct CompactResult {
+    unsigned part = 0;  // the fold now covers parts 1 .. part (0: there is no fold)
+    bool wrote = false;
+    std::string message;  // one line for the user
+};
+/// Folds the bounded report at `spine` through detail part `through` (default: the newest part but
+/// one, the last one the writer may still be writing): reads it through the observers that fold,
+/// from the newest fold already there, and writes the new fold. Throws ReportError when the report
+/// cannot be read or has no such part.
+CompactResult compact_report(const std::string& spine, std::optional<unsigned> through);
+
+}  // namespace memguard::report
