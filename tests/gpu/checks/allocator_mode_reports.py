@@ -263,43 +263,85 @@ def alloc_mode_binary_report(ctx):
     assert size * 4.5 < text_size, (size, text_size)
 
 
-@check("allocator-mode-reports", "a bounded report (MEMGUARD_MAX_REPORT_SIZE=1MiB) of an allocator-mode training "
-       "far over it stays under the limit; read with its parts, top --at exit equals the unbounded run's")
+@check("allocator-mode-reports", "a bounded report: an allocator-mode training of a few minutes under "
+       "MEMGUARD_MAX_REPORT_SIZE=1MiB (binary, folded by the follower the library starts) stays under the limit and "
+       "its summary and top --at peak agree with the same job unbounded; the unbounded report split into parts, "
+       "folded and its folded parts deleted answers summary and top --at peak as the whole report does")
 def alloc_mode_bounded_report(ctx):
-    # 300 steps in text (about 10 MB unbounded): the same job twice, without and with the limit.
-    env = {"MEMGUARD_ALLOCATOR": "memguard", "MEMGUARD_REPORT_ENCODING": "text"}
-    args = ("train", "--steps", "300")
-    workload(ctx, "allocator_mode", "train_unbounded", True, env=env, args=args)
-    workload(ctx, "allocator_mode", "train_bounded", True, env=dict(env, MEMGUARD_MAX_REPORT_SIZE="1MiB"),
-             args=args)
-    whole = _mg7r_report(ctx, "train_unbounded")
-    spine = _mg7r_report(ctx, "train_bounded")
+    import os as _os
+    import subprocess as _sp
+    steps = _os.environ.get("MG_BOUNDED_STEPS", "2500")
+    limit = 1 << 20
+    env = {"MEMGUARD_ALLOCATOR": "memguard", "MEMGUARD_REPORT_ENCODING": "binary", "MEMGUARD_CLI": str(ctx.cli)}
+    args = ("train", "--steps", steps)
+    w_run = workload(ctx, "allocator_mode", "train_long_unbounded", True, env=env, args=args)
+    b_run = workload(ctx, "allocator_mode", "train_long_bounded", True, env=dict(env, MEMGUARD_MAX_REPORT_SIZE="1MiB"),
+                     args=args)
+    whole = _mg7r_report(ctx, "train_long_unbounded")
+    spine = _mg7r_report(ctx, "train_long_bounded")
+    # The follower folds the last parts after the run ends: wait for it (it exits by itself).
+    deadline = time.time() + 60
+    while time.time() < deadline and _sp.run(["pgrep", "-f", "compact --follow"], capture_output=True).returncode == 0:
+        time.sleep(0.5)
     parts = sorted(spine.parent.glob(spine.name + ".part-*"))
-    total = spine.stat().st_size + sum(p.stat().st_size for p in parts)
-    print(f"unbounded report {whole.stat().st_size} bytes; bounded: spine {spine.stat().st_size} bytes and "
-          f"{len(parts)} parts ({[p.name.rsplit('.', 1)[1] for p in parts]}), {total} bytes in all (limit {1 << 20})")
+    folds = sorted(spine.parent.glob(spine.name + ".fold-*"))
+    total = spine.stat().st_size + sum(p.stat().st_size for p in parts + folds)
+    print(f"{steps} steps: unbounded {w_run['seconds']:.0f} s, bounded {b_run['seconds']:.0f} s; unbounded report "
+          f"{whole.stat().st_size} bytes; bounded: spine {spine.stat().st_size} bytes, {len(parts)} parts "
+          f"({[p.name.rsplit('.', 1)[1] for p in parts]}), folds {[f.name.rsplit('.', 1)[1] for f in folds]}, "
+          f"{total} bytes in all (limit {limit})")
     summary_w = _mg7r_cli_json(ctx, "summary", "--json", str(whole))
     summary_b = _mg7r_cli_json(ctx, "summary", "--json", str(spine))
-    for key in ("tensors", "allocations", "duration_s"):
+    tensors_w, tensors_b = summary_w.get("tensors", {}), summary_b.get("tensors", {})
+    n_t = tensors_w.get("allocations") or 0
+    print(f"unbounded: {whole.stat().st_size / max(n_t, 1):.1f} report bytes per tensor allocation ({n_t} T records)")
+    for key in ("allocations", "frees", "peak_bytes", "peak_time_s", "duration_s"):
         print(f"summary {key}: unbounded {summary_w.get(key)}; bounded {summary_b.get(key)}")
-    print(f"bounded: detail_dropped {summary_b.get('detail_dropped')}, detail_from_s {summary_b.get('detail_from_s')}")
-    top_w = ctx.run([str(ctx.cli), "top", str(whole), "--at", "exit"]).stdout
-    top_b = ctx.run([str(ctx.cli), "top", str(spine), "--at", "exit"]).stdout
-    peak_w = ctx.run([str(ctx.cli), "top", str(whole), "--at", "peak"]).stdout.splitlines()[0]
-    peak_b = ctx.run([str(ctx.cli), "top", str(spine), "--at", "peak"]).stdout.splitlines()[0]
-    print(f"top --at peak, unbounded: {peak_w}\ntop --at peak, bounded:   {peak_b}")
-    assert whole.stat().st_size > 4 * (1 << 20), whole.stat().st_size
-    assert len(parts) >= 2 and total <= 1 << 20, (len(parts), total)
-    assert summary_b.get("detail_dropped", 0) > 0, summary_b.get("detail_dropped")
-    # Two runs of one deterministic job: the same sites and sizes live at the exit (the first line
-    # has the exit's time, which differs). A block allocated on autograd's thread in the deleted
-    # detail loses its backward attribution (the backward() call it came from was deleted with it:
-    # the fold of step 2 carries the attributions, docs/bounded-reports.md); those lines are
-    # compared apart, and printed.
-    def split(text):
-        lines = text.splitlines()[1:]
-        return [l for l in lines if "(attributed:" not in l], [l for l in lines if "(attributed:" in l]
-    (rest_w, attributed_w), (rest_b, attributed_b) = split(top_w), split(top_b)
-    print(f"backward attributions at exit: unbounded {len(attributed_w)}, bounded {len(attributed_b)}")
-    assert rest_b == rest_w, (top_w[:600], top_b[:600])
-    assert top_b.splitlines()[0].split(":", 1)[1] == top_w.splitlines()[0].split(":", 1)[1], (top_w[:200], top_b[:200])
+    for key in ("allocations", "frees", "peak_bytes", "peak_time_s", "peak_requested_bytes"):
+        print(f"summary tensors.{key}: unbounded {tensors_w.get(key)}; bounded {tensors_b.get(key)}")
+    print(f"bounded: detail_dropped {summary_b.get('detail_dropped')}, detail_folded {summary_b.get('detail_folded')}, "
+          f"detail_from_s {summary_b.get('detail_from_s')}")
+    top_w = ctx.run([str(ctx.cli), "top", str(whole), "--at", "peak"]).stdout
+    top_b = ctx.run([str(ctx.cli), "top", str(spine), "--at", "peak"]).stdout
+    print(f"top --at peak, unbounded: {top_w.splitlines()[0]}\ntop --at peak, bounded:   {top_b.splitlines()[0]}")
+    assert whole.stat().st_size > 4 * limit, whole.stat().st_size
+    assert folds and len(parts) >= 2 and total <= limit, (len(parts), folds, total)
+    assert summary_b.get("detail_folded", 0) > 0 and summary_b.get("detail_dropped") == 0, summary_b
+    # Two runs of one deterministic job: the same tensor allocations, the same peak and live set
+    # there (the sites, the sizes); the times differ from run to run.
+    for key in ("allocations", "frees", "peak_bytes", "peak_requested_bytes"):
+        assert tensors_b.get(key) == tensors_w.get(key), (key, tensors_w, tensors_b)
+    assert top_b.splitlines()[1:] == top_w.splitlines()[1:], (top_w[:800], top_b[:800])
+    assert top_b.splitlines()[0].split("(t=")[0] == top_w.splitlines()[0].split("(t=")[0]
+
+    # The same run, split and folded: exact. The unbounded report in text, split as the writer
+    # splits (tests/report/make_bounded_golden.py), folded through its newest part but one, the
+    # folded parts deleted.
+    text = ctx.out / "bounded_whole.txt.mgr"
+    split = ctx.out / "bounded_split.mgr"
+    ctx.run([str(ctx.cli), "export", "--text", str(whole), "-o", str(text)])
+    detail = sum(1 for line in open(text, "rb") if line[:2] in (b"A ", b"F ", b"T ", b"t "))
+    per_part = max(1000, detail // 8)
+    ctx.run([sys.executable, str(HERE.parent / "report" / "make_bounded_golden.py"), str(text), str(split),
+             str(per_part), "0", str(limit)])
+    compact = ctx.run([str(ctx.cli), "compact", str(split)]).stdout.strip()
+    split_parts = sorted(split.parent.glob(split.name + ".part-*"))
+    fold = sorted(split.parent.glob(split.name + ".fold-*"))
+    assert len(fold) == 1, fold
+    folded_through = int(fold[0].name.rsplit("-", 1)[1])
+    for p in split_parts:
+        if int(p.name.rsplit("-", 1)[1]) <= folded_through:
+            p.unlink()
+    print(f"split: {detail} detail records in {len(split_parts)} parts of {per_part}; {compact}; "
+          f"fold {fold[0].stat().st_size} bytes")
+    drop = ("file", "detail_dropped", "detail_folded", "detail_from_s", "warnings")
+    s_text = {k: v for k, v in _mg7r_cli_json(ctx, "summary", "--json", str(text)).items() if k not in drop}
+    s_split = {k: v for k, v in _mg7r_cli_json(ctx, "summary", "--json", str(split)).items() if k not in drop}
+    diff = sorted(k for k in set(s_text) | set(s_split) if s_text.get(k) != s_split.get(k))
+    print(f"summary --json, whole against folded: {'equal' if not diff else 'differs in ' + str(diff)}")
+    assert not diff, [(k, s_text.get(k), s_split.get(k)) for k in diff]
+    for at in ("peak", "exit"):
+        t_whole = ctx.run([str(ctx.cli), "top", str(text), "--at", at]).stdout
+        t_split = ctx.run([str(ctx.cli), "top", str(split), "--at", at]).stdout
+        print(f"top --at {at}, whole against folded: {'equal' if t_whole == t_split else 'DIFFERENT'}")
+        assert t_whole == t_split, (t_whole[:800], t_split[:800])
