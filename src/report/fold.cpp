@@ -1,6 +1,7 @@
 #include "report/fold.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -249,9 +250,11 @@ std::optional<Fold> read_fold(const std::string& path, const std::string& magic,
 
 void write_fold(const std::string& spine, unsigned part, const std::string& text) {
     const std::string path = fold_path(spine, part);
-    const std::string tmp = path + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) throw ReportError(tmp + ": cannot create the fold (" + std::strerror(errno) + ")");
+    // A new file of a name no one can have placed (a link, a file of someone else's) in its way.
+    std::string tmp = path + ".tmp-XXXXXX";
+    const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+    if (fd < 0) throw ReportError(path + ": cannot create the fold beside it (" + std::strerror(errno) + ")");
+    ::fchmod(fd, 0644);
     size_t done = 0;
     while (done < text.size()) {
         const ssize_t n = ::write(fd, text.data() + done, text.size() - done);

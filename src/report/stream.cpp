@@ -91,12 +91,18 @@ void PointSnapshot::fold_out(std::string_view name, FoldWriter& w) const {
     for (const Tensor& x : tensors_) w.tensor(n + ".tensor", x, {fold_of(x.order)});
 }
 
-void PointSnapshot::fold_in(std::string_view name, const Fold& f) {
+void PointSnapshot::fold_in(const Report& r, std::string_view name, const Fold& f) {
     clear();
     const std::string n(name);
     f.each(n, [&](const Fold::Figure& x) { last_t_ = fold_value(x, 0, INT64_MIN); });
     f.each(n + ".handles", [&](const Fold::Figure& x) {
-        for (size_t i = 0; i < x.values.size(); ++i) handles_.push_back(static_cast<size_t>(fold_value(x, i)));
+        for (size_t i = 0; i < x.values.size(); ++i) {
+            const int64_t h = fold_value(x, i);
+            if (static_cast<uint64_t>(h) >= r.handles.size()) {
+                throw BadFold("figure " + x.name + ": handle " + std::to_string(h) + " is not one of the report's");
+            }
+            handles_.push_back(static_cast<size_t>(h));
+        }
     });
     f.each(n + ".block", [&](const Fold::Figure& x) {
         if (!x.block) throw BadFold("figure " + x.name + " without its block");
@@ -180,7 +186,7 @@ void PeakObserver::fold_in(const Report& r, const Fold& f) {
         if (gave_up_) {
             s->point.clear();
         } else {
-            s->point.fold_in(name, f);
+            s->point.fold_in(r, name, f);
         }
     }
 }

@@ -181,7 +181,7 @@ public:
     /// The snapshot as figures `<name>` (its time, then its handles), `<name>.block` and
     /// `<name>.tensor` (each with its copy and its order), and back.
     void fold_out(std::string_view name, FoldWriter& w) const;
-    void fold_in(std::string_view name, const Fold& f);
+    void fold_in(const Report& r, std::string_view name, const Fold& f);
 
 private:
     int64_t last_t_ = 0;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -41,6 +42,13 @@ std::vector<std::pair<std::string, uint64_t>> files_in(const std::string& dir) {
     closedir(d);
     std::sort(files.begin(), files.end());
     return files;
+}
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
 }
 
 /// The report in text, exported (report::transcode, as `memguard export --text`).
@@ -359,6 +367,42 @@ TEST_P(Bounded, FoldedItsFiguresAndPeaksAreTheWholeRunsWithItsPartsThereOrGone) 
     // load_report keeps every event: it reads the detail there is, from the first part kept.
     const report::Report loaded = report::load_report(split.path);
     EXPECT_EQ(loaded.detail_folded, 0u);
+}
+
+TEST(BoundedReport, AFoldOfAnotherReportIsLeftOutAndADamagedOneIsNamed) {
+    Options o;
+    o.limit = uint64_t{1} << 30;
+    o.part_size = 16 << 10;
+    RecordedRun split(o);
+    ASSERT_GE(split.parts(), 4u);
+    ASSERT_TRUE(report::compact_report(split.path, 2).wrote);
+    const std::string fold = report::fold_path(split.path, 2), text = read_text(fold);
+    auto write = [&](const std::string& content) {
+        FILE* f = std::fopen(fold.c_str(), "wb");
+        ASSERT_NE(f, nullptr);
+        ASSERT_EQ(std::fwrite(content.data(), 1, content.size(), f), content.size());
+        std::fclose(f);
+    };
+    // Not this report's (its first line differs): left out with a warning; the parts are read.
+    write("MEMGUARD-REPORT 9\n" + text.substr(text.find('\n') + 1));
+    report::SummaryBuilder b1;
+    const report::Report r1 = report::stream_report(split.path, b1);
+    EXPECT_EQ(r1.detail_folded, 0u);
+    bool said = false;
+    for (const std::string& w : r1.warnings) said |= w.find("not a fold of this report") != std::string::npos;
+    EXPECT_TRUE(said);
+    // Its summary figure gone: the read stops with a message that names the fold.
+    const size_t at = text.find("\nz summary ");
+    ASSERT_NE(at, std::string::npos);
+    write(text.substr(0, at + 1) + text.substr(text.find('\n', at + 1) + 1));
+    report::SummaryBuilder b2;
+    try {
+        report::stream_report(split.path, b2);
+        ADD_FAILURE() << "a damaged fold was read";
+    } catch (const report::ReportError& e) {
+        EXPECT_NE(std::string(e.what()).find(fold + ": no figure 'summary'"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("remove it"), std::string::npos) << e.what();
+    }
 }
 
 TEST(BoundedReport, ItsPartsGoneItSaysTheDetailIsMissing) {
