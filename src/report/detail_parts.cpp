@@ -60,7 +60,7 @@ DetailParts::~DetailParts() { close(); }
 
 void DetailParts::skip_through(unsigned part, uint64_t position) {
     parts_.erase(parts_.begin(), std::upper_bound(parts_.begin(), parts_.end(), part));
-    folded_ = position;
+    folded_below(position);
 }
 
 std::string DetailParts::part_path(unsigned n) const {
@@ -162,7 +162,9 @@ bool DetailParts::open_next() {
 
 void DetailParts::skip_to(uint64_t to) {
     // What a fold covers is folded, not missing.
-    gaps_ += to - std::max(position_, std::min(folded_, to));
+    const uint64_t folded_to = std::max(position_, std::min(folded_, to));
+    folded_gap_ += folded_to - position_;
+    gaps_ += to - folded_to;
     if (to > position_) gap_ = true;
     position_ = to;
 }

@@ -69,7 +69,11 @@ public:
     /// A fold (report/fold.h) covers the parts up to `part`, whose detail ends at record `position`:
     /// those parts are not read, and their records count as folded, not as a gap.
     void skip_through(unsigned part, uint64_t position);
-    uint64_t folded() const { return folded_; }
+    /// A fold covers the detail before record `position`: a gap there is folded, not missing (the
+    /// parts that are there are still read).
+    void folded_below(uint64_t position) { folded_ = position; }
+    /// Detail records before the fold's position that no part held (folded and deleted), so far.
+    uint64_t folded_gap() const { return folded_gap_; }
 
     /// Part files found beside the spine (those a fold covers left out).
     size_t parts() const { return parts_.size(); }
@@ -102,7 +106,7 @@ private:
     uint64_t part_position_ = 0, part_carried_ = 0;  // the open part's `l`
     bool carried_pending_ = false;                   // its carried blocks are still to hand out
     uint64_t position_ = 0, gaps_ = 0;
-    uint64_t folded_ = 0;
+    uint64_t folded_ = 0, folded_gap_ = 0;
     bool gap_ = false;  // the records up to position_ were skipped, not read: the next part's carried blocks are new
     std::function<void(unsigned, Role, bool)> on_open_;
 };

@@ -209,6 +209,8 @@ private:
         /// begins; `spine_next`: its next spine position to give the events it counted.
         std::optional<Fold> fold;
         bool fold_applied = false;
+        /// load_report: the newest fold beside the report (its path and time), for the warnings.
+        std::optional<std::pair<std::string, int64_t>> fold_seen;
         size_t spine_next = 0;
         /// Each spine `l` read: (position, events counted after it), for a fold taken here.
         std::vector<std::pair<uint64_t, size_t>> spine_at;

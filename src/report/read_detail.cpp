@@ -19,7 +19,19 @@ void Parser::start_detail() {
     detail_->parts.emplace(report_.path, magic_line_, binary_ ? own_binary_decoder_.version() : 0,
                            [this](std::string w) { warnings_.add("parts", std::move(w)); });
     report_.bounded = true;
-    if (observer_ == nullptr) return;  // load_report keeps every event: it reads the detail there is
+    if (observer_ == nullptr) {
+        // load_report keeps every event: it reads the detail there is; a fold says the detail
+        // missing before it was folded, not lost.
+        for (unsigned n : find_folds(report_.path)) {
+            std::string error;
+            if (std::optional<Fold> fold = read_fold(fold_path(report_.path, n), magic_line_, error)) {
+                detail_->parts->folded_below(fold->at.position);
+                detail_->fold_seen.emplace(fold_path(report_.path, n), fold->at.t);
+                break;
+            }
+        }
+        return;
+    }
     detail_->parts->on_open(
         [this](unsigned part, DetailParts::Role carried, bool done) { part_opened(part, carried, done); });
     // The newest fold that can be taken: the part after it must be there to begin from.
@@ -195,6 +207,13 @@ void Parser::finish_detail() {
             seconds_fixed3(report_.detail_folded_until) + " s (" + std::to_string(report_.detail_folded) +
             ") are folded into figures (" + fold_path(report_.path, d.fold->at.part) +
             "): the run's counts, peaks and the live set at them are whole; a point in time before then is not kept");
+    } else if (d.fold_seen && parts.folded_gap() > 0) {
+        warnings_.add_first(report_.path + ": detail folded: its allocations and frees up to t=" +
+                            seconds_fixed3(d.fold_seen->second) + " s are folded into figures (" + d.fold_seen->first +
+                            ") and " + std::to_string(parts.folded_gap()) +
+                            " of them deleted: summary, top --at peak and the other streamed commands read the fold; "
+                            "this command reads the detail, which starts at t=" +
+                            seconds_fixed3(d.fold_seen->second) + " s with the blocks live then");
     } else if (d.fold && !stopped_) {
         warnings_.add_first(fold_path(report_.path, d.fold->at.part) + ": the read did not reach detail part " +
                             std::to_string(d.fold->at.part + 1) + ", where the fold stands; left out");

@@ -33,6 +33,8 @@ void PointObserver::fold_in(const Report& r, const Fold& f) {
     if (!walk_) walk_.emplace(r);
     walk_->set_applied(f.at.events);
     last_t_ = f.at.t;
+    // At or after the fold's point the point is in the detail read from here on.
+    before_fold_ = (events_ && *events_ < f.at.events) || (after_t_ && *after_t_ < f.at.t);
 }
 
 void PointObserver::on_end(const Report& r) {

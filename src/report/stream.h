@@ -198,9 +198,10 @@ public:
     PointObserver(std::optional<size_t> events, std::optional<int64_t> after_t, bool stop)
         : events_(events), after_t_(after_t), stop_(stop) {}
     bool on_event(const Report& r, const Event& e) override;
-    /// Counts events from the fold's on. A point before it is taken where the fold stands (the detail
-    /// before it is folded into figures, not kept).
+    /// Counts events from the fold's on. A point before it is not in the fold (only figures are):
+    /// before_fold() says so, and what take() gives is the live set where the fold stands.
     void fold_in(const Report& r, const Fold& f) override;
+    bool before_fold() const { return before_fold_; }
     void on_end(const Report& r) override;
 
     /// The report of the point (PointSnapshot::into).
@@ -216,6 +217,7 @@ private:
     bool stop_ = false;
     std::optional<LevelWalk> walk_;
     bool taken_ = false;
+    bool before_fold_ = false;
     int64_t last_t_ = 0;
     size_t position_ = 0;
     PointSnapshot point_;

@@ -368,7 +368,9 @@ std::optional<report::Report> stream_point(ReportInput& in, const Args& args, re
         report::PointObserver point(std::nullopt, after, false);
         report::Observers both({&point, &tags});
         std::optional<report::Report> r = in.stream(both);
-        if (!r || r->backward_pending) return std::nullopt;
+        // A time in a folded stretch: load_report reads the detail parts still there (and says
+        // what is missing when they are gone).
+        if (!r || r->backward_pending || point.before_fold()) return std::nullopt;
         has_peak = true;
         const int64_t t = args.at.type == report::TimePoint::Exit ? r->end_t : args.at.t;
         report::Report at = point.take(std::move(*r), t, live);
