@@ -208,12 +208,12 @@ void Parser::finish_detail() {
             ") are folded into figures (" + fold_path(report_.path, d.fold->at.part) +
             "): the run's counts, peaks and the live set at them are whole; a point in time before then is not kept");
     } else if (d.fold_seen && parts.folded_gap() > 0) {
-        warnings_.add_first(report_.path + ": detail folded: its allocations and frees up to t=" +
-                            seconds_fixed3(d.fold_seen->second) + " s are folded into figures (" + d.fold_seen->first +
-                            ") and " + std::to_string(parts.folded_gap()) +
-                            " of them deleted: summary, top --at peak and the other streamed commands read the fold; "
-                            "this command reads the detail, which starts at t=" +
-                            seconds_fixed3(d.fold_seen->second) + " s with the blocks live then");
+        warnings_.add_first(
+            report_.path + ": detail folded: its allocations and frees up to t=" + seconds_fixed3(d.fold_seen->second) +
+            " s are folded into figures (" + d.fold_seen->first + ") and " + std::to_string(parts.folded_gap()) +
+            " of them deleted: summary, top --at peak and the other streamed commands read the fold; "
+            "this command reads the detail, which starts at t=" +
+            seconds_fixed3(d.fold_seen->second) + " s with the blocks live then");
     } else if (d.fold && !stopped_) {
         warnings_.add_first(fold_path(report_.path, d.fold->at.part) + ": the read did not reach detail part " +
                             std::to_string(d.fold->at.part + 1) + ", where the fold stands; left out");
