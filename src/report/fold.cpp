@@ -22,8 +22,8 @@ namespace memguard::report {
 namespace {
 
 constexpr std::string_view kFoldSuffix = ".fold-";
-/// Pairs of the spine's positions per record (a record is at most format::Line::kCapacity bytes).
-constexpr size_t kSpineAtPerRecord = 150;
+/// Pairs of values per record (a record is at most format::Line::kCapacity bytes).
+constexpr size_t kPairsPerRecord = 150;
 
 template <class R>
 void append(std::string& out, const R& r) {
@@ -51,23 +51,24 @@ FoldWriter::FoldWriter(const FoldPoint& at) {
     for (auto [name, orders] : {std::pair{"reader.carried_blocks", at.carried_blocks},
                                 std::pair{"reader.carried_tensors", at.carried_tensors}}) {
         if (orders == nullptr) continue;
-        for (size_t i = 0; i < orders->size(); i += kSpineAtPerRecord * 2) {
+        for (size_t i = 0; i < orders->size(); i += kPairsPerRecord * 2) {
             v.clear();
-            for (size_t j = i; j < std::min(orders->size(), i + kSpineAtPerRecord * 2); ++j) {
+            for (size_t j = i; j < std::min(orders->size(), i + kPairsPerRecord * 2); ++j) {
                 v.push_back(fold_of((*orders)[j]));
             }
             figure(name, v);
         }
     }
-    if (at.spine_at == nullptr) return;
-    const auto& spine_at = *at.spine_at;
-    for (size_t i = 0; i < spine_at.size(); i += kSpineAtPerRecord) {
+    figure("reader.run", {at.run.first, at.run.second});
+    if (at.extra_events == nullptr) return;
+    const auto& extra = *at.extra_events;
+    for (size_t i = 0; i < extra.size(); i += kPairsPerRecord) {
         v.clear();
-        for (size_t j = i; j < std::min(spine_at.size(), i + kSpineAtPerRecord); ++j) {
-            v.push_back(fold_of(spine_at[j].first));
-            v.push_back(fold_of(spine_at[j].second));
+        for (size_t j = i; j < std::min(extra.size(), i + kPairsPerRecord); ++j) {
+            v.push_back(fold_of(extra[j].first));
+            v.push_back(extra[j].second);
         }
-        figure("reader.spine_at", v);
+        figure("reader.extra_events", v);
     }
 }
 
@@ -100,6 +101,16 @@ int64_t fold_value(const Fold::Figure& f, size_t i, int64_t min) {
         throw BadFold("figure " + f.name + ": value " + std::to_string(f.values[i]) + " below " + std::to_string(min));
     }
     return f.values[i];
+}
+
+std::pair<int64_t, int64_t> run_of(const Report& r) {
+    auto value = [&r](const char* key) -> int64_t {
+        auto it = r.info.find(key);
+        if (it == r.info.end()) return -1;
+        const std::optional<uint64_t> v = text::parse_dec(it->second);
+        return v && *v <= static_cast<uint64_t>(INT64_MAX) ? static_cast<int64_t>(*v) : -1;
+    };
+    return {value("pid"), value("t0_unix_ns")};
 }
 
 std::string fold_path(const std::string& spine, unsigned part) {
@@ -212,13 +223,19 @@ std::optional<Fold> read_fold(const std::string& path, const std::string& magic,
                 format::rec::Figure r;
                 decoder.read(f, minor, r);
                 if (r.copies > 1) throw format::Malformed("a figure owns one copy at most");
-                if (r.name == "reader.spine_at") {
-                    if (r.values.size % 2 != 0) throw format::Malformed("reader.spine_at needs pairs");
+                if (r.name == "reader.run") {
+                    if (r.values.size != 2) throw format::Malformed("reader.run needs a pid and a start time");
+                    fold.at.run = {r.values.data[0], r.values.data[1]};
+                    break;
+                }
+                if (r.name == "reader.extra_events") {
+                    if (r.values.size % 2 != 0) throw format::Malformed("reader.extra_events needs pairs");
                     for (size_t i = 0; i < r.values.size; i += 2) {
-                        if (r.values.data[i] < 0 || r.values.data[i + 1] < 0)
-                            throw format::Malformed("negative position");
-                        fold.spine_at.emplace_back(static_cast<uint64_t>(r.values.data[i]),
-                                                   static_cast<size_t>(r.values.data[i + 1]));
+                        if (r.values.data[i] < 0) throw format::Malformed("negative position");
+                        if (!fold.extra.empty() && static_cast<uint64_t>(r.values.data[i]) < fold.extra.back().first) {
+                            throw format::Malformed("reader.extra_events out of order");
+                        }
+                        fold.extra.emplace_back(static_cast<uint64_t>(r.values.data[i]), r.values.data[i + 1]);
                     }
                     break;
                 }

@@ -37,10 +37,15 @@ struct FoldPoint {
     uint64_t dropped = 0;   // detail records before it deleted unfolded (`f`), in `dropped_parts` parts
     int64_t dropped_until = 0;
     unsigned dropped_parts = 0;
-    /// Each spine `l` record read so far: (its position, the events counted after the detail up to
-    /// it): a reader of the fold gives the spine's records in the folded stretch the positions they
-    /// have in the whole report. Written from here; read back into Fold::spine_at.
-    const std::vector<std::pair<uint64_t, size_t>>* spine_at = nullptr;
+    /// The events a reader counts at a spine `l` record of position p are the spine's own events so
+    /// far, one per detail record before p, and an extra (implicit frees of blocks allocated twice,
+    /// frees of unknown blocks that make none), which changes rarely: here (p, extra) at each `l`
+    /// where it changed, so that a reader of the fold gives the spine's records in the folded
+    /// stretch the positions they have in the whole report. Read back into Fold::extra.
+    const std::vector<std::pair<uint64_t, int64_t>>* extra_events = nullptr;
+    /// The run the report is of (run_of): a fold beside a report of another run at the same path
+    /// is not taken.
+    std::pair<int64_t, int64_t> run{-1, -1};
     /// The orders (Block::order, Tensor::order) of the blocks and tensors part `part` + 1 carries, in
     /// its order: a reader that takes them as new gives them these (SIZE_MAX: not known).
     const std::vector<size_t>* carried_blocks = nullptr;
@@ -68,7 +73,7 @@ private:
 /// A fold file, read back.
 struct Fold {
     FoldPoint at;
-    std::vector<std::pair<uint64_t, size_t>> spine_at;    // FoldPoint::spine_at
+    std::vector<std::pair<uint64_t, int64_t>> extra;      // FoldPoint::extra_events
     std::vector<size_t> carried_blocks, carried_tensors;  // FoldPoint::carried_blocks, carried_tensors
     struct Figure {
         std::string name;
@@ -99,6 +104,9 @@ int64_t fold_value(const Fold::Figure& f, size_t i, int64_t min = 0);
 inline uint64_t fold_u64(const Fold::Figure& f, size_t i) { return static_cast<uint64_t>(fold_value(f, i, INT64_MIN)); }
 /// An unsigned value as a figure holds it.
 inline int64_t fold_of(uint64_t v) { return static_cast<int64_t>(v); }
+
+/// The run a report is of, as a fold tells it: its `I pid` and `I t0_unix_ns` (-1 for one not said).
+std::pair<int64_t, int64_t> run_of(const Report& r);
 
 /// "<spine>.fold-000003"
 std::string fold_path(const std::string& spine, unsigned part);

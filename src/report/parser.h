@@ -206,14 +206,16 @@ private:
         int64_t dropped_until = 0;         // the time of the last of them
         unsigned dropped_parts = 0;
         /// Streaming: the newest fold beside the report (report/fold.h), taken where the part after it
-        /// begins; `spine_next`: its next spine position to give the events it counted.
+        /// begins; `extra_next`: its next entry of Fold::extra, `extra_now` the one in effect.
         std::optional<Fold> fold;
+        bool fold_chosen = false;  // choose_fold() ran
         bool fold_applied = false;
+        size_t extra_next = 0;
+        int64_t extra_now = 0;
         /// load_report: the newest fold beside the report (its path and time), for the warnings.
         std::optional<std::pair<std::string, int64_t>> fold_seen;
-        size_t spine_next = 0;
-        /// Each spine `l` read: (position, events counted after it), for a fold taken here.
-        std::vector<std::pair<uint64_t, size_t>> spine_at;
+        /// FoldPoint::extra_events so far, for a fold taken here.
+        std::vector<std::pair<uint64_t, int64_t>> extra;
         /// The orders of the blocks and tensors the part being opened carries (those the reader has).
         std::vector<size_t> carried_blocks, carried_tensors;
         /// The fold's part is being opened: its carried blocks and tensors take the fold's orders.
@@ -241,6 +243,8 @@ private:
     void part_opened(unsigned part, DetailParts::Role carried, bool done);
     /// Starts reading the detail parts of the report (a spine).
     void start_detail();
+    /// The fold to take (report/fold.h), once, when the spine's first `l` or `f` record is read.
+    void choose_fold();
     /// Reads the detail parts up to detail record `position` (the end: UINT64_MAX).
     void read_detail(uint64_t position);
     void finish_detail();
@@ -249,6 +253,7 @@ private:
     EventObserver* observer_ = nullptr;
     bool stopped_ = false;
     size_t events_ = 0;
+    size_t spine_events_ = 0;  // of those, made by the spine's records (not a detail part's)
     size_t blocks_read_ = 0;  // A records applied
     std::vector<size_t> free_block_slots_, free_tensor_slots_;
     std::optional<BackwardSweep> backward_;  // streaming: backward_sites, as the allocations come

@@ -19,38 +19,46 @@ void Parser::start_detail() {
     detail_->parts.emplace(report_.path, magic_line_, binary_ ? own_binary_decoder_.version() : 0,
                            [this](std::string w) { warnings_.add("parts", std::move(w)); });
     report_.bounded = true;
-    if (observer_ == nullptr) {
-        // load_report keeps every event: it reads the detail there is; a fold says the detail
-        // missing before it was folded, not lost.
-        for (unsigned n : find_folds(report_.path)) {
-            std::string error;
-            if (std::optional<Fold> fold = read_fold(fold_path(report_.path, n), magic_line_, error)) {
-                detail_->parts->folded_below(fold->at.position);
-                detail_->fold_seen.emplace(fold_path(report_.path, n), fold->at.t);
-                break;
-            }
-        }
-        return;
+    if (observer_ != nullptr) {
+        detail_->parts->on_open(
+            [this](unsigned part, DetailParts::Role carried, bool done) { part_opened(part, carried, done); });
     }
-    detail_->parts->on_open(
-        [this](unsigned part, DetailParts::Role carried, bool done) { part_opened(part, carried, done); });
-    // The newest fold that can be taken: the part after it must be there to begin from.
-    const std::vector<unsigned> parts = detail_part_numbers(report_.path);
+}
+
+void Parser::choose_fold() {
+    Detail& d = *detail_;
+    if (d.fold_chosen) return;
+    d.fold_chosen = true;  // at the first detail record of the spine: the header (pid, t0) is read
     for (unsigned n : find_folds(report_.path)) {
         std::string error;
         std::optional<Fold> fold = read_fold(fold_path(report_.path, n), magic_line_, error);
+        if (fold && fold->at.run != run_of(report_)) {
+            error = fold_path(report_.path, n) +
+                    ": a fold of another run (its pid and start time are not the report's)";
+            fold.reset();
+        }
+        if (observer_ == nullptr) {
+            // load_report keeps every event: it reads the detail there is; a fold says the detail
+            // missing before it was folded, not lost.
+            if (!fold) continue;
+            d.parts->folded_below(fold->at.position);
+            d.fold_seen.emplace(fold_path(report_.path, n), fold->at.t);
+            return;
+        }
         if (!fold) {
             warnings_.add("fold", error + "; left out");
             continue;
         }
+        // The newest fold that can be taken: the part after it must be there to begin from.
+        const std::vector<unsigned> parts = detail_part_numbers(report_.path);
         if (!std::binary_search(parts.begin(), parts.end(), n + 1)) {
             warnings_.add("fold", fold_path(report_.path, n) + ": detail part " + std::to_string(n + 1) +
                                       ", where it stands, is not beside the report; left out");
             continue;
         }
-        detail_->parts->skip_through(n, fold->at.position);
-        detail_->fold = std::move(fold);
-        break;
+        d.parts->skip_through(n, fold->at.position);
+        d.fold = std::move(fold);
+        return;
     }
 }
 
@@ -69,11 +77,6 @@ void Parser::part_opened(unsigned part, DetailParts::Role carried, bool done) {
         d.fold_carrying = false;
         blocks_read_ = f.at.blocks;
         report_.tensor_records = f.at.tensors;
-        if (d.spine_next != f.spine_at.size()) {
-            throw ReportError(fold_path(report_.path, f.at.part) + ": it counts " + std::to_string(f.spine_at.size()) +
-                              " spine positions before it, the spine " + std::to_string(d.spine_next) +
-                              " (not a fold of this report? remove it to read the report without it)");
-        }
         events_ = f.at.events;
         note_time(f.at.t);
         try {
@@ -98,7 +101,8 @@ void Parser::part_opened(unsigned part, DetailParts::Role carried, bool done) {
     at.blocks = blocks_read_;
     at.tensors = report_.tensor_records;
     at.t = max_t_;
-    at.spine_at = &d.spine_at;
+    at.extra_events = &d.extra;
+    at.run = run_of(report_);
     at.carried_blocks = &d.carried_blocks;
     at.carried_tensors = &d.carried_tensors;
     at.dropped = d.dropped;
@@ -123,24 +127,29 @@ void Parser::apply(const rec::DetailAt& r) {
         return;
     }
     if (!detail_) start_detail();
+    choose_fold();
     read_detail(r.position);
     Detail& d = *detail_;
+    if (observer_ == nullptr) return;
     if (d.fold && !d.fold_applied) {
-        // In the folded stretch: the events the whole report counts here.
-        const auto& table = d.fold->spine_at;
-        if (d.spine_next >= table.size() || table[d.spine_next].first != r.position) {
-            throw ReportError(fold_path(report_.path, d.fold->at.part) +
-                              ": its spine positions do not match the report's at " + std::to_string(r.position) +
-                              " (not a fold of this report? remove it to read the report without it)");
+        // In the folded stretch, where no detail was read: the events the whole report counts
+        // here, the spine's own, one per detail record and the fold's extra (FoldPoint::extra_events).
+        const auto& table = d.fold->extra;
+        while (d.extra_next < table.size() && table[d.extra_next].first <= r.position) {
+            d.extra_now = table[d.extra_next++].second;
         }
-        events_ = table[d.spine_next++].second;
+        const int64_t n = static_cast<int64_t>(r.position + spine_events_) + d.extra_now;
+        events_ = n > 0 ? static_cast<size_t>(n) : 0;
     }
-    if (observer_ != nullptr) d.spine_at.emplace_back(r.position, events_);
+    // Where the events stop being the spine's own and one per detail record, for a fold taken here.
+    const int64_t extra = static_cast<int64_t>(events_) - static_cast<int64_t>(r.position + spine_events_);
+    if (extra != (d.extra.empty() ? 0 : d.extra.back().second)) d.extra.emplace_back(r.position, extra);
 }
 
 void Parser::apply(const rec::DetailDropped& r) {
     if (r.end < r.first) malformed("its end " + std::to_string(r.end) + " is before its first record");
     if (!detail_) start_detail();
+    choose_fold();
     Detail& d = *detail_;
     if (d.fold && r.part <= d.fold->at.part) return;  // folded: its figures are in the fold
     d.dropped += r.end - r.first;
@@ -186,6 +195,7 @@ void Parser::read_detail(uint64_t position) {
 }
 
 void Parser::finish_detail() {
+    choose_fold();
     read_detail(UINT64_MAX);
     Detail& d = *detail_;
     const DetailParts& parts = *d.parts;

@@ -367,6 +367,7 @@ void Parser::check_python_stack_ref(uint32_t python_stack_id, const char* record
 
 void Parser::add_event(Event::Type type, size_t block, int64_t t) {
     ++events_;
+    if (!detail_ || !detail_->reading) ++spine_events_;
     if (observer_ == nullptr) {
         report_.events.push_back(Event{type, block, t});
     } else if (!stopped_ && !observer_->on_event(report_, Event{type, block, t})) {

@@ -856,8 +856,12 @@ TEST_P(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     point.magic = "MEMGUARD-REPORT 1";
     point.part = 3, point.position = 40, point.events = 45, point.blocks = 21, point.tensors = 7, point.t = 9000;
     point.dropped = 10, point.dropped_until = 4000, point.dropped_parts = 1;
-    const std::vector<std::pair<uint64_t, size_t>> spine_at{{5, 6}, {40, 44}};
-    point.spine_at = &spine_at;
+    const std::vector<std::pair<uint64_t, int64_t>> extra{{5, 1}, {40, -2}};
+    point.extra_events = &extra;
+    point.run = {4242, 1700000000123456789};
+    const std::vector<size_t> carried_blocks{3, SIZE_MAX}, carried_tensors{7};
+    point.carried_blocks = &carried_blocks;
+    point.carried_tensors = &carried_tensors;
     FoldWriter fw(point);
     fw.figure("summary.kind", {-3, 0, INT64_MAX});
     Block fb;
@@ -887,7 +891,10 @@ TEST_P(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     c.eq("dropped", point.dropped, fold->at.dropped);
     c.eq("dropped_until", point.dropped_until, fold->at.dropped_until);
     c.eq("dropped_parts", point.dropped_parts, fold->at.dropped_parts);
-    EXPECT_EQ(fold->spine_at, spine_at);
+    EXPECT_EQ(fold->extra, extra);
+    EXPECT_EQ(fold->at.run, point.run);
+    EXPECT_EQ(fold->carried_blocks, carried_blocks);
+    EXPECT_EQ(fold->carried_tensors, carried_tensors);
     c.in<rec::Figure>();
     ASSERT_EQ(fold->figures.size(), 3u);
     c.eq("name", std::string("summary.kind"), fold->figures[0].name);

@@ -391,6 +391,16 @@ TEST(BoundedReport, AFoldOfAnotherReportIsLeftOutAndADamagedOneIsNamed) {
     bool said = false;
     for (const std::string& w : r1.warnings) said |= w.find("not a fold of this report") != std::string::npos;
     EXPECT_TRUE(said);
+    // Of another run at the same path (another pid and start): left out too.
+    const size_t run = text.find("\nz reader.run 0 ");
+    ASSERT_NE(run, std::string::npos);
+    write(text.substr(0, run) + "\nz reader.run 0 1 2" + text.substr(text.find('\n', run + 1)));
+    report::SummaryBuilder b3;
+    const report::Report r3 = report::stream_report(split.path, b3);
+    EXPECT_EQ(r3.detail_folded, 0u);
+    said = false;
+    for (const std::string& w : r3.warnings) said |= w.find("a fold of another run") != std::string::npos;
+    EXPECT_TRUE(said);
     // Its summary figure gone: the read stops with a message that names the fold.
     const size_t at = text.find("\nz summary ");
     ASSERT_NE(at, std::string::npos);
