@@ -275,8 +275,29 @@ def alloc_mode_bounded_report(ctx):
     env = {"MEMGUARD_ALLOCATOR": "memguard", "MEMGUARD_REPORT_ENCODING": "binary", "MEMGUARD_CLI": str(ctx.cli)}
     args = ("train", "--steps", steps)
     w_run = workload(ctx, "allocator_mode", "train_long_unbounded", True, env=env, args=args)
-    b_run = workload(ctx, "allocator_mode", "train_long_bounded", True, env=dict(env, MEMGUARD_MAX_REPORT_SIZE="1MiB"),
-                     args=args)
+    # MG_BOUNDED_OWN_FOLLOWER=1: this check folds as the run goes (memguard compact every 100 ms),
+    # in place of the follower the library starts.
+    own = _os.environ.get("MG_BOUNDED_OWN_FOLLOWER") == "1"
+    stop = []
+    def follow():
+        while not stop:
+            for spine_now in ctx.out.glob("allocator_mode_train_long_bounded.*.mgr"):
+                _sp.run([str(ctx.cli), "compact", str(spine_now)], capture_output=True)
+            time.sleep(0.1)
+    import threading as _threading
+    follower = _threading.Thread(target=follow, daemon=True)
+    if own:
+        follower.start()
+    b_env = dict(env, MEMGUARD_MAX_REPORT_SIZE="1MiB")
+    if own:
+        b_env["MEMGUARD_FOLD"] = "0"
+    try:
+        b_run = workload(ctx, "allocator_mode", "train_long_bounded", True, env=b_env, args=args)
+    finally:
+        stop.append(1)
+        if own:
+            follower.join()
+    print(f"folds made by {'this check (memguard compact every 100 ms)' if own else 'the follower the library starts'}")
     whole = _mg7r_report(ctx, "train_long_unbounded")
     spine = _mg7r_report(ctx, "train_long_bounded")
     # The follower folds the last parts after the run ends: wait for it (it exits by itself).
