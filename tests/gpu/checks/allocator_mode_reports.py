@@ -271,7 +271,7 @@ def alloc_mode_bounded_report(ctx):
     import os as _os
     import subprocess as _sp
     steps = _os.environ.get("MG_BOUNDED_STEPS", "2500")
-    limit = 1 << 20
+    limit = int(_os.environ.get("MG_BOUNDED_LIMIT", str(1 << 20)))
     env = {"MEMGUARD_ALLOCATOR": "memguard", "MEMGUARD_REPORT_ENCODING": "binary", "MEMGUARD_CLI": str(ctx.cli)}
     args = ("train", "--steps", steps)
     w_run = workload(ctx, "allocator_mode", "train_long_unbounded", True, env=env, args=args)
@@ -288,7 +288,7 @@ def alloc_mode_bounded_report(ctx):
     follower = _threading.Thread(target=follow, daemon=True)
     if own:
         follower.start()
-    b_env = dict(env, MEMGUARD_MAX_REPORT_SIZE="1MiB")
+    b_env = dict(env, MEMGUARD_MAX_REPORT_SIZE=str(limit))
     if own:
         b_env["MEMGUARD_FOLD"] = "0"
     try:
@@ -325,15 +325,6 @@ def alloc_mode_bounded_report(ctx):
     top_w = ctx.run([str(ctx.cli), "top", str(whole), "--at", "peak"]).stdout
     top_b = ctx.run([str(ctx.cli), "top", str(spine), "--at", "peak"]).stdout
     print(f"top --at peak, unbounded: {top_w.splitlines()[0]}\ntop --at peak, bounded:   {top_b.splitlines()[0]}")
-    assert whole.stat().st_size > 4 * limit, whole.stat().st_size
-    assert folds and len(parts) >= 2 and total <= limit, (len(parts), folds, total)
-    assert summary_b.get("detail_folded", 0) > 0 and summary_b.get("detail_dropped") == 0, summary_b
-    # Two runs of one deterministic job: the same tensor allocations, the same peak and live set
-    # there (the sites, the sizes); the times differ from run to run.
-    for key in ("allocations", "frees", "peak_bytes", "peak_requested_bytes"):
-        assert tensors_b.get(key) == tensors_w.get(key), (key, tensors_w, tensors_b)
-    assert top_b.splitlines()[1:] == top_w.splitlines()[1:], (top_w[:800], top_b[:800])
-    assert top_b.splitlines()[0].split("(t=")[0] == top_w.splitlines()[0].split("(t=")[0]
 
     # The same run, split and folded: exact. The unbounded report in text, split as the writer
     # splits (tests/report/make_bounded_golden.py), folded through its newest part but one, the
@@ -366,3 +357,13 @@ def alloc_mode_bounded_report(ctx):
         t_split = ctx.run([str(ctx.cli), "top", str(split), "--at", at]).stdout
         print(f"top --at {at}, whole against folded: {'equal' if t_whole == t_split else 'DIFFERENT'}")
         assert t_whole == t_split, (t_whole[:800], t_split[:800])
+    # The live run (checked after the exact comparison above, which holds whatever the run did).
+    assert whole.stat().st_size > 2 * limit, whole.stat().st_size
+    assert folds and len(parts) >= 2 and total <= limit, (len(parts), folds, total, spine.stat().st_size)
+    assert summary_b.get("detail_folded", 0) > 0 and summary_b.get("detail_dropped") == 0, summary_b
+    # Two runs of one deterministic job: the same tensor allocations, the same peak and live set
+    # there (the sites, the sizes); the times differ from run to run.
+    for key in ("allocations", "frees", "peak_bytes", "peak_requested_bytes"):
+        assert tensors_b.get(key) == tensors_w.get(key), (key, tensors_w, tensors_b)
+    assert top_b.splitlines()[1:] == top_w.splitlines()[1:], (top_w[:800], top_b[:800])
+    assert top_b.splitlines()[0].split("(t=")[0] == top_w.splitlines()[0].split("(t=")[0]
