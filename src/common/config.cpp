@@ -235,6 +235,16 @@ void parse_max_report_size(const char* v, Config& c, std::vector<std::string>& p
     c.max_report_size = *bytes;
 }
 
+void parse_cli(const char* v, Config& c, std::vector<std::string>& problems) {
+    if (*v != '/') {
+        problems.push_back("MEMGUARD_CLI=" + quoted(v) +
+                           " is not valid: expected the absolute path of the memguard program; keeping the one "
+                           "beside the library");
+        return;
+    }
+    c.cli = v;
+}
+
 void parse_run_id(const EnvLookup& getenv_fn, Config& c, std::vector<std::string>& problems) {
     if (const char* v = getenv_fn("MEMGUARD_RUN_ID")) {
         if (valid_run_id(v)) {
@@ -352,6 +362,8 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
     if (const char* v = getenv_fn("MEMGUARD_OUTPUT")) parse_output(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_REPORT_ENCODING")) parse_encoding(v, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_MAX_REPORT_SIZE")) parse_max_report_size(v, r.config, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_FOLD")) parse_switch("MEMGUARD_FOLD", v, r.config.fold, r.problems);
+    if (const char* v = getenv_fn("MEMGUARD_CLI")) parse_cli(v, r.config, r.problems);
     parse_run_id(getenv_fn, r.config, r.problems);
     if (const char* v = getenv_fn("MEMGUARD_RUN_MANIFEST")) parse_manifest(v, r.config, r.problems);
     parse_cycles(getenv_fn, r.config.cycles, r.problems);

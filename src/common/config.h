@@ -57,6 +57,8 @@ struct Config {
     AllocatorMode allocator = AllocatorMode::Native;          // MEMGUARD_ALLOCATOR: native or memguard
     ReportEncoding report_encoding = ReportEncoding::Binary;  // MEMGUARD_REPORT_ENCODING: binary or text
     uint64_t max_report_size = 0;  // MEMGUARD_MAX_REPORT_SIZE: bytes the report's files keep under (0: no limit)
+    bool fold = true;              // MEMGUARD_FOLD: a bounded report starts `memguard compact --follow`
+    std::string cli;               // MEMGUARD_CLI: the memguard program it runs ("": the one beside the library)
     std::string run_id;        // MEMGUARD_RUN_ID, else TORCHELASTIC_RUN_ID: the header's I run_id ("": none)
     std::string run_manifest;  // MEMGUARD_RUN_MANIFEST: a file each report's path is appended to ("": none)
     CyclesConfig cycles;

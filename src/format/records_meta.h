@@ -182,9 +182,10 @@ struct DetailAt {
     }
 };
 
-/// f t part first end until: a bounded report's detail part `part`, the detail records from
+/// f t part first end until folded: a bounded report's detail part `part`, the detail records from
 /// `first` up to (not including) `end`, the last of them made at `until`, was deleted at `t` to
-/// keep the report under its limit.
+/// keep the report under its limit; `folded` 1: a fold file covering it (`<report>.fold-N`, N at
+/// least `part`) was beside the report then, 0: it was deleted unfolded (its detail is lost).
 struct DetailDropped {
     static constexpr char kLetter = 'f';
     static constexpr int kMinor = 10;
@@ -192,6 +193,7 @@ struct DetailDropped {
     int64_t t = 0;
     uint64_t part = 0, first = 0, end = 0;
     int64_t until = 0;
+    bool folded = false;  // a fold file covering the part was beside the report when it was deleted
     template <class V, class R>
     [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
         v(field::t, r.t);
@@ -199,6 +201,7 @@ struct DetailDropped {
         v(Field{"first", "first", Enc::Dec}, r.first);
         v(Field{"end", "end", Enc::Dec}, r.end);
         v(Field{"until", "time", Enc::Span}, r.until);
+        v(Field{"folded", "folded flag", Enc::Flag}, r.folded);
     }
 };
 

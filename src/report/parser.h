@@ -205,6 +205,7 @@ private:
         uint64_t dropped = 0;              // `f`: detail records the writer deleted
         int64_t dropped_until = 0;         // the time of the last of them
         unsigned dropped_parts = 0;
+        std::vector<unsigned> folded_parts;  // of them, parts deleted folded (`f` folded 1) that no fold read covers
         /// Streaming: the newest fold beside the report (report/fold.h), taken where the part after it
         /// begins; `extra_next`: its next entry of Fold::extra, `extra_now` the one in effect.
         std::optional<Fold> fold;

@@ -3,7 +3,10 @@
 // them. At each spine `l` it reads the parts up to that position through DetailParts
 // (report/detail_parts.h), decoding their records with the part's decoders; a block a part carries
 // is skipped when the part before it was read, and taken as live after a gap.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <string>
 
@@ -29,36 +32,46 @@ void Parser::choose_fold() {
     Detail& d = *detail_;
     if (d.fold_chosen) return;
     d.fold_chosen = true;  // at the first detail record of the spine: the header (pid, t0) is read
-    for (unsigned n : find_folds(report_.path)) {
-        std::string error;
-        std::optional<Fold> fold = read_fold(fold_path(report_.path, n), magic_line_, error);
-        if (fold && fold->at.run != run_of(report_)) {
-            error = fold_path(report_.path, n) +
-                    ": a fold of another run (its pid and start time are not the report's)";
-            fold.reset();
-        }
-        if (observer_ == nullptr) {
-            // load_report keeps every event: it reads the detail there is; a fold says the detail
-            // missing before it was folded, not lost.
-            if (!fold) continue;
-            d.parts->folded_below(fold->at.position);
-            d.fold_seen.emplace(fold_path(report_.path, n), fold->at.t);
+    const std::vector<unsigned> parts = detail_part_numbers(report_.path);
+    // A fold that goes between the listing and its reading was replaced by a newer one (a follower,
+    // `memguard compact --follow`, removes the older fold once the newer is in place): list again.
+    for (int listing = 0; listing < 3; ++listing) {
+        bool replaced = false;
+        for (unsigned n : find_folds(report_.path)) {
+            const std::string path = fold_path(report_.path, n);
+            std::string error;
+            std::optional<Fold> fold = read_fold(path, magic_line_, error);
+            if (!fold && ::access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
+                replaced = true;
+                break;
+            }
+            if (fold && fold->at.run != run_of(report_)) {
+                error = path + ": a fold of another run (its pid and start time are not the report's)";
+                fold.reset();
+            }
+            if (observer_ == nullptr) {
+                // load_report keeps every event: it reads the detail there is; a fold says the detail
+                // missing before it was folded, not lost.
+                if (!fold) continue;
+                d.parts->folded_below(fold->at.position);
+                d.fold_seen.emplace(path, fold->at.t);
+                return;
+            }
+            if (!fold) {
+                warnings_.add("fold", error + "; left out");
+                continue;
+            }
+            // The newest fold that can be taken: the part after it must be there to begin from.
+            if (!std::binary_search(parts.begin(), parts.end(), n + 1)) {
+                warnings_.add("fold", path + ": detail part " + std::to_string(n + 1) +
+                                          ", where it stands, is not beside the report; left out");
+                continue;
+            }
+            d.parts->skip_through(n, fold->at.position);
+            d.fold = std::move(fold);
             return;
         }
-        if (!fold) {
-            warnings_.add("fold", error + "; left out");
-            continue;
-        }
-        // The newest fold that can be taken: the part after it must be there to begin from.
-        const std::vector<unsigned> parts = detail_part_numbers(report_.path);
-        if (!std::binary_search(parts.begin(), parts.end(), n + 1)) {
-            warnings_.add("fold", fold_path(report_.path, n) + ": detail part " + std::to_string(n + 1) +
-                                      ", where it stands, is not beside the report; left out");
-            continue;
-        }
-        d.parts->skip_through(n, fold->at.position);
-        d.fold = std::move(fold);
-        return;
+        if (!replaced) return;
     }
 }
 
@@ -151,10 +164,17 @@ void Parser::apply(const rec::DetailDropped& r) {
     if (!detail_) start_detail();
     choose_fold();
     Detail& d = *detail_;
-    if (d.fold && r.part <= d.fold->at.part) return;  // folded: its figures are in the fold
+    // Before the fold's place in the spine, the fold counts the deletions it read (FoldPoint::dropped).
+    if (d.fold && !d.fold_applied) return;
+    // After it: a part deleted once a fold covered it has its figures in the fold (the newest, which
+    // covers what any older one did). A part deleted unfolded is lost, even where a later fold
+    // covers its number: that fold was made without it.
+    const bool covered = d.fold && r.part <= d.fold->at.part;
+    if (covered && r.folded) return;
     d.dropped += r.end - r.first;
     d.dropped_until = std::max(d.dropped_until, r.until);
     ++d.dropped_parts;
+    if (r.folded) d.folded_parts.push_back(static_cast<unsigned>(std::min<uint64_t>(r.part, UINT32_MAX)));
 }
 
 void Parser::apply(const rec::FoldAt&) { warn("fold", "an 'a' record belongs in a fold file, not a report (ignored)"); }
@@ -204,12 +224,28 @@ void Parser::finish_detail() {
     const auto limit = report_.info.find("report_limit");
     const std::string bound = limit == report_.info.end() ? ""
                                                           : " (MEMGUARD_MAX_REPORT_SIZE " + limit->second + " bytes)";
+    // Parts deleted folded that no fold read here covers: load_report reads no fold (the one beside
+    // the report has their figures, for the streaming commands); else their fold is gone.
+    unsigned beside = 0, missing = 0;
+    const std::vector<unsigned> folds = observer_ == nullptr && !d.folded_parts.empty() ? find_folds(report_.path)
+                                                                                        : std::vector<unsigned>{};
+    for (unsigned part : d.folded_parts) (!folds.empty() && part <= folds.front() ? beside : missing) += 1;
+    report_.detail_fold_missing = missing;
     if (d.dropped > 0) {
-        warnings_.add_first(
-            report_.path + ": detail dropped: a bounded report" + bound + " whose writer deleted " +
-            std::to_string(d.dropped_parts) + " detail part(s) (" + std::to_string(d.dropped) +
-            " allocations and frees, up to t=" + seconds_fixed3(d.dropped_until) +
-            " s) to stay under its limit; what is shown counts the blocks live then and what came after");
+        std::string missing_said;
+        if (beside > 0) {
+            missing_said = " (" + std::to_string(beside) + " of them folded into " +
+                           fold_path(report_.path, folds.front()) + ": summary and top --at peak count them)";
+        } else if (missing > 0) {
+            missing_said = " (" + std::to_string(missing) +
+                           " of them folded when deleted, but no fold beside the report covers them: copied without "
+                           "its fold file?)";
+        }
+        warnings_.add_first(report_.path + ": detail dropped: a bounded report" + bound + " whose writer deleted " +
+                            std::to_string(d.dropped_parts) + " detail part(s) (" + std::to_string(d.dropped) +
+                            " allocations and frees, up to t=" + seconds_fixed3(d.dropped_until) +
+                            " s) to stay under its limit" + missing_said +
+                            "; what is shown counts the blocks live then and what came after");
     }
     if (d.fold_applied) {
         warnings_.add_first(

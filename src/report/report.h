@@ -509,6 +509,10 @@ struct Report {
     /// the last of them: the detail read starts after it. 0: none.
     uint64_t detail_dropped = 0;
     int64_t detail_dropped_until = 0;
+    /// Of the parts deleted, those the writer deleted folded (a fold covered them then: `f`'s
+    /// `folded`) that no fold read here covers: counted as dropped (their fold is not beside the
+    /// report, or load_report, which reads no fold, read it).
+    unsigned detail_fold_missing = 0;
     /// Streamed with a fold (report/fold.h): the allocations and frees before it, which its figures
     /// stand for, and the latest time among them. 0: none.
     uint64_t detail_folded = 0;

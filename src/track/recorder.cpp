@@ -115,7 +115,10 @@ void Recorder::init(const Config& config) {
     // made (records made before the report exists wait in its encoding); another sink (a test's)
     // keeps its own.
     if (file_sink_) file_sink_->set_binary(config.report_encoding == ReportEncoding::Binary);
-    if (file_sink_ && config.max_report_size > 0) file_sink_->set_limit(config.max_report_size);
+    if (file_sink_ && config.max_report_size > 0) {
+        file_sink_->set_limit(config.max_report_size);
+        file_sink_->set_follower(config.fold, config.cli);
+    }
     state_.store(config.enabled ? State::Idle : State::Off, std::memory_order_release);
 }
 

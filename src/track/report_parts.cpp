@@ -1,8 +1,11 @@
 #include "track/report_parts.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "track/file_io.h"
@@ -23,8 +26,9 @@ std::string ReportParts::part_path(unsigned n) const {
     return spine_path_ + suffix;
 }
 
-bool ReportParts::open(const std::string& spine_path, std::string_view magic, uint64_t spine_bytes) {
+bool ReportParts::open(const std::string& spine_path, int spine_fd, std::string_view magic, uint64_t spine_bytes) {
     spine_path_ = spine_path;
+    spine_fd_ = spine_fd;
     magic_.assign(magic.data(), magic.size());
     spine_bytes_ = spine_bytes;
     chunk_.reserve(kChunk);
@@ -70,6 +74,35 @@ bool ReportParts::write_chunk() {
     return ok;
 }
 
+void ReportParts::look_for_fold(bool newest_only) {
+    // The follower folds part k once part k + 2 is there (part_ is the newest part), from its newest
+    // fold to the newest it can: the newest fold is usually the first candidate, part_ - 2. Before
+    // any fold was seen (no follower), only the newest few candidates are looked at.
+    if (newest_only && (part_ < 3 || fold_ >= part_ - 2)) return;
+    const int saved = errno;
+    struct stat st {};
+    char suffix[32];
+    auto look = [&](unsigned n) {
+        std::snprintf(suffix, sizeof suffix, ".fold-%06u", n);
+        return ::stat((spine_path_ + suffix).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+    };
+    bool found = false;
+    unsigned probes = newest_only ? 1 : fold_ == 0 ? 4 : UINT_MAX;
+    for (unsigned n = part_ > 2 ? part_ - 2 : 0; n > fold_ && probes > 0 && !found; --n, --probes) {
+        if (look(n)) {
+            fold_ = n;
+            found = true;
+        }
+    }
+    if (newest_only && !found) {
+        errno = saved;
+        return;
+    }
+    if (!found && fold_ > 0 && !look(fold_)) st.st_size = 0;  // removed by hand: nothing to count
+    fold_bytes_ = found || fold_ > 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    errno = saved;
+}
+
 void ReportParts::before_spine(std::string& spine) {
     if (position_ == spine_position_) return;
     encode_record(binary_, format::rec::DetailAt{position_, 0}, spine);
@@ -91,18 +124,42 @@ bool ReportParts::drain(format::binary::Predictions& predictions, std::string& s
         ::close(fd_);
         fd_ = -1;
     }
-    // The limit holds the spine, the closed parts and the part being written, up to its size and
-    // one chunk more (it is written a chunk at a time).
+    // The limit holds the spine, the fold beside it, the closed parts and the part being written,
+    // up to its size and one chunk more (it is written a chunk at a time). The fold is looked for
+    // at a rotation and when the limit needs room; at the other drains only the fold the follower
+    // writes next (through part_ - 2, once part_ is there), until it is there: one stat.
     const uint64_t open_part = rotate ? part_size_ : std::max(part_bytes_, part_size_);
-    while (!closed_.empty() && spine_bytes_ + spine.size() + closed_bytes_ + open_part + kChunk > limit_) {
+    const auto over = [&] {
+        return spine_bytes_ + spine.size() + fold_bytes_ + closed_bytes_ + open_part + kChunk > limit_;
+    };
+    if (rotate || (!closed_.empty() && over())) {
+        look_for_fold(false);
+    } else {
+        look_for_fold(true);
+    }
+    while (!closed_.empty() && over()) {
+        // The oldest part goes, folded or not: the bound wins, the host never waits for a fold.
         const Closed& c = closed_.front();
         ::unlink(part_path(c.part).c_str());
         before_spine(spine);
-        encode_record(binary_, format::rec::DetailDropped{now, c.part, c.first, c.end, c.until}, spine);
+        encode_record(binary_, format::rec::DetailDropped{now, c.part, c.first, c.end, c.until, fold_ >= c.part},
+                      spine);
         closed_bytes_ -= c.bytes;
         closed_.pop_front();
     }
-    if (rotate && !start_part(part_ + 1, predictions)) failed_ = true;
+    if (rotate) {
+        // Everything made for the spine so far goes out before the next part exists (the follower's
+        // rule: part N + 2 there, part N + 1 and the spine up to its start are whole).
+        if (!spine.empty() && !(spine_fd_ >= 0 && write_fully(spine_fd_, spine.data(), spine.size()))) {
+            failed_ = true;
+            return false;
+        }
+        spine_bytes_ += spine.size();
+        spine.clear();
+        if (!rotated_) follower_requested_ = true;
+        rotated_ = true;
+        if (!start_part(part_ + 1, predictions)) failed_ = true;
+    }
     return !failed_;
 }
 

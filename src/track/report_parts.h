@@ -1,9 +1,13 @@
 // A bounded report's files (MEMGUARD_MAX_REPORT_SIZE; docs/bounded-reports.md): the writer thread
 // splits what it writes into the spine (the report path: every record but the allocations and
 // frees) and numbered detail parts (the A F T t records), and deletes the oldest part when the
-// files would pass the limit. Each part begins with the blocks live at its start (carried), so a
-// reader needs no earlier part; `l` records in the spine say where its records fall among the
-// detail records. Writer-thread only: every call is made under the writer's io lock.
+// files would pass the limit, counting the fold beside the report (`<report>.fold-N`, written by
+// `memguard compact --follow`) in it. Each part begins with the blocks live at its start (carried),
+// so a reader needs no earlier part; `l` records in the spine say where its records fall among the
+// detail records. Before a part is created, everything made for the spine so far is in the spine
+// file: a follower that sees part N + 2 knows that part N + 1 is whole and that the spine holds
+// every record up to its start (docs/bounded-reports.md, "The follower"). Writer-thread only: every
+// call is made under the writer's io lock.
 #pragma once
 
 #include <algorithm>
@@ -36,10 +40,10 @@ public:
     uint64_t limit() const noexcept { return limit_; }
     uint64_t part_size() const noexcept { return part_size_; }
 
-    /// Opens the first part beside `spine_path`, whose file already holds `spine_bytes` (the
-    /// header); `magic` is the header's first line (with its '\n'), which every part repeats.
-    /// False (errno set) when the part cannot be created.
-    bool open(const std::string& spine_path, std::string_view magic, uint64_t spine_bytes);
+    /// Opens the first part beside `spine_path`, whose file (`spine_fd`, which the writer keeps
+    /// open) already holds `spine_bytes` (the header); `magic` is the header's first line (with its
+    /// '\n'), which every part repeats. False (errno set) when the part cannot be created.
+    bool open(const std::string& spine_path, int spine_fd, std::string_view magic, uint64_t spine_bytes);
 
     /// The detail: a predicted record (A F T t), encoded against `predictions` (the part's: reset
     /// at each new part) into the part's chunk; the live set follows it.
@@ -53,8 +57,9 @@ public:
 
     /// Writes the part's chunk out; once the part has reached the part size, goes on in a new part
     /// (carrying the live set) and deletes the oldest parts the limit has no room for, appending
-    /// their `f` records to `spine`. False when a write failed (errno set; failed() stays true).
-    /// `now`: the time of `f`.
+    /// their `f` records to `spine`. Before the new part is created, `spine` is written to the spine
+    /// file (and emptied). False when a write failed (errno set; failed() stays true). `now`: the
+    /// time of `f`.
     bool drain(format::binary::Predictions& predictions, std::string& spine, int64_t now);
     bool failed() const noexcept { return failed_; }
     /// Room left in the chunk before a record must drain it.
@@ -69,6 +74,17 @@ public:
 
     uint64_t position() const noexcept { return position_; }
     unsigned part() const noexcept { return part_; }
+    /// True once, after the first rotation: the time to start the follower that folds the parts
+    /// (follower.h; the writer thread starts it, never a hook).
+    bool take_follower_request() noexcept {
+        const bool r = follower_requested_;
+        follower_requested_ = false;
+        return r;
+    }
+    /// The newest fold seen beside the report (its number: it covers parts 1 .. fold(); 0: none), and
+    /// its size, as the limit counts it.
+    unsigned fold() const noexcept { return fold_; }
+    uint64_t fold_bytes() const noexcept { return fold_bytes_; }
     size_t live_blocks() const noexcept { return blocks_.size() + tensors_.size(); }
 
 private:
@@ -81,6 +97,10 @@ private:
     /// Starts part `n`: its header, `l`, the live set.
     bool start_part(unsigned n, format::binary::Predictions& predictions);
     bool write_chunk();
+    /// Looks for the newest fold beside the report (a stat per candidate, newest first; never on a
+    /// hook's path: at a rotation, or when the limit needs room) and notes its number and size.
+    /// `newest_only`: only the fold the follower writes next, when it is not seen yet (one stat).
+    void look_for_fold(bool newest_only);
     template <class R>
     void encode(const R& r, format::binary::Predictions& predictions);
 
@@ -90,6 +110,7 @@ private:
     bool failed_ = false;
     std::string spine_path_;
     std::string magic_;
+    int spine_fd_ = -1;  // the writer's
     int fd_ = -1;
     unsigned part_ = 0;
     uint64_t part_bytes_ = 0;
@@ -103,6 +124,10 @@ private:
     };
     std::deque<Closed> closed_;
     uint64_t closed_bytes_ = 0;
+    unsigned fold_ = 0;        // the newest fold seen (look_for_fold)
+    uint64_t fold_bytes_ = 0;  // its size
+    bool follower_requested_ = false;
+    bool rotated_ = false;  // a part was closed already
     uint64_t spine_bytes_ = 0;
     uint64_t position_ = 0;        // detail records so far
     uint64_t spine_position_ = 0;  // the position the spine was last told

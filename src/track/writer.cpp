@@ -8,12 +8,14 @@
 #include <fcntl.h>
 #include <new>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/config.h"
 #include "common/log.h"
 #include "format/encode.h"
 #include "track/clock.h"
+#include "track/follower.h"
 #include "track/packed.h"
 
 namespace memguard::track {
@@ -89,7 +91,7 @@ bool ReportWriter::start(const std::string& path, const std::string& name_in_dir
         parts_ = std::make_unique<ReportParts>(limit_, part_size_ > 0 ? part_size_ : ReportParts::part_size_for(limit_),
                                                binary_);
         const size_t first_line = header.find('\n');
-        if (!parts_->open(path_, header.substr(0, first_line == std::string_view::npos ? 0 : first_line + 1),
+        if (!parts_->open(path_, fd_, header.substr(0, first_line == std::string_view::npos ? 0 : first_line + 1),
                           header.size())) {
             const int part_errno = errno;
             MG_LOG_WARN("cannot create the report's detail part beside {} ({}); the report is written whole, "
@@ -273,7 +275,49 @@ void ReportWriter::run() {
         if (stop_) break;
         lock.unlock();
         write_pending();
+        tend_follower();
         lock.lock();
+    }
+}
+
+void ReportWriter::tend_follower() {
+    if (follower_pid_ > 0 && !follower_reaped_) {
+        int status = 0;
+        follower_reaped_ = reap_follower(follower_pid_, 0, status);
+    }
+    {
+        std::lock_guard<std::mutex> io(io_mu_);
+        if (!parts_ || !parts_->take_follower_request() || !follow_) return;
+    }
+    // The follower needs the memguard program (the reader folds, not the library); without it the
+    // parts the limit has no room for are deleted unfolded, as the `f` records say.
+    std::string why, error;
+    const std::string cli = find_follower_cli(follower_cli_, why);
+    if (cli.empty()) {
+        MG_LOG_WARN("bounded report {}: no follower to fold its detail parts ({}); the parts the limit has no "
+                    "room for are deleted unfolded (MEMGUARD_FOLD=0 says this is meant)",
+                    shown(path_), echo_value(why));
+        return;
+    }
+    const pid_t pid = start_follower(cli, fd_, error);
+    if (pid < 0) {
+        MG_LOG_WARN("bounded report {}: cannot start its follower ({}); the parts the limit has no room for are "
+                    "deleted unfolded",
+                    shown(path_), echo_value(error));
+        return;
+    }
+    follower_pid_ = pid;
+    // --detach: the child forks the follower and exits at once; reaped here, so that the host's own
+    // wait() never meets it (the follower itself is not the host's child).
+    int status = 0;
+    follower_reaped_ = reap_follower(pid, 2000, status);
+    if (follower_reaped_ && status != 0) {  // 0: it exited with status 0
+        MG_LOG_WARN("bounded report {}: its follower ({} compact --follow) failed to start (wait status {}); the "
+                    "parts the limit has no room for are deleted unfolded",
+                    shown(path_), echo_value(cli), status);
+    } else {
+        MG_LOG_INFO("bounded report {}: folding its detail parts as they close ({} compact --follow)", shown(path_),
+                    echo_value(cli));
     }
 }
 
@@ -331,11 +375,25 @@ void ReportWriter::finish() {
     }
     // Not own_record: a flush from another thread may be using its buffers.
     std::string z;
-    encode_record(binary_, format::rec::End{clock_.now()}, z);
-    append(z);
-    write_pending(false);  // the end record is the file's last line
-    std::lock_guard<std::mutex> io(io_mu_);
-    if (parts_) parts_->close();
+    if (!parts_) {
+        encode_record(binary_, format::rec::End{clock_.now()}, z);
+        append(z);
+        write_pending(false);  // the end record is the file's last line
+    } else {
+        // A bounded report's end record comes once its parts are written and closed: a follower that
+        // reads it may fold through the newest part but one (its carried set whole).
+        write_pending(false);
+        std::lock_guard<std::mutex> io(io_mu_);
+        parts_->close();
+        parts_->before_spine(z);
+        encode_record(binary_, format::rec::End{clock_.now()}, z);
+        if (fd_ >= 0 && !io_failed_ && !write_spine(z.data(), z.size())) {
+            io_failed_ = true;
+            MG_LOG_WARN("writing the report {} failed ({}); its end record is missing", shown(path_),
+                        std::strerror(errno));
+        }
+    }
+    tend_follower();
 }
 
 void ReportWriter::lock_for_fork() {
@@ -358,6 +416,9 @@ void ReportWriter::reset_in_child() {
     fd_ = -1;
     if (parts_) parts_->forget();
     parts_.reset();
+    // The parent's follower folds the parent's report; this process starts its own for its own.
+    follower_pid_ = 0;
+    follower_reaped_ = false;
     io_failed_ = false;
     path_.clear();
     buffer_.release();

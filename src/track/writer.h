@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <string>
 #include <string_view>
+#include <sys/types.h>
 
 #include "common/futex_lock.h"
 #include "format/binary.h"
@@ -58,6 +59,16 @@ public:
     /// The size at which the detail goes on in a new part; 0 (the default): the limit's
     /// (ReportParts::part_size_for). A test's smaller parts. Before start().
     void set_part_size(uint64_t bytes) noexcept { part_size_ = bytes; }
+    /// Whether a bounded report starts its follower (follower.h) at its first rotation
+    /// (MEMGUARD_FOLD), and the memguard program it runs (MEMGUARD_CLI; "": the one beside the
+    /// library). Before start().
+    void set_follower(bool on, std::string cli) {
+        follow_ = on;
+        follower_cli_ = std::move(cli);
+    }
+    /// The follower's pid (the child the writer spawned, which forks the follower and exits); 0:
+    /// none started.
+    pid_t follower_pid() const noexcept { return follower_pid_; }
 
     bool started() const { return fd_ >= 0; }
     const std::string& path() const override { return path_; }
@@ -101,6 +112,9 @@ private:
 
     static void* thread_main(void* self);
     void run();
+    /// On the writer thread (or at finish()): starts the follower once the parts ask for it, and
+    /// reaps the child it spawned.
+    void tend_follower();
     /// Takes the buffer (adding a heartbeat when it holds records) under the lock, writes it
     /// outside the lock. io_mu_ keeps file writes in order.
     void write_pending(bool heartbeat = true);
@@ -153,6 +167,10 @@ private:
     uint64_t limit_ = 0;                       // set_limit
     uint64_t part_size_ = 0;                   // set_part_size
     std::unique_ptr<ReportParts> parts_;       // a bounded report's detail parts (under io_mu_)
+    bool follow_ = false;                      // set_follower
+    std::string follower_cli_;
+    pid_t follower_pid_ = 0;        // the follower's spawned child (writer thread, finish())
+    bool follower_reaped_ = false;  // ... reaped
     // own_record's buffers, under mu_ (H and U).
     format::Line own_line_;
     format::Frame own_frame_;

@@ -236,6 +236,10 @@ class LaunchTest(unittest.TestCase):
         self.assertEqual(env["MEMGUARD_OUTPUT"], "x.%p.mgr")
         self.assertEqual(env["MEMGUARD_COMPILE_WINDOW"], "0")  # inherited
         self.assertTrue(os.path.isabs(env["MEMGUARD_RUN_MANIFEST"]))
+        # A bounded report's follower runs this memguard, unless the variable names another.
+        self.assertEqual(env["MEMGUARD_CLI"], os.path.realpath(self.cli))
+        self.assertEqual(self.child_env([], MEMGUARD_CLI="/opt/mg/memguard")["MEMGUARD_CLI"], "/opt/mg/memguard")
+        self.assertEqual(self.child_env(["--no-fold"])["MEMGUARD_FOLD"], "0")
         self.assertEqual(self.child_env([], MEMGUARD_RUN_ID="mine")["MEMGUARD_RUN_ID"], "mine")
         self.assertEqual(self.child_env(["--run-id", "given"], MEMGUARD_RUN_ID="mine")["MEMGUARD_RUN_ID"], "given")
 

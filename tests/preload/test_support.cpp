@@ -34,6 +34,7 @@ std::string Paths::app(const std::string& name) {
         {"killed", APP_KILLED},
         {"noop", APP_NOOP},
         {"exit_code", APP_EXIT_CODE},
+        {"bounded_churn", APP_BOUNDED_CHURN},
         {"graph_pool", APP_GRAPH_POOL},
         {"unsafe_calls", APP_UNSAFE_CALLS},
         {"free_live_graph", APP_FREE_LIVE_GRAPH},

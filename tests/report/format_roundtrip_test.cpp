@@ -820,7 +820,7 @@ TEST_P(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     // block live then (carried) and frees it.
     Writer spine(GetParam()), part(GetParam(), true);
     const rec::Info limit{"report_limit", "1048576"};
-    const rec::DetailDropped dropped{5, 1, 0, 2, 3};
+    const rec::DetailDropped dropped{5, 1, 0, 2, 3, true};  // folded, but its fold is not there
     const rec::DetailAt at{3, 0}, leading{2, 1};
     const rec::Alloc carried{1, 1, 0x2000, 64, format::Kind::Device, "cudaMalloc", 0, std::nullopt, 0, 0, 0};
     const rec::Free freed{4, 1, 0x2000, 64, "cudaFree", std::nullopt};
@@ -848,6 +848,8 @@ TEST_P(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     c.eq("until", dropped.until, rep3.detail_dropped_until);
     c.eq("end", dropped.end, dropped.first + rep3.detail_dropped);
     c.not_kept("t"), c.not_kept("part"), c.not_kept("first");  // the warning names the parts and records
+    c.eq("folded", dropped.folded, rep3.detail_fold_missing == 1);  // counted as dropped: no fold covers it
+    EXPECT_NE(rep3.warnings[0].find("no fold beside the report covers them"), std::string::npos) << rep3.warnings[0];
     c.in<rec::DetailAt>();
     c.not_kept("position"), c.not_kept("carried");  // where the spine and the part meet: read, not kept
 

@@ -55,7 +55,7 @@ for line in lines[1:]:
         told = position
     while drop > 0 and closed and closed[0][0] <= drop:
         n, first, end, until = closed.pop(0)
-        spine.append("f %s %d %d %d %s" % (until, n, first, end, until))
+        spine.append("f %s %d %d %d %s 0" % (until, n, first, end, until))
     spine.append(line)
     if line.startswith("I format_minor"):
         spine.append("I report_limit " + limit)

@@ -5,22 +5,31 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "../report/test_util.h"
+#include "report/detail_parts.h"
 #include "report/fold.h"
 #include "report/report.h"
 #include "report/stream.h"
 #include "report/transcode.h"
+#include "track/file_io.h"
 #include "track/recorder.h"
+#include "track/report_parts.h"
 #include "track/testing/fake_clock.h"
 #include "track/testing/fake_unwinder.h"
 #include "track/writer.h"
@@ -28,14 +37,15 @@
 namespace memguard::track {
 namespace {
 
-/// The files in `dir`, with their sizes.
+/// The files in `dir`, with their sizes. A fold's temporary (`.tmp`, which `memguard compact` renames
+/// into place) is not the report's: the writer cannot know of it.
 std::vector<std::pair<std::string, uint64_t>> files_in(const std::string& dir) {
     std::vector<std::pair<std::string, uint64_t>> files;
     DIR* d = opendir(dir.c_str());
     if (d == nullptr) return files;
     while (const dirent* e = readdir(d)) {
         const std::string name = e->d_name;
-        if (name == "." || name == "..") continue;
+        if (name == "." || name == ".." || (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0)) continue;
         struct stat st {};
         if (stat((dir + "/" + name).c_str(), &st) == 0) files.emplace_back(name, static_cast<uint64_t>(st.st_size));
     }
@@ -77,6 +87,11 @@ struct Options {
     bool allocator_mode = false;
     uint64_t limit = 0, part_size = 0;  // 0: unbounded
     int pairs = 20000;
+    int flush_every = 997;
+    /// At each flush, with the report's path: a fold made there (the follower's work, in step).
+    std::function<void(const std::string&)> at_flush;
+    int pause_ms = 0;     // after each flush: time for a follower
+    bool follow = false;  // the writer starts its follower (memguard compact --follow: MEMGUARD_FOLD=1)
 };
 
 /// One recorder writing a real report: a churn over a live set that grows and shrinks, with new
@@ -92,6 +107,16 @@ struct RecordedRun {
         c.stack_depth = 16;
         c.report_encoding = o.encoding;
         c.max_report_size = o.limit;
+        c.fold = o.follow;
+#ifdef MEMGUARD_CLI_PATH
+        c.cli = MEMGUARD_CLI_PATH;
+#endif
+        if (o.follow) {
+            // The follower checks the writer's pid against the header's start time: the real one.
+            clock.set_origin_unix_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count());
+        }
         writer = std::make_unique<ReportWriter>(clock);
         writer->set_part_size(o.part_size);
         recorder = std::make_unique<Recorder>(c, *writer, clock, unwinder);
@@ -139,8 +164,10 @@ struct RecordedRun {
                 phase = recorder->record_phase_begin(format::PhaseSource::Api, "phase " + std::to_string(i / 1000));
             }
             if (i % 700 == 699) recorder->record_step(static_cast<uint32_t>(i / 700 + 1), format::StepSource::Api, "");
-            if (i % 997 == 0) {
+            if (i % o.flush_every == 0) {
                 recorder->flush();
+                if (o.at_flush) o.at_flush(dir_ + "/r.mgr");
+                if (o.pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.pause_ms));
                 uint64_t bytes = 0;
                 for (const auto& f : files_in(dir_)) bytes += f.second;
                 largest_on_disk = std::max(largest_on_disk, bytes);
@@ -414,6 +441,190 @@ TEST(BoundedReport, AFoldOfAnotherReportIsLeftOutAndADamagedOneIsNamed) {
         EXPECT_NE(std::string(e.what()).find("remove it"), std::string::npos) << e.what();
     }
 }
+
+/// The follower's work in step with the run: at each flush, a fold through the newest part but two
+/// (report/follow.h: part N + 1 is whole once part N + 2 is there), going on from the newest fold.
+void fold_as_it_goes(const std::string& path) {
+    const std::vector<unsigned> parts = report::detail_part_numbers(path);
+    const std::vector<unsigned> folds = report::find_folds(path);
+    if (parts.empty() || parts.back() < 3) return;
+    const unsigned through = parts.back() - 2;
+    if (!folds.empty() && folds.front() >= through) return;
+    if (!std::binary_search(parts.begin(), parts.end(), through + 1)) return;
+    const report::CompactResult c = report::compact_report(path, through);
+    EXPECT_TRUE(c.wrote) << c.message;
+}
+
+TEST_P(Bounded, FoldedAsItGoesItsDeletedPartsKeepTheirFiguresAndTheFoldCountsInTheLimit) {
+    Options o;
+    o.encoding = GetParam().encoding;
+    o.allocator_mode = GetParam().allocator_mode;
+    o.pairs = o.encoding == ReportEncoding::Binary ? 150000 : 60000;  // 1.4 MB and 3.3 MB
+    o.flush_every = 100;
+    RecordedRun whole(o);
+    o.limit = 256 << 10;
+    o.part_size = 16 << 10;
+    o.at_flush = fold_as_it_goes;
+    RecordedRun bounded(o);
+    ASSERT_GT(whole.on_disk, 3 * o.limit) << "the test means to go far over the limit";
+    // Spine, parts and the fold, at every flush (a fold just written included).
+    EXPECT_LE(bounded.largest_on_disk, o.limit);
+    EXPECT_GT(report::detail_part_numbers(bounded.path).front(), 1u) << "parts were deleted";
+    ASSERT_FALSE(report::find_folds(bounded.path).empty());
+    // Every part the writer deleted was folded first: a streamed read has the whole run's figures,
+    // and no detail dropped.
+    EXPECT_EQ(figures_of(bounded.path), figures_of(whole.path));
+    report::SummaryBuilder b;
+    const report::Report streamed = report::stream_report(bounded.path, b);
+    EXPECT_EQ(streamed.detail_dropped, 0u);
+    EXPECT_GT(streamed.detail_folded, 0u);
+    // load_report reads no fold: the parts are dropped for it, and it says their figures are folded.
+    const report::Report loaded = report::load_report(bounded.path);
+    EXPECT_GT(loaded.detail_dropped, 0u);
+    EXPECT_EQ(loaded.detail_fold_missing, 0u);
+    ASSERT_FALSE(loaded.warnings.empty());
+    EXPECT_NE(loaded.warnings[0].find("of them folded into " + bounded.path + ".fold-"), std::string::npos)
+        << loaded.warnings[0];
+    // The fold gone (a spine copied without it), the deletions the writer made folded are lost detail.
+    for (unsigned n : report::find_folds(bounded.path)) std::remove(report::fold_path(bounded.path, n).c_str());
+    const report::Report alone = report::load_report(bounded.path);
+    EXPECT_GT(alone.detail_fold_missing, 0u);
+    EXPECT_NE(alone.warnings[0].find("no fold beside the report covers them"), std::string::npos) << alone.warnings[0];
+    report::SummaryBuilder b2;
+    EXPECT_GT(report::stream_report(bounded.path, b2).detail_dropped, 0u);
+}
+
+TEST(BoundedReport, TheFoldBesideItCountsInTheLimitAndTheDeletedPartsItCoversAreFolded) {
+    char dir[] = "/tmp/mg-parts-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string path = std::string(dir) + "/r.mgr", magic = "MEMGUARD-REPORT 1\n";
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0640);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(write_fully(fd, magic.data(), magic.size()));
+    const uint64_t limit = 512 << 10;
+    ReportParts parts(limit, 64 << 10, false);
+    ASSERT_TRUE(parts.open(path, fd, magic, magic.size()));
+    format::binary::Predictions predictions;
+    std::string spine, written;
+    uint64_t largest = 0;
+    unsigned fold = 0;
+    const std::string big(256 << 10, 'z');  // a fold with a large live set at its peak
+    for (int i = 0; i < 60000; ++i) {
+        const uint64_t addr = 0x7f0000000000 + static_cast<uint64_t>(i % 64) * 0x200000;
+        if (i >= 64) parts.detail(format::rec::Free{i, 1, addr, 4096, "cudaFree", std::nullopt}, predictions);
+        parts.detail(format::rec::Alloc{i, 1, addr, 4096, format::Kind::Device, "cudaMalloc", 0, std::nullopt, 1, 0, 0},
+                     predictions);
+        if (parts.chunk_full() || i % 1000 == 999) {
+            ASSERT_TRUE(parts.drain(predictions, spine, i));
+            // As the writer: what the drain left for the spine goes to the spine file.
+            parts.wrote_spine(spine.size());
+            ASSERT_TRUE(write_fully(fd, spine.data(), spine.size()));
+            spine.clear();
+            uint64_t bytes = 0;
+            for (const auto& f : files_in(dir)) bytes += f.second;
+            largest = std::max(largest, bytes);
+        }
+        // A follower's fold, once part 4 is there: through part 2.
+        if (fold == 0 && parts.part() == 4) {
+            fold = 2;
+            FILE* f = std::fopen(report::fold_path(path, fold).c_str(), "w");
+            ASSERT_NE(f, nullptr);
+            std::fwrite(big.data(), 1, big.size(), f);
+            std::fclose(f);
+        }
+    }
+    parts.close();
+    ::close(fd);
+    EXPECT_LE(largest, limit) << "the fold beside the report was not counted";
+    EXPECT_EQ(parts.fold(), 2u);
+    EXPECT_EQ(parts.fold_bytes(), big.size());
+    // The `f` records: parts 1 and 2 deleted folded, the later ones not (no fold covers them).
+    std::istringstream in(report::test::read_file(path));
+    std::string line;
+    unsigned deleted = 0;
+    while (std::getline(in, line)) {
+        if (line.rfind("f ", 0) != 0) continue;
+        std::istringstream f(line.substr(2));
+        uint64_t t = 0, part = 0, first = 0, end = 0, until = 0, folded = 9;
+        f >> t >> part >> first >> end >> until >> folded;
+        EXPECT_EQ(folded, part <= 2 ? 1u : 0u) << line;
+        ++deleted;
+    }
+    EXPECT_GT(deleted, 4u);
+    for (const auto& f : files_in(dir)) std::remove((std::string(dir) + "/" + f.first).c_str());
+    rmdir(dir);
+}
+
+/// The pids of the processes whose command line names `needle`.
+std::vector<pid_t> processes_naming(const std::string& needle) {
+    std::vector<pid_t> out;
+    DIR* d = opendir("/proc");
+    if (d == nullptr) return out;
+    while (const dirent* e = readdir(d)) {
+        char* end = nullptr;
+        const long pid = std::strtol(e->d_name, &end, 10);
+        if (pid <= 0 || *end != '\0') continue;
+        std::string cmdline = report::test::read_file("/proc/" + std::string(e->d_name) + "/cmdline");
+        std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+        // A zombie has no command line: it has exited.
+        if (cmdline.find(needle) != std::string::npos) out.push_back(static_cast<pid_t>(pid));
+    }
+    closedir(d);
+    return out;
+}
+
+/// A command's output without what differs between a bounded report and the unbounded one: the
+/// warnings and the Detail line (which say where the detail starts and what was folded).
+std::string without_detail(const std::string& out) {
+    std::istringstream in(out);
+    std::string line, kept;
+    while (std::getline(in, line)) {
+        if (line.rfind("memguard: warning:", 0) == 0 || line.find("Detail") != std::string::npos) continue;
+        kept += line + "\n";
+    }
+    return kept;
+}
+
+#ifdef MEMGUARD_CLI_PATH
+TEST(BoundedReport, ItsFollowerFoldsThePartsAsTheyCloseAndTheCommandsAnswerAsForTheWholeRun) {
+    Options o;
+    o.encoding = ReportEncoding::Text;
+    o.pairs = 40000;  // 2.1 MB
+    o.flush_every = 500;
+    RecordedRun whole(o);
+    o.limit = 512 << 10;  // parts of 64 KiB, about 5 of them closed
+    o.follow = true;
+    o.pause_ms = 100;  // about 27 KiB of detail a flush: the follower has two seconds or so for each part
+    RecordedRun bounded(o);
+    ASSERT_GT(whole.on_disk, 3 * o.limit) << "the test means to go far over the limit";
+    // The writer spawned `memguard compact --follow --detach`, whose first child exited at once and
+    // was reaped; the follower exits after a last fold once the report has its end record.
+    const pid_t spawned = bounded.writer->follower_pid();
+    EXPECT_GT(spawned, 0) << "no follower was started";
+    int status = 0;
+    if (spawned > 0) EXPECT_EQ(waitpid(spawned, &status, WNOHANG), -1) << "the follower's first child was left to reap";
+    std::vector<pid_t> running;
+    for (int i = 0; i < 300 && !(running = processes_naming(bounded.path)).empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(running.empty()) << "the follower still runs after the run (pid " << running.front() << ")";
+    EXPECT_LE(bounded.largest_on_disk, o.limit);
+    EXPECT_GT(report::detail_part_numbers(bounded.path).front(), 1u) << "parts were deleted";
+    ASSERT_FALSE(report::find_folds(bounded.path).empty()) << "no fold";
+    for (const char* command : {"summary", "top --at peak"}) {
+        // From the report's directory: the commands name it as r.mgr in both.
+        const report::test::CliResult a = report::test::run_cli(std::string(command) + " r.mgr",
+                                                                "cd " + whole.dir_ + " &&");
+        const report::test::CliResult b = report::test::run_cli(std::string(command) + " r.mgr",
+                                                                "cd " + bounded.dir_ + " &&");
+        EXPECT_EQ(a.rc, 0) << a.out;
+        EXPECT_EQ(b.rc, 0) << b.out;
+        EXPECT_EQ(without_detail(b.out), without_detail(a.out)) << command;
+        // Every part the writer deleted was folded: nothing dropped, whatever the commands read.
+        EXPECT_EQ(b.out.find("detail dropped"), std::string::npos) << b.out;
+    }
+}
+#endif
 
 TEST(BoundedReport, ItsPartsGoneItSaysTheDetailIsMissing) {
     Options o;

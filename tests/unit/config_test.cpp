@@ -170,6 +170,24 @@ TEST(Config, MaxReportSizeTakesSizesAsTheCliDoesAndRefusesTinyOnes) {
     EXPECT_EQ(bad.config.max_report_size, 0u);
 }
 
+TEST(Config, FoldIsASwitchAndTheCliAnAbsolutePath) {
+    EXPECT_TRUE(parse({}).config.fold);
+    EXPECT_EQ(parse({}).config.cli, "");
+    EXPECT_FALSE(parse({{"MEMGUARD_FOLD", "0"}}).config.fold);
+    EXPECT_FALSE(parse({{"MEMGUARD_FOLD", "off"}}).config.fold);
+    ConfigResult bad = parse({{"MEMGUARD_FOLD", "later"}});
+    ASSERT_EQ(bad.problems.size(), 1u);
+    EXPECT_EQ(bad.problems[0], "MEMGUARD_FOLD='later' is not valid: expected 1 or 0 (also true/false, yes/no, "
+                               "on/off); keeping 1");
+    EXPECT_TRUE(bad.config.fold);
+    EXPECT_EQ(parse({{"MEMGUARD_CLI", "/opt/mg/bin/memguard"}}).config.cli, "/opt/mg/bin/memguard");
+    ConfigResult relative = parse({{"MEMGUARD_CLI", "memguard"}});
+    ASSERT_EQ(relative.problems.size(), 1u);
+    EXPECT_EQ(relative.problems[0], "MEMGUARD_CLI='memguard' is not valid: expected the absolute path of the "
+                                    "memguard program; keeping the one beside the library");
+    EXPECT_EQ(relative.config.cli, "");
+}
+
 TEST(Config, RunIdFromMemguardRunIdElseTorchelastic) {
     EXPECT_EQ(parse({}).config.run_id, "");
     EXPECT_EQ(parse({{"MEMGUARD_RUN_ID", "20250101-120000-1a2b3c4d"}}).config.run_id, "20250101-120000-1a2b3c4d");

@@ -175,6 +175,9 @@ bool other_option(const std::string& command, const std::string& opt, ArgCursor&
         const size_t n = count_value(opt, cur.value(opt), 1, command);
         if (n > 0xffffffffu) throw UsageError("--through: no detail part " + std::to_string(n), command);
         args.through = static_cast<unsigned>(n);
+    } else if (command == "compact" && (opt == "--follow" || opt == "--detach")) {
+        cur.no_value(opt);
+        (opt == "--follow" ? args.follow : args.detach) = true;
     } else if (command == "cycles" && (opt == "--all" || opt == "--explain")) {
         cur.no_value(opt);
         (opt == "--all" ? args.all : args.explain) = true;
@@ -376,6 +379,13 @@ void parse_command(const std::vector<std::string>& argv, Args& args, const std::
         }
     }
     check_positional(command, positional, args);
+    if (command == "compact" && args.follow && args.through) {
+        throw UsageError("give one of --follow and --through, not both (--follow folds each part as it closes)",
+                         command);
+    }
+    if (command == "compact" && args.detach && !args.follow) {
+        throw UsageError("--detach goes with --follow (a follower that goes on in the background)", command);
+    }
     if (command == "top" && args.by_category &&
         (args.pool || args.since || args.segments || args.kind != report::KindFilter::Gpu)) {
         throw UsageError("--by category splits all GPU memory: it takes none of --pool, --since, --segments, --kind",
@@ -395,6 +405,8 @@ constexpr LaunchOption kLaunchOptions[] = {
     {"--allocator", "MEMGUARD_ALLOCATOR", nullptr},
     {"--report-encoding", "MEMGUARD_REPORT_ENCODING", nullptr},
     {"--max-report-size", "MEMGUARD_MAX_REPORT_SIZE", nullptr},
+    {"--fold", "MEMGUARD_FOLD", "1"},
+    {"--no-fold", "MEMGUARD_FOLD", "0"},
     {"--stack-depth", "MEMGUARD_STACK_DEPTH", nullptr},
     {"--log-level", "MEMGUARD_LOG_LEVEL", nullptr},
     {"--run-id", "MEMGUARD_RUN_ID", nullptr},

@@ -58,6 +58,8 @@ struct Args {
     std::string help_topic;  // for Help: "" or a command name
     std::string file;
     std::optional<unsigned> through;  // compact --through N
+    bool follow = false;              // compact --follow: fold each part as it closes, until the run ends
+    bool detach = false;              // compact --follow --detach: go on in the background (the library's)
     bool json = false;
     // top
     report::TimePoint at;
@@ -133,10 +135,9 @@ int run_export(const Args& args);
 int run_check(const Args& args);
 int run_run(const Args& args);
 int run_env(const Args& args);
-int run_summarize(const Args& args);
-int run_compact(
-    const Args&
-        args);  // compact FILE [--through N]: a bounded report's fold (report/fold.h)  // summarize FILE...: the rank summaries (rank_summary.h)
+int run_summarize(const Args& args);  // summarize FILE...: the rank summaries (rank_summary.h)
+/// compact FILE [--through N | --follow [--detach]]: a bounded report's folds (report/fold.h, report/follow.h)
+int run_compact(const Args& args);
 
 /// Whether a command shows the tensor blocks (allocator mode's T records: the sites PyTorch's
 /// tensors were allocated at, their bytes) rather than the GPU blocks (there, the segments the

@@ -271,6 +271,8 @@ int run_run(const Args& args) {
     }
     const char* outer_manifest = std::getenv("MEMGUARD_RUN_MANIFEST");
     const std::string outer = outer_manifest ? outer_manifest : "";
+    // A bounded report's library runs this program to fold its parts (track/follower.h).
+    if (std::getenv("MEMGUARD_CLI") == nullptr) settings.emplace_back("MEMGUARD_CLI", self_program());
     RunDirectory dir;
     settings.emplace_back("MEMGUARD_RUN_MANIFEST", dir.manifest());
     const Outcome outcome = spawn_and_wait(args.command_line, child_environment(settings));

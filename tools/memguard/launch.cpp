@@ -16,15 +16,19 @@ extern char** environ;
 
 namespace memguard::cli {
 
-namespace {
-
-std::string self_dir() {
+std::string self_program() {
     char buf[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
     if (n <= 0)
         throw CommandError(std::string("cannot find this program's path (/proc/self/exe): ") + std::strerror(errno) +
                            "; give --library PATH");
-    std::string exe(buf, static_cast<size_t>(n));
+    return std::string(buf, static_cast<size_t>(n));
+}
+
+namespace {
+
+std::string self_dir() {
+    const std::string exe = self_program();
     return exe.substr(0, exe.find_last_of('/'));
 }
 

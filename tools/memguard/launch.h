@@ -12,6 +12,9 @@ namespace memguard::cli {
 
 using EnvSettings = std::vector<std::pair<std::string, std::string>>;
 
+/// This program's path (/proc/self/exe). Throws CommandError when it is not known.
+std::string self_program();
+
 /// The library to preload, as an absolute path: --library, else libmemguard.so in ../lib next to
 /// this program's directory (build/bin and build/lib; the wheel's _native/bin and _native/lib).
 /// Throws CommandError when it is not a readable regular file.

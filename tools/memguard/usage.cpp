@@ -30,7 +30,7 @@ std::string synopsis(const std::string& command) {
     if (command == "export")
         return "memguard export --memory-viz|--perfetto|--jsonl|--text|--binary FILE -o OUT [--frames K]";
     if (command == "summarize") return "memguard summarize FILE...";
-    if (command == "compact") return "memguard compact FILE [--through N]";
+    if (command == "compact") return "memguard compact FILE [--through N | --follow]";
     return "memguard "
            "run|env|summary|summarize|compact|top|graphs|hazards|cycles|phases|steps|oom|diff|merge|plot|export|"
            "check ... "
@@ -48,7 +48,7 @@ usage:
   memguard env [OPTIONS] [--json]
   memguard summary FILE [--json]
   memguard summarize FILE...
-  memguard compact FILE [--through N]
+  memguard compact FILE [--through N | --follow]
   memguard top FILE [--at peak|exit|SECONDS] [--since SECONDS] [--kind gpu|pinned|physical|all] [-n N]
                [--frames K] [--pool] [--segments] [--by site|category] [--json]
   memguard graphs FILE [--json]
@@ -579,7 +579,11 @@ options (each sets the library's variable, which it overrides; the variables wor
                           text (a line per record)
   --max-report-size SIZE  MEMGUARD_MAX_REPORT_SIZE: keep the report's files under SIZE (2GiB,
                           500MB; at least 1MiB; 0: no limit, the default): the allocations and
-                          frees go to parts beside the report, the oldest deleted at the limit
+                          frees go to parts beside the report, the oldest deleted at the limit,
+                          folded first into figures by `memguard compact --follow`, which the
+                          library starts (this program: MEMGUARD_CLI)
+  --no-fold               MEMGUARD_FOLD=0: no follower; the parts the limit has no room for are
+                          deleted unfolded (--fold: 1, the default)
   --stack-depth N         MEMGUARD_STACK_DEPTH: native frames kept per stack, 0 to 256 (0: none)
   --no-python-stacks      MEMGUARD_PYTHON_STACKS=0 (--python-stacks: 1, the default)
   --native-below-python   MEMGUARD_NATIVE_BELOW_PYTHON=1: keep the interpreter's native frames
@@ -633,7 +637,7 @@ options:
   -h, --help       show this help
 )";
 
-const char* const kCompact = R"(usage: memguard compact FILE [--through N]
+const char* const kCompact = R"(usage: memguard compact FILE [--through N | --follow]
 
 Folds the detail parts of a bounded report (MEMGUARD_MAX_REPORT_SIZE: FILE.part-000001, ...)
 into figures: reads the report up to where part N + 1 begins and writes what the readers hold
@@ -642,9 +646,23 @@ file renamed into place), removing older folds. A reader that finds the fold rea
 parts 1 to N, so the writer may delete them and `summary` and `top --at peak` still answer for the
 whole run (docs/bounded-reports.md). Folds go on from the newest fold there.
 
+With --follow it goes on while the run writes the report: every few hundred milliseconds it folds
+through part N once part N + 2 is there (part N + 1 is then whole, and the report's spine holds
+every record up to its start), and it stops after a last fold once the report is complete (its end
+record: through the newest part but one) or its writer, the header's I pid, is gone. A bounded run
+starts this by itself at its first new part (libmemguard.so runs `memguard compact --follow
+--detach FILE`; MEMGUARD_FOLD=0 turns it off): the writer deletes the oldest part when the limit
+needs room, counting the fold file in the limit, and its `f` record says whether the part was
+folded then. A fold that fails leaves the one before in place; the follower tries again at the next
+look and gives up, with one line on stderr and exit status 2, when it fails three times running or
+at the end.
+
 options:
   --through N  fold parts 1 to N (default: every part but the newest, which the writer may still
                be writing); part N + 1 must be there
+  --follow     fold as the run writes the report, until it is complete or its writer is gone
+  --detach     with --follow: go on in the background (a session of its own), this process exiting
+               at once
   -h, --help   show this help
 )";
 

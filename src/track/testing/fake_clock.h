@@ -16,6 +16,9 @@ public:
 
     void set(int64_t t) noexcept { t_.store(t); }
     void advance(int64_t ns) noexcept { t_.fetch_add(ns); }
+    /// The header's I t0_unix_ns (a report's follower takes a process that started after it for
+    /// another one: a test whose process writes a followed report sets it to the real time).
+    void set_origin_unix_ns(int64_t ns) noexcept { origin_unix_.store(ns); }
     /// restart() calls and anchor() calls so far.
     int restarts() const noexcept { return restarts_.load(); }
     int anchors() const noexcept { return anchors_.load(); }
