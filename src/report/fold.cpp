@@ -11,10 +11,16 @@
 #include "common/text.h"
 #include "format/decode.h"
 #include "format/encode.h"
+#include "report/categories.h"
 #include "report/detail_parts.h"
 #include "report/line_reader.h"
 #include "report/parser.h"
 #include "report/stream.h"
+#include "report/stream_oom.h"
+#include "report/stream_phases.h"
+#include "report/stream_steps.h"
+#include "report/user_frame.h"
+#include "report/warnings.h"
 
 namespace memguard::report {
 
@@ -58,6 +64,34 @@ FoldWriter::FoldWriter(const FoldPoint& at) {
             figure(name, v);
         }
     }
+    if (at.backward != nullptr) at.backward->fold_out(*this);
+    if (at.freed != nullptr) {
+        figure("reader.frees", {fold_of(at.frees)});
+        for (const auto& [seq, b] : *at.freed) {
+            // Its free: rank, time, thread, then the call's name.
+            std::vector<int64_t> values{fold_of(seq), fold_of(b->order), b->t_free.value_or(0), fold_of(b->free_tid),
+                                        fold_of(b->free_api.size())};
+            for (char c : b->free_api) values.push_back(static_cast<unsigned char>(c));
+            block("reader.freed", *b, values);
+        }
+    }
+    if (at.uncarried != nullptr) {
+        for (const Block* b : *at.uncarried) block("reader.live", *b, {fold_of(b->order)});
+    }
+    if (at.warnings != nullptr) at.warnings->fold_out(*this);
+    if (at.explanations != nullptr) {
+        for (size_t e = 0; e < at.explanations->size(); ++e) {
+            const std::vector<GarbageTensor>& storages = (*at.explanations)[e].storages;
+            for (size_t i = 0; i < storages.size(); i += 90) {
+                v = {fold_of(e), fold_of(i)};
+                for (size_t j = i; j < std::min(storages.size(), i + 90); ++j) {
+                    v.insert(v.end(),
+                             {storages[j].stack_id, storages[j].python_stack_id, storages[j].site_is_segment ? 1 : 0});
+                }
+                figure("reader.garbage", v);
+            }
+        }
+    }
     if (at.spine_at == nullptr) return;
     const auto& spine_at = *at.spine_at;
     for (size_t i = 0; i < spine_at.size(); i += kSpineAtPerRecord) {
@@ -80,6 +114,12 @@ void FoldWriter::figure(std::string_view name, std::initializer_list<int64_t> va
 
 void FoldWriter::block(std::string_view name, const Block& b, std::initializer_list<int64_t> values) {
     append_figure(text_, name, 1, values.begin(), values.size());
+    append(text_, format::rec::Alloc{b.t_alloc, b.tid, b.addr, b.size, b.kind, b.api, b.device, b.stream, b.stack_id,
+                                     b.capture_id, b.python_stack_id});
+}
+
+void FoldWriter::block(std::string_view name, const Block& b, const std::vector<int64_t>& values) {
+    append_figure(text_, name, 1, values.data(), values.size());
     append(text_, format::rec::Alloc{b.t_alloc, b.tid, b.addr, b.size, b.kind, b.api, b.device, b.stream, b.stack_id,
                                      b.capture_id, b.python_stack_id});
 }
@@ -276,10 +316,20 @@ void write_fold(const std::string& spine, unsigned part, const std::string& text
 
 namespace {
 
-/// The observers whose figures a fold holds, and the hook that writes them where the fold stands.
+/// The breakdowns `steps` asks for: no sites (module files read where the fold is written).
+BreakdownOptions steps_options() {
+    BreakdownOptions o;
+    o.max_sites = 0;
+    return o;
+}
+
+/// The observers whose figures a fold holds (those of every command that answers for the whole run:
+/// summary, top --at peak, phases, diff, steps, oom, cycles, merge), and the hook that writes them
+/// where the fold stands.
 class Folder : public EventObserver {
 public:
-    explicit Folder(unsigned through) : through_(through), peaks_(PeakObserver::Budget::None) {}
+    explicit Folder(unsigned through)
+        : through_(through), peaks_(PeakObserver::Budget::None), ooms_(true), steps_(rows_, tags_, steps_options()) {}
     bool on_event(const Report& r, const Event& e) override { return all_.on_event(r, e); }
     void on_phase(const Report& r, size_t phase) override { all_.on_phase(r, phase); }
     void on_end(const Report& r) override { all_.on_end(r); }
@@ -297,7 +347,13 @@ private:
     unsigned through_;
     SummaryBuilder summary_;
     PeakObserver peaks_;
-    Observers all_{{&summary_, &peaks_}};
+    TensorTagObserver tags_;
+    OomObserver ooms_;
+    CollectionFreesObserver collections_;
+    PhaseObserver phases_;
+    StepRowsObserver rows_;
+    StepPointsFolder steps_;  // after rows_ and tags_, which it reads
+    Observers all_{{&summary_, &peaks_, &tags_, &ooms_, &collections_, &phases_, &rows_, &steps_}};
     std::optional<std::string> text_;
 };
 

@@ -96,6 +96,9 @@ void Parser::forget_freed(const AtAddr& at) {
 
 void Parser::apply(const rec::Restore& r) {
     AtAddr* at = blocks_at_.find(r.addr);
+    // Before a fold's point: the block an R there brings back is live in the fold (FoldPoint::uncarried).
+    if (detail_ && detail_->fold_live.count(r.addr) != 0 && !detail_->fold_applied && (at == nullptr || at->live))
+        return;
     if (at == nullptr || at->live) {
         warn("restore-not-freed", "failed free of " + hex(r.addr) + ", which no earlier free released; ignored");
         return;
