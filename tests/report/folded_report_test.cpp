@@ -24,13 +24,15 @@ using test::contains;
 using test::run_cli;
 using test::TempDir;
 
-/// The commands compared: every command that answers for the whole run, text and JSON.
+/// The commands compared: every command that answers for the whole run, text and JSON (and `top --at
+/// exit`, which reads the detail after the fold, with the sites and attributions it folds).
 const std::vector<std::string> kCommands = {"summary",
                                             "summary --json",
                                             "top --at peak",
                                             "top --at peak --segments",
                                             "top --by category",
                                             "top --at peak --json",
+                                            "top --at exit",
                                             "phases",
                                             "phases --json",
                                             "steps",
