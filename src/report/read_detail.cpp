@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-
 #include <unordered_set>
 
 #include "common/text.h"
