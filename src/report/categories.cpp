@@ -165,6 +165,14 @@ public:
         return at(items, live.blocks, live.handles, live.tensors, p, t);
     }
 
+    /// Streamed: puts `tags` in place of the tags in use, which it returns.
+    const std::unordered_map<size_t, Category>* swap_tags(const std::unordered_map<size_t, Category>* tags) {
+        std::swap(tags, streamed_tags_);
+        return tags;
+    }
+    const std::unordered_map<size_t, Category>* tags() const { return streamed_tags_; }
+    const Report& report() const { return r_; }
+
     std::vector<Breakdown> run(const std::vector<size_t>& points) {
         std::vector<size_t> order(points.size());
         std::iota(order.begin(), order.end(), 0);
@@ -492,6 +500,18 @@ Breakdown PointBreakdowns::at(const Report& items, const LiveSet& live, size_t e
     return impl_->engine.at_items(items, live, events_applied, t);
 }
 
+Breakdown PointBreakdowns::at(const Report& items, const LiveSet& live, size_t events_applied, int64_t t,
+                              const std::unordered_map<size_t, Category>& tags) {
+    const auto* own = impl_->engine.swap_tags(&tags);
+    Breakdown b = impl_->engine.at_items(items, live, events_applied, t);
+    impl_->engine.swap_tags(own);
+    return b;
+}
+
+const std::unordered_map<size_t, Category>* PointBreakdowns::tags() const { return impl_->engine.tags(); }
+
+const Report& PointBreakdowns::report() const { return impl_->engine.report(); }
+
 void TensorTagObserver::resolve(const Report& r, size_t events) {
     for (; next_ < r.moments.size() && r.moments[next_].events_before <= events; ++next_) {
         for (const TensorTag& g : r.moments[next_].tags) {
@@ -527,6 +547,52 @@ void TensorTagObserver::on_end(const Report& r) {
     live_.clear();
 }
 
+void TensorTagObserver::fold_out(const Report& r, FoldWriter& w) {
+    (void)r;
+    w.figure("tags", {fold_of(next_)});
+    // In order of the tensors, so that a fold of the same read is the same file.
+    std::vector<std::pair<size_t, Category>> tags(tags_.begin(), tags_.end());
+    std::sort(tags.begin(), tags.end());
+    constexpr size_t kPerRecord = 200;
+    std::vector<int64_t> v;
+    for (size_t i = 0; i < tags.size(); i += kPerRecord) {
+        v.clear();
+        for (size_t j = i; j < std::min(tags.size(), i + kPerRecord); ++j) {
+            v.push_back(fold_of(tags[j].first));
+            v.push_back(static_cast<int64_t>(tags[j].second));
+        }
+        w.figure("tags.tag", v);
+    }
+}
+
+std::unordered_map<size_t, Category> TensorTagObserver::folded(const Fold& f) {
+    std::unordered_map<size_t, Category> tags;
+    f.each("tags.tag", [&](const Fold::Figure& x) {
+        if (x.values.size() % 2 != 0) throw BadFold("tags.tag needs pairs");
+        for (size_t i = 0; i < x.values.size(); i += 2) {
+            const int64_t c = fold_value(x, i + 1);
+            if (c > static_cast<int64_t>(Category::Other)) throw BadFold("tags.tag: no category " + std::to_string(c));
+            tags[static_cast<size_t>(fold_value(x, i))] = static_cast<Category>(c);
+        }
+    });
+    return tags;
+}
+
+void TensorTagObserver::fold_in(const Report& r, const Fold& f) {
+    bool found = false;
+    f.each("tags", [&](const Fold::Figure& x) {
+        found = true;
+        next_ = static_cast<size_t>(fold_value(x, 0));
+    });
+    if (!found) throw BadFold("no figure 'tags'");
+    if (next_ > r.moments.size())
+        throw BadFold("tags: " + std::to_string(next_) + " moments resolved, the report has fewer");
+    tags_ = folded(f);
+    // The events before the fold's point, as load_report counts them; the live tensor blocks stay
+    // (the carried ones, with their orders in the whole report).
+    applied_ = f.at.events;
+}
+
 const CategoryPart* Breakdown::find(Category category, const std::string& detail) const {
     for (const CategoryPart& p : parts) {
         if (p.category == category && p.detail == detail) return &p;
@@ -543,6 +609,22 @@ std::string part_label(const CategoryPart& p) {
     std::string name(format::name_of(p.category));
     if (p.detail.empty()) return p.estimate ? name + " (estimate)" : name;
     return name + " (" + p.detail + (p.estimate ? ", estimate)" : ")");
+}
+
+bool moment_settled(const Report& r, size_t p) {
+    // As Engine::choose_moment: a moment at or after the point whose step is the point's or later
+    // ends the search among the moments known; without one, a later moment could be the nearest.
+    const size_t before = static_cast<size_t>(
+        std::lower_bound(r.steps.begin(), r.steps.end(), p,
+                         [](const Step& s, size_t n) { return s.events_before < n; }) -
+        r.steps.begin());
+    const uint32_t step = static_cast<uint32_t>(std::min<size_t>(before, UINT32_MAX - 1)) + 1;
+    for (auto it = std::lower_bound(r.moments.begin(), r.moments.end(), p,
+                                    [](const Moment&m, size_t n) { return m.events_before < n; });
+         it != r.moments.end(); ++it) {
+        if (moment_step(*it) >= step) return true;
+    }
+    return false;
 }
 
 Breakdown breakdown_at(const Report& r, size_t events_applied, const BreakdownOptions& options) {

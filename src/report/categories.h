@@ -86,6 +86,11 @@ Breakdown breakdown_at(const Report& r, size_t events_applied, const BreakdownOp
 std::vector<Breakdown> breakdowns_at(const Report& r, const std::vector<size_t>& points,
                                      const BreakdownOptions& options);
 
+/// Whether the moment whose tags breakdown_at takes for point `p` (interposition mode) is among
+/// r.moments for good: no moment read after them could be taken instead. (A fold works out the
+/// breakdown of a point once it is: report/stream_steps.h.)
+bool moment_settled(const Report& r, size_t p);
+
 /// breakdown_at for a streamed report (report/stream.h), whose events are not kept: the live items
 /// of each point are given. `whole` is the streamed report of a first pass (its stacks, modules,
 /// steps and moments, with their positions among the events as load_report counts them) and must
@@ -103,6 +108,13 @@ public:
     /// during its read, or the report of a point, PointSnapshot::into). Equal to
     /// breakdown_at(whole report, events_applied) when `live` is what is live there.
     Breakdown at(const Report& items, const LiveSet& live, size_t events_applied, int64_t t);
+    /// As at(), with the tensor tags `tags` (by Tensor::order) in place of those it was made with.
+    Breakdown at(const Report& items, const LiveSet& live, size_t events_applied, int64_t t,
+                 const std::unordered_map<size_t, Category>& tags);
+    /// The tensor tags it was made with (null: resolved over the whole report's events).
+    const std::unordered_map<size_t, Category>* tags() const;
+    /// The report it was made over (`whole`).
+    const Report& report() const;
 
 private:
     struct Impl;
@@ -117,6 +129,14 @@ class TensorTagObserver : public EventObserver {
 public:
     bool on_event(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
+    /// A fold holds the tags found and the moments resolved (`tags`, `tags.tag`); the live tensor
+    /// blocks are those the part after it carries, which the reader has told as allocations.
+    void fold_out(const Report& r, FoldWriter& w) override;
+    void fold_in(const Report& r, const Fold& f) override;
+    /// The tags a fold holds (fold_out's figures `tags.tag`), by Tensor::order. Throws BadFold.
+    static std::unordered_map<size_t, Category> folded(const Fold& f);
+    /// The tags found so far, by Tensor::order.
+    const std::unordered_map<size_t, Category>& tags() const { return tags_; }
     /// The tags, by Tensor::order; call once, after the read.
     std::unordered_map<size_t, Category> take() { return std::move(tags_); }
 

@@ -12,10 +12,16 @@
 #include "common/text.h"
 #include "format/decode.h"
 #include "format/encode.h"
+#include "report/categories.h"
 #include "report/detail_parts.h"
 #include "report/line_reader.h"
 #include "report/parser.h"
 #include "report/stream.h"
+#include "report/stream_oom.h"
+#include "report/stream_phases.h"
+#include "report/stream_steps.h"
+#include "report/user_frame.h"
+#include "report/warnings.h"
 
 namespace memguard::report {
 
@@ -60,6 +66,34 @@ FoldWriter::FoldWriter(const FoldPoint& at) {
         }
     }
     figure("reader.run", {at.run.first, at.run.second});
+    if (at.backward != nullptr) at.backward->fold_out(*this);
+    if (at.freed != nullptr) {
+        figure("reader.frees", {fold_of(at.frees)});
+        for (const auto& [seq, b] : *at.freed) {
+            // Its free: rank, time, thread, then the call's name.
+            std::vector<int64_t> values{fold_of(seq), fold_of(b->order), b->t_free.value_or(0), fold_of(b->free_tid),
+                                        fold_of(b->free_api.size())};
+            for (char c : b->free_api) values.push_back(static_cast<unsigned char>(c));
+            block("reader.freed", *b, values);
+        }
+    }
+    if (at.uncarried != nullptr) {
+        for (const Block* b : *at.uncarried) block("reader.live", *b, {fold_of(b->order)});
+    }
+    if (at.warnings != nullptr) at.warnings->fold_out(*this);
+    if (at.explanations != nullptr) {
+        for (size_t e = 0; e < at.explanations->size(); ++e) {
+            const std::vector<GarbageTensor>& storages = (*at.explanations)[e].storages;
+            for (size_t i = 0; i < storages.size(); i += 90) {
+                v = {fold_of(e), fold_of(i)};
+                for (size_t j = i; j < std::min(storages.size(), i + 90); ++j) {
+                    v.insert(v.end(),
+                             {storages[j].stack_id, storages[j].python_stack_id, storages[j].site_is_segment ? 1 : 0});
+                }
+                figure("reader.garbage", v);
+            }
+        }
+    }
     if (at.extra_events == nullptr) return;
     const auto& extra = *at.extra_events;
     for (size_t i = 0; i < extra.size(); i += kPairsPerRecord) {
@@ -81,15 +115,36 @@ void FoldWriter::figure(std::string_view name, std::initializer_list<int64_t> va
 }
 
 void FoldWriter::block(std::string_view name, const Block& b, std::initializer_list<int64_t> values) {
-    append_figure(text_, name, 1, values.begin(), values.size());
-    append(text_, format::rec::Alloc{b.t_alloc, b.tid, b.addr, b.size, b.kind, b.api, b.device, b.stream, b.stack_id,
-                                     b.capture_id, b.python_stack_id});
+    block(name, b, std::vector<int64_t>(values));
+}
+
+void FoldWriter::block(std::string_view name, const Block& b, const std::vector<int64_t>& values) {
+    format::Line line;
+    format::encode(format::rec::Alloc{b.t_alloc, b.tid, b.addr, b.size, b.kind, b.api, b.device, b.stream, b.stack_id,
+                                      b.capture_id, b.python_stack_id},
+                   line);
+    with_copy(name, values, line.finish());
 }
 
 void FoldWriter::tensor(std::string_view name, const Tensor& x, std::initializer_list<int64_t> values) {
-    append_figure(text_, name, 1, values.begin(), values.size());
-    append(text_, format::rec::TensorAlloc{x.t_alloc, x.tid, x.addr, x.size, x.requested, x.device, x.stream,
-                                           x.stack_id, x.python_stack_id, x.capture_id, x.pool});
+    format::Line line;
+    format::encode(format::rec::TensorAlloc{x.t_alloc, x.tid, x.addr, x.size, x.requested, x.device, x.stream,
+                                            x.stack_id, x.python_stack_id, x.capture_id, x.pool},
+                   line);
+    with_copy(name, std::vector<int64_t>(values), line.finish());
+}
+
+void FoldWriter::with_copy(std::string_view name, std::vector<int64_t> values, std::string_view copy) {
+    // The live sets an observer keeps overlap (a step's peak and its end, the peak of the run, an
+    // OOM's): a copy already in the fold is named by its number, not written again.
+    const auto [it, added] = copies_.try_emplace(std::string(copy), copies_.size());
+    if (!added) {
+        values.push_back(static_cast<int64_t>(it->second));
+        append_figure(text_, name, 2, values.data(), values.size());
+        return;
+    }
+    append_figure(text_, name, 1, values.data(), values.size());
+    text_ += copy;
 }
 
 int64_t fold_value(const Fold::Figure& f, size_t i, int64_t min) {
@@ -148,7 +203,8 @@ std::optional<Fold> read_fold(const std::string& path, const std::string& magic,
     int minor = 0;
     bool at = false;
     size_t line_no = 1;
-    uint64_t copies = 0;  // A or T records still to come for the last figure
+    uint64_t copies = 0;              // A or T records still to come for the last figure
+    std::vector<size_t> copy_owners;  // the figure that owns each copy, in file order
     try {
         for (;;) {
             const LineReader::Status got = reader.next(line);
@@ -164,6 +220,7 @@ std::optional<Fold> read_fold(const std::string& path, const std::string& magic,
             if (copies > 0) {
                 Fold::Figure& owner = fold.figures.back();
                 --copies;
+                copy_owners.push_back(fold.figures.size() - 1);
                 if (letter == format::rec::Alloc::kLetter) {
                     format::rec::Alloc r;
                     decoder.read(f, minor, r);
@@ -222,7 +279,7 @@ std::optional<Fold> read_fold(const std::string& path, const std::string& magic,
             case format::rec::Figure::kLetter: {
                 format::rec::Figure r;
                 decoder.read(f, minor, r);
-                if (r.copies > 1) throw format::Malformed("a figure owns one copy at most");
+                if (r.copies > 2) throw format::Malformed("a figure owns one copy at most");
                 if (r.name == "reader.run") {
                     if (r.values.size != 2) throw format::Malformed("reader.run needs a pid and a start time");
                     fold.at.run = {r.values.data[0], r.values.data[1]};
@@ -247,6 +304,19 @@ std::optional<Fold> read_fold(const std::string& path, const std::string& magic,
                 Fold::Figure x;
                 x.name = std::string(r.name);
                 x.values.assign(r.values.data, r.values.data + r.values.size);
+                if (r.copies == 2) {
+                    // The copy of an earlier figure: its number (among the fold's copies) is the last value.
+                    if (x.values.empty() || x.values.back() < 0 ||
+                        static_cast<uint64_t>(x.values.back()) >= copy_owners.size()) {
+                        throw format::Malformed("figure " + x.name + " names a copy the fold has not given");
+                    }
+                    const Fold::Figure& owner = fold.figures[copy_owners[static_cast<size_t>(x.values.back())]];
+                    x.values.pop_back();
+                    x.block = owner.block;
+                    x.tensor = owner.tensor;
+                    fold.figures.push_back(std::move(x));
+                    break;
+                }
                 fold.figures.push_back(std::move(x));
                 copies = r.copies;
                 break;
@@ -296,10 +366,20 @@ void write_fold(const std::string& spine, unsigned part, const std::string& text
 
 namespace {
 
-/// The observers whose figures a fold holds, and the hook that writes them where the fold stands.
+/// The breakdowns `steps` asks for: no sites (module files read where the fold is written).
+BreakdownOptions steps_options() {
+    BreakdownOptions o;
+    o.max_sites = 0;
+    return o;
+}
+
+/// The observers whose figures a fold holds (those of every command that answers for the whole run:
+/// summary, top --at peak, phases, diff, steps, oom, cycles, merge), and the hook that writes them
+/// where the fold stands.
 class Folder : public EventObserver {
 public:
-    explicit Folder(unsigned through) : through_(through), peaks_(PeakObserver::Budget::None) {}
+    explicit Folder(unsigned through)
+        : through_(through), peaks_(PeakObserver::Budget::None), ooms_(true), steps_(rows_, tags_, steps_options()) {}
     bool on_event(const Report& r, const Event& e) override { return all_.on_event(r, e); }
     void on_phase(const Report& r, size_t phase) override { all_.on_phase(r, phase); }
     void on_end(const Report& r) override { all_.on_end(r); }
@@ -317,7 +397,13 @@ private:
     unsigned through_;
     SummaryBuilder summary_;
     PeakObserver peaks_;
-    Observers all_{{&summary_, &peaks_}};
+    TensorTagObserver tags_;
+    OomObserver ooms_;
+    CollectionFreesObserver collections_;
+    PhaseObserver phases_;
+    StepRowsObserver rows_;
+    StepPointsFolder steps_;  // after rows_ and tags_, which it reads
+    Observers all_{{&summary_, &peaks_, &tags_, &ooms_, &collections_, &phases_, &rows_, &steps_}};
     std::optional<std::string> text_;
 };
 

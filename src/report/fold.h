@@ -18,12 +18,16 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "report/report.h"
 
 namespace memguard::report {
+
+class BackwardSweep;
+class Warnings;
 
 /// Where a fold stands: the reader's counters where detail part `part` + 1 begins.
 struct FoldPoint {
@@ -50,7 +54,28 @@ struct FoldPoint {
     /// its order: a reader that takes them as new gives them these (SIZE_MAX: not known).
     const std::vector<size_t>* carried_blocks = nullptr;
     const std::vector<size_t>* carried_tensors = nullptr;
+    /// The streaming reader's attribution of allocations to backward() calls (report/user_frame.h),
+    /// which the fold holds as figures `backward*`; null: none (load_report).
+    const BackwardSweep* backward = nullptr;
+    /// The blocks freed among the last frees that an R may still undo, each with its rank among all
+    /// frees (the reader's restore window: kFoldedFrees of them at most), and the frees so far:
+    /// figures `reader.frees` and `reader.freed` (with a copy of the block).
+    const std::vector<std::pair<uint64_t, const Block*>>* freed = nullptr;
+    uint64_t frees = 0;
+    /// The blocks live where the fold stands that the part after it does not carry (an R brought
+    /// them back after its writer wrote the live set): figures `reader.live` (order, and a copy).
+    const std::vector<const Block*>* uncarried = nullptr;
+    /// The reader's remarks so far (figures `reader.warning`): a reader of the fold takes them in
+    /// place of its own, made of the spine without the detail the fold covers.
+    const Warnings* warnings = nullptr;
+    /// The explanations read so far, whose storages' sites the reader found in the detail (figures
+    /// `reader.garbage`: per explanation, each storage's stack ids).
+    const std::vector<Explanation>* explanations = nullptr;
 };
+
+/// The frees before a fold whose blocks an R after it may bring back (docs/bounded-reports.md: the
+/// writer writes an R right after its F; a report read whole keeps the last 8192).
+inline constexpr size_t kFoldedFrees = 256;
 
 /// A fold file being written: the observers' figures as records.
 class FoldWriter {
@@ -59,15 +84,22 @@ public:
     /// `z name 0 values...`
     void figure(std::string_view name, const std::vector<int64_t>& values);
     void figure(std::string_view name, std::initializer_list<int64_t> values);
-    /// `z name 1 values...` and a copy of `b` (an A record): a block of a live set the observer keeps.
+    /// `z name 1 values...` and a copy of `b` (an A record): a block of a live set the observer keeps
+    /// (a copy the fold holds already: `z name 2 values... k`, with_copy).
     void block(std::string_view name, const Block& b, std::initializer_list<int64_t> values);
+    void block(std::string_view name, const Block& b, const std::vector<int64_t>& values);
     /// `z name 1 values...` and a copy of `x` (a T record).
     void tensor(std::string_view name, const Tensor& x, std::initializer_list<int64_t> values);
     /// The file's text.
     const std::string& text() const { return text_; }
 
 private:
+    /// A copy written once: `z name 1 values...` and the copy, or, for a copy the fold holds
+    /// already, `z name 2 values... k` (k: its number among the fold's copies, from 0).
+    void with_copy(std::string_view name, std::vector<int64_t> values, std::string_view copy);
+
     std::string text_;
+    std::unordered_map<std::string, size_t> copies_;  // each copy's record: its number
 };
 
 /// A fold file, read back.

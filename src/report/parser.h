@@ -222,6 +222,10 @@ private:
         /// The fold's part is being opened: its carried blocks and tensors take the fold's orders.
         bool fold_carrying = false;
         size_t carried_block_next = 0, carried_tensor_next = 0;
+        std::vector<std::pair<uint64_t, const Block*>> freed;  // FoldPoint::freed, where one is taken
+        bool restores_taken = false;                           // fold_restores done
+        std::vector<const Block*> uncarried;                   // FoldPoint::uncarried, where one is taken
+        std::unordered_set<uint64_t> fold_live;                // the addresses of the fold's `reader.live` blocks
     };
     /// A block (tensor) a part carries that the reader has: its order, for a fold taken where the part
     /// begins (FoldPoint::carried_blocks).
@@ -242,6 +246,10 @@ private:
     /// A detail part opened (DetailParts::on_open): a fold is taken back where its part begins, and
     /// the observer is told where a fold could stand.
     void part_opened(unsigned part, DetailParts::Role carried, bool done);
+    /// The blocks freed before a fold that an R after it may undo (FoldPoint::freed): taken back
+    /// where the detail before the fold ends, before the spine's records there (take_restores: once).
+    void fold_restores(const Fold& f);
+    void take_restores();
     /// Starts reading the detail parts of the report (a spine).
     void start_detail();
     /// The fold to take (report/fold.h), once, when the spine's first `l` or `f` record is read.

@@ -97,6 +97,15 @@ void Parser::forget_freed(const AtAddr& at) {
 void Parser::apply(const rec::Restore& r) {
     AtAddr* at = blocks_at_.find(r.addr);
     if (at == nullptr || at->live) {
+        // An R is a spine record whose event a fold's table of events counts (spine_events_) whether
+        // or not it brings a block back. Before a fold's point, where the free it undoes may lie in
+        // the folded detail, the whole report counted its event: so does this read, without telling
+        // the observers (the block it brings back is the fold's: FoldPoint::uncarried).
+        if (!detail_ || !detail_->reading) ++spine_events_;
+        if (detail_ && detail_->fold && !detail_->fold_applied) {
+            ++events_;
+            return;
+        }
         warn("restore-not-freed", "failed free of " + hex(r.addr) + ", which no earlier free released; ignored");
         return;
     }

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 
 #include "common/text.h"
 #include "report/parser.h"
@@ -69,6 +70,10 @@ void Parser::choose_fold() {
             }
             d.parts->skip_through(n, fold->at.position);
             d.fold = std::move(fold);
+            report_.fold_pending = true;
+            for (const Fold::Figure& x : d.fold->figures) {
+                if (x.name == "reader.live" && x.block) d.fold_live.insert(x.block->addr);
+            }
             return;
         }
         if (!replaced) return;
@@ -85,20 +90,61 @@ void Parser::part_opened(unsigned part, DetailParts::Role carried, bool done) {
         const Fold& f = *d.fold;
         if (!done) {
             d.fold_carrying = true;  // the carried blocks take the orders they had (next_order)
+            take_restores();
             return;
         }
         d.fold_carrying = false;
         blocks_read_ = f.at.blocks;
         report_.tensor_records = f.at.tensors;
+        // The blocks live there that the part does not carry (FoldPoint::uncarried), told as the
+        // carried ones are, before the observers take their state back.
+        for (const Fold::Figure& x : f.figures) {
+            if (x.name != "reader.live") continue;
+            if (!x.block)
+                throw ReportError(fold_path(report_.path, f.at.part) + ": figure reader.live without its block");
+            if (const AtAddr* at = blocks_at_.find(x.block->addr); at != nullptr && at->live) continue;
+            if (x.values.empty() || x.values[0] < 0) {
+                throw ReportError(fold_path(report_.path, f.at.part) + ": figure reader.live without its order");
+            }
+            Block b = *x.block;
+            b.order = static_cast<size_t>(x.values[0]);
+            const size_t slot = take_block_slot();
+            const uint64_t addr = b.addr;
+            const int64_t t = b.t_alloc;
+            report_.blocks[slot] = std::move(b);
+            blocks_at_[addr] = AtAddr{slot, 0, true};
+            add_event(Event::Alloc, slot, t);
+        }
         events_ = f.at.events;
         note_time(f.at.t);
         try {
+            // What the parser folds of its own: the attribution of allocations to backward() calls
+            // (the blocks an R may bring back are taken where the fold's position begins).
+            if (backward_) backward_->fold_in(report_, f);
+            // Its remarks, and the sites of the garbage its detail named, in place of those read
+            // from the spine alone.
+            warnings_.fold_in(f, "fold");
+            f.each("reader.garbage", [&](const Fold::Figure& x) {
+                const auto e = static_cast<size_t>(fold_value(x, 0));
+                const auto first = static_cast<size_t>(fold_value(x, 1));
+                if (e >= report_.explanations.size())
+                    throw BadFold("reader.garbage: no explanation " + std::to_string(e));
+                std::vector<GarbageTensor>& storages = report_.explanations[e].storages;
+                for (size_t i = 2; i + 2 < x.values.size(); i += 3) {
+                    const size_t k = first + (i - 2) / 3;
+                    if (k >= storages.size()) throw BadFold("reader.garbage: no such storage");
+                    storages[k].stack_id = static_cast<uint32_t>(fold_value(x, i));
+                    storages[k].python_stack_id = static_cast<uint32_t>(fold_value(x, i + 1));
+                    storages[k].site_is_segment = fold_value(x, i + 2) != 0;
+                }
+            });
             if (!stopped_) observer_->fold_in(report_, f);
         } catch (const BadFold& e) {
             throw ReportError(fold_path(report_.path, f.at.part) + ": " + e.what() +
                               " (a damaged fold? remove it to read the report without it)");
         }
         d.fold_applied = true;
+        report_.fold_pending = false;
         d.dropped += f.at.dropped;  // parts deleted unfolded before the fold
         d.dropped_until = std::max(d.dropped_until, f.at.dropped_until);
         d.dropped_parts += f.at.dropped_parts;
@@ -121,6 +167,35 @@ void Parser::part_opened(unsigned part, DetailParts::Role carried, bool done) {
     at.dropped = d.dropped;
     at.dropped_until = d.dropped_until;
     at.dropped_parts = d.dropped_parts;
+    at.backward = backward_ ? &*backward_ : nullptr;
+    // The last frees whose blocks are kept for an R (not allocated over since), oldest first.
+    d.freed.clear();
+    const uint64_t first = frees_ - std::min<uint64_t>(frees_, std::min(kFoldedFrees, recent_frees_.size()));
+    for (uint64_t seq = first; seq < frees_; ++seq) {
+        const auto& [addr, rank] = recent_frees_[recent_frees_.size() < kRestoreWindow ? seq : seq % kRestoreWindow];
+        const AtAddr* kept = blocks_at_.find(addr);
+        if (rank == seq && kept != nullptr && !kept->live && kept->seq == seq) {
+            d.freed.emplace_back(seq, &report_.blocks[kept->block]);
+        }
+    }
+    // The blocks live here that this part does not carry: brought back by an R (its writer carried
+    // what was live before it), in order.
+    d.uncarried.clear();
+    const std::unordered_set<size_t> carried_orders(d.carried_blocks.begin(), d.carried_blocks.end());
+    for (size_t i = 0; i < report_.blocks.size(); ++i) {
+        const Block& b = report_.blocks[i];
+        const AtAddr* live = blocks_at_.find(b.addr);
+        if (live != nullptr && live->live && live->block == i && carried_orders.count(b.order) == 0) {
+            d.uncarried.push_back(&b);
+        }
+    }
+    std::sort(d.uncarried.begin(), d.uncarried.end(),
+              [](const Block* a, const Block* b) { return a->order < b->order; });
+    at.uncarried = &d.uncarried;
+    at.warnings = &warnings_;
+    at.explanations = &report_.explanations;
+    at.freed = &d.freed;
+    at.frees = frees_;
     if (!observer_->at_part(report_, at)) stopped_ = true;
 }
 
@@ -132,6 +207,49 @@ size_t Parser::next_order(bool tensor) {
         ++next;
     }
     return tensor ? report_.tensor_records++ : blocks_read_++;
+}
+
+void Parser::take_restores() {
+    Detail& d = *detail_;
+    if (!d.fold || d.fold_applied || d.restores_taken) return;
+    d.restores_taken = true;
+    try {
+        fold_restores(*d.fold);
+    } catch (const BadFold& e) {
+        throw ReportError(fold_path(report_.path, d.fold->at.part) + ": " + e.what() +
+                          " (a damaged fold? remove it to read the report without it)");
+    }
+}
+
+void Parser::fold_restores(const Fold& f) {
+    bool found = false;
+    f.each("reader.frees", [&](const Fold::Figure& x) {
+        found = true;
+        frees_ = fold_u64(x, 0);
+    });
+    if (!found) throw BadFold("no figure 'reader.frees'");
+    // The ring as note_free fills it: slot seq % kRestoreWindow; a free not kept holds no block.
+    recent_frees_.assign(static_cast<size_t>(std::min<uint64_t>(frees_, kRestoreWindow)), {0, UINT64_MAX});
+    f.each("reader.freed", [&](const Fold::Figure& x) {
+        if (!x.block) throw BadFold("figure reader.freed without its block");
+        const uint64_t seq = fold_u64(x, 0);
+        if (seq >= frees_ || frees_ - seq > recent_frees_.size())
+            throw BadFold("reader.freed: a free out of the window");
+        Block b = *x.block;
+        b.order = static_cast<size_t>(fold_value(x, 1));
+        b.t_free = fold_value(x, 2, INT64_MIN);
+        b.free_tid = fold_u64(x, 3);
+        size_t i = 4;
+        const auto n = static_cast<size_t>(fold_value(x, i++));
+        if (n > x.values.size()) throw BadFold("reader.freed: its call's name is cut short");
+        for (size_t k = 0; k < n; ++k) b.free_api.push_back(static_cast<char>(fold_value(x, i++)));
+        if (const AtAddr* at = blocks_at_.find(b.addr); at != nullptr && at->live) return;  // allocated over since
+        const size_t slot = take_block_slot();
+        const uint64_t addr = b.addr;
+        report_.blocks[slot] = std::move(b);
+        blocks_at_[addr] = AtAddr{slot, seq, false};
+        recent_frees_[recent_frees_.size() < kRestoreWindow ? seq : seq % kRestoreWindow] = {addr, seq};
+    });
 }
 
 void Parser::apply(const rec::DetailAt& r) {
@@ -153,6 +271,8 @@ void Parser::apply(const rec::DetailAt& r) {
         }
         const int64_t n = static_cast<int64_t>(r.position + spine_events_) + d.extra_now;
         events_ = n > 0 ? static_cast<size_t>(n) : 0;
+        // The spine's records where the fold stands (an R among them) come before the part after it.
+        if (r.position == d.fold->at.position) take_restores();
     }
     // Where the events stop being the spine's own and one per detail record, for a fold taken here.
     const int64_t extra = static_cast<int64_t>(events_) - static_cast<int64_t>(r.position + spine_events_);

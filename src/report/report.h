@@ -517,6 +517,10 @@ struct Report {
     /// stand for, and the latest time among them. 0: none.
     uint64_t detail_folded = 0;
     int64_t detail_folded_until = 0;
+    /// Streamed, while a fold is to be taken (report/fold.h): the events told so far are the spine's
+    /// and the live set the part after the fold carries, not the run's; an observer that counts
+    /// positions waits for its fold_in.
+    bool fold_pending = false;
 
     /// The capture with id `id`, or null.
     const Capture* find_capture(uint32_t id) const;

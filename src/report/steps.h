@@ -138,6 +138,10 @@ struct GrowthSite {
 /// all steps (the garbage an ordinary step makes and frees), is collected too; at most the growth.
 struct GrowthFate {
     bool exact = false;
+    /// A bounded report whose detail up to the growth's last step end is folded into figures
+    /// (report/fold.h): the blocks the growth added are not kept, so what became of them is not
+    /// known; every figure below is 0.
+    bool folded = false;
     uint64_t growth_bytes = 0;                      // exact: the growth of the sites that grew; estimated: to - from
     uint64_t collected_bytes = 0;                   // freed by collections
     uint64_t released_bytes = 0;                    // exact only: freed outside collections before the last step end

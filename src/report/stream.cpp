@@ -80,6 +80,28 @@ void PointSnapshot::take(const Report& r, const LevelWalk& walk, int64_t last_t)
     std::sort(tensors_.begin(), tensors_.end(), by_order);
 }
 
+void PointSnapshot::assign(int64_t last_t, std::vector<Block> blocks, std::vector<Tensor> tensors,
+                           std::vector<size_t> handles) {
+    last_t_ = last_t;
+    blocks_ = std::move(blocks);
+    tensors_ = std::move(tensors);
+    handles_ = std::move(handles);
+    for (Block& x : blocks_) {
+        x.t_free.reset();
+        x.free_api.clear();
+        x.free_tid = 0;
+    }
+    for (Tensor& x : tensors_) {
+        x.t_free.reset();
+        x.free_tid = 0;
+        x.freed_in_gc = false;
+    }
+    auto by_order = [](const auto& a, const auto& b) { return a.order < b.order; };
+    std::sort(blocks_.begin(), blocks_.end(), by_order);
+    std::sort(tensors_.begin(), tensors_.end(), by_order);
+    std::sort(handles_.begin(), handles_.end());
+}
+
 void PointSnapshot::fold_out(std::string_view name, FoldWriter& w) const {
     const std::string n(name);
     w.figure(n, {last_t_});

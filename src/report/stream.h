@@ -164,9 +164,14 @@ class PointSnapshot {
 public:
     /// What `walk` (over `r`'s slots) says is live now; `last_t`: the time of its last event.
     void take(const Report& r, const LevelWalk& walk, int64_t last_t);
+    /// The snapshot of the given items, copied as take() copies them (their frees cleared) and put in
+    /// order (Block::order, Tensor::order); `handles`: indices into the report's handles.
+    void assign(int64_t last_t, std::vector<Block> blocks, std::vector<Tensor> tensors, std::vector<size_t> handles);
     void clear();
     /// The time of the last event before the point (0 for none).
     int64_t last_t() const { return last_t_; }
+    /// The blocks, tensors and handles it holds.
+    size_t size() const { return blocks_.size() + tensors_.size() + handles_.size(); }
     /// Slots looked at by take(), for callers that bound their work.
     size_t cost(const Report& r) const { return r.blocks.size() + r.tensors.size() + r.handles.size(); }
 

@@ -215,6 +215,143 @@ Report OomObserver::point_report(const Report& r, const OomEvent& e, LiveSet& li
     return point.into(r, 0, live);
 }
 
+void OomObserver::fold_out(const Report& r, FoldWriter& w) {
+    (void)r;
+    // (max_t_ before any event is INT64_MIN, which a figure does not hold: a flag.)
+    const bool any = max_t_ != INT64_MIN;
+    w.figure("oom", {fold_of(applied_), any ? max_t_ : 0, last_t_, fold_of(failures_), fold_of(tensor_ooms_),
+                     fold_of(contexts_), any ? 1 : 0});
+    for (const auto& [tid, t] : latest_alloc_) w.figure("oom.latest", {fold_of(tid), t});
+    for (const auto& [t, x] : waiting_) w.figure("oom.waiting", {t, x.tensor_oom ? 1 : 0, fold_of(x.index)});
+    for (const auto& [t, events] : events_at_) w.figure("oom.events_at", {t, fold_of(events)});
+    // Each live set once (records at one point share one), by its number in order of first use.
+    std::map<const PointSnapshot*, int64_t> ids;
+    int64_t kind = 0;
+    for (const auto* points : {&failure_points_, &tensor_oom_points_, &context_points_}) {
+        for (size_t i = 0; i < points->size(); ++i) {
+            const Point& p = (*points)[i];
+            int64_t id = -1;
+            if (p.live) {
+                auto [it, added] = ids.emplace(p.live.get(), static_cast<int64_t>(ids.size()));
+                if (added) p.live->fold_out("oom.live" + std::to_string(it->second), w);
+                id = it->second;
+            }
+            w.figure("oom.point",
+                     {kind, fold_of(i), p.known ? 1 : 0, fold_of(p.position), fold_of(p.at.this_process), id});
+            if (!p.at.segment_gaps.empty()) {
+                std::vector<int64_t> v{kind, fold_of(i)};
+                for (uint64_t g : p.at.segment_gaps) v.push_back(fold_of(g));
+                w.figure("oom.gaps", v);
+            }
+        }
+        ++kind;
+    }
+    for (const Window& x : windows_) {
+        w.figure("oom.window", {fold_of(x.tid), x.from, x.to, x.complete ? 1 : 0});
+        for (const Window::Block& b : x.first)
+            w.figure("oom.window.block", {b.t, fold_of(b.order), b.device, fold_of(b.size)});
+        for (const auto& [index, context] : x.owners) w.figure("oom.window.owner", {fold_of(index), context ? 1 : 0});
+    }
+}
+
+void OomObserver::fold_in(const Report& r, const Fold& f) {
+    bool found = false;
+    f.each("oom", [&](const Fold::Figure& x) {
+        found = true;
+        applied_ = static_cast<size_t>(fold_value(x, 0));
+        max_t_ = fold_value(x, 6) != 0 ? fold_value(x, 1, INT64_MIN) : INT64_MIN;
+        last_t_ = fold_value(x, 2, INT64_MIN);
+        failures_ = static_cast<size_t>(fold_value(x, 3));
+        tensor_ooms_ = static_cast<size_t>(fold_value(x, 4));
+        contexts_ = static_cast<size_t>(fold_value(x, 5));
+    });
+    if (!found) throw BadFold("no figure 'oom'");
+    if (failures_ > r.failures.size() || tensor_ooms_ > r.tensor_ooms.size() || contexts_ > r.oom_contexts.size()) {
+        throw BadFold("oom: more records looked at than the report has");
+    }
+    if (points_) {
+        if (!walk_) walk_.emplace(r);
+        walk_->set_applied(applied_);
+    }
+    latest_alloc_.clear();
+    f.each("oom.latest", [&](const Fold::Figure& x) { latest_alloc_[fold_u64(x, 0)] = fold_value(x, 1, INT64_MIN); });
+    waiting_.clear();
+    f.each("oom.waiting", [&](const Fold::Figure& x) {
+        const bool tensor_oom = fold_value(x, 1) != 0;
+        const auto index = static_cast<size_t>(fold_value(x, 2));
+        if (index >= (tensor_oom ? tensor_ooms_ : failures_))
+            throw BadFold("oom.waiting: no record " + std::to_string(index));
+        waiting_.emplace(fold_value(x, 0, INT64_MIN), Waiting{tensor_oom, index});
+    });
+    events_at_.clear();
+    f.each("oom.events_at", [&](const Fold::Figure& x) {
+        events_at_[fold_value(x, 0, INT64_MIN)] = static_cast<size_t>(fold_value(x, 1));
+    });
+    failure_points_.assign(failures_, Point{});
+    tensor_oom_points_.assign(tensor_ooms_, Point{});
+    context_points_.assign(contexts_, Point{});
+    std::vector<Point>* kinds[] = {&failure_points_, &tensor_oom_points_, &context_points_};
+    auto point_of = [&](const Fold::Figure& x) -> Point& {
+        const int64_t kind = fold_value(x, 0);
+        const int64_t i = fold_value(x, 1);
+        if (kind > 2 || static_cast<size_t>(i) >= kinds[kind]->size()) throw BadFold(x.name + ": no such record");
+        return (*kinds[kind])[static_cast<size_t>(i)];
+    };
+    std::map<int64_t, std::shared_ptr<const PointSnapshot>> live;
+    f.each("oom.point", [&](const Fold::Figure& x) {
+        Point& p = point_of(x);
+        p.known = fold_value(x, 2) != 0;
+        p.position = static_cast<size_t>(fold_value(x, 3));
+        p.at.this_process = fold_u64(x, 4);
+        const int64_t id = fold_value(x, 5, -1);
+        if (id < 0 || !points_) return;
+        std::shared_ptr<const PointSnapshot>& s = live[id];
+        if (!s) {
+            auto snapshot = std::make_shared<PointSnapshot>();
+            snapshot->fold_in(r, "oom.live" + std::to_string(id), f);
+            s = std::move(snapshot);
+        }
+        p.live = s;
+    });
+    f.each("oom.gaps", [&](const Fold::Figure& x) {
+        Point& p = point_of(x);
+        for (size_t i = 2; i < x.values.size(); ++i) p.at.segment_gaps.push_back(fold_u64(x, i));
+    });
+    windows_.clear();
+    window_of_.clear();
+    by_tid_.clear();
+    for (const Fold::Figure& x : f.figures) {
+        if (x.name == "oom.window") {
+            Window w;
+            w.tid = fold_u64(x, 0);
+            w.from = fold_value(x, 1, INT64_MIN);
+            w.to = fold_value(x, 2, INT64_MIN);
+            w.complete = fold_value(x, 3) != 0;
+            const size_t index = windows_.size();
+            if (!window_of_.emplace(std::make_pair(w.tid, w.from), index).second) throw BadFold("oom.window twice");
+            by_tid_[w.tid].emplace(w.from, index);
+            windows_.push_back(std::move(w));
+        } else if (x.name == "oom.window.block" || x.name == "oom.window.owner") {
+            if (windows_.empty()) throw BadFold(x.name + " before its window");
+            Window& w = windows_.back();
+            if (x.name == "oom.window.block") {
+                w.first.push_back(Window::Block{fold_value(x, 0, INT64_MIN), static_cast<size_t>(fold_value(x, 1)),
+                                                static_cast<int>(fold_value(x, 2, -1)), fold_u64(x, 3)});
+            } else {
+                const auto index = static_cast<size_t>(fold_value(x, 0));
+                const bool context = fold_value(x, 1) != 0;
+                if (index >= (context ? contexts_ : failures_)) throw BadFold("oom.window.owner: no record");
+                w.owners.emplace_back(index, context);
+            }
+        }
+    }
+    cached_tid_ = 0;
+    cached_latest_ = nullptr;
+    cached_windows_ = nullptr;
+    snapshot_at_ = SIZE_MAX;
+    snapshot_.reset();
+}
+
 size_t OomObserver::live_sets_kept() const {
     std::vector<const PointSnapshot*> kept;
     for (const auto* points : {&failure_points_, &tensor_oom_points_, &context_points_}) {
@@ -266,6 +403,59 @@ bool CollectionFreesObserver::on_event(const Report& r, const Event& e) {
     site.requested += x.requested;
     ++site.blocks;
     return true;
+}
+
+namespace {
+
+void site_figure(FoldWriter& w, std::string_view name, int64_t owner, const Site& s) {
+    w.figure(name, {owner, s.stack_id, s.python_stack_id, fold_of(s.bytes), fold_of(s.requested), fold_of(s.blocks)});
+}
+
+Site site_of(const Fold::Figure& x) {
+    Site s;
+    s.stack_id = static_cast<uint32_t>(fold_value(x, 1));
+    s.python_stack_id = static_cast<uint32_t>(fold_value(x, 2));
+    s.bytes = fold_u64(x, 3);
+    s.requested = fold_u64(x, 4);
+    s.blocks = fold_u64(x, 5);
+    return s;
+}
+
+}  // namespace
+
+void CollectionFreesObserver::fold_out(const Report& r, FoldWriter& w) {
+    (void)r;
+    w.figure("collections", {fold_of(seen_), fold_of(out_.unattributed)});
+    for (size_t i = 0; i < out_.by_site.size(); ++i) {
+        for (const auto& [key, site] : out_.by_site[i]) site_figure(w, "collections.site", fold_of(i), site);
+    }
+    for (const auto& [tid, sites] : pending_) {
+        for (const auto& [key, site] : sites) site_figure(w, "collections.pending", fold_of(tid), site);
+    }
+}
+
+void CollectionFreesObserver::fold_in(const Report& r, const Fold& f) {
+    bool found = false;
+    f.each("collections", [&](const Fold::Figure& x) {
+        found = true;
+        seen_ = static_cast<size_t>(fold_value(x, 0));
+        out_ = CollectionFrees{};
+        out_.unattributed = fold_u64(x, 1);
+    });
+    if (!found) throw BadFold("no figure 'collections'");
+    if (seen_ > r.collections.size()) throw BadFold("collections: more looked at than the report has");
+    out_.by_site.resize(seen_);
+    f.each("collections.site", [&](const Fold::Figure& x) {
+        const auto i = static_cast<size_t>(fold_value(x, 0));
+        if (i >= seen_) throw BadFold("collections.site: no collection " + std::to_string(i));
+        const Site s = site_of(x);
+        out_.by_site[i][{s.stack_id, s.python_stack_id}] = s;
+    });
+    pending_.clear();
+    f.each("collections.pending", [&](const Fold::Figure& x) {
+        const Site s = site_of(x);
+        pending_[fold_u64(x, 0)][{s.stack_id, s.python_stack_id}] = s;
+    });
 }
 
 void CollectionFreesObserver::on_end(const Report& r) {

@@ -41,6 +41,10 @@ public:
     explicit OomObserver(bool points) : points_(points) {}
     bool on_event(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
+    /// A fold holds the points told, the records waiting for theirs, the retry windows and, with
+    /// `points`, the live sets kept (an observer without `points` takes the rest of such a fold).
+    void fold_out(const Report& r, FoldWriter& w) override;
+    void fold_in(const Report& r, const Fold& f) override;
 
     /// find_ooms of the report read, as on the whole report; nullopt when what it read was not kept
     /// exactly (then load_report answers). With `points`, also nullopt when an OOM that is not
@@ -139,6 +143,9 @@ class CollectionFreesObserver : public EventObserver {
 public:
     bool on_event(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
+    /// A fold holds each collection's sites and the frees waiting for their thread's Y.
+    void fold_out(const Report& r, FoldWriter& w) override;
+    void fold_in(const Report& r, const Fold& f) override;
     CollectionFrees take() { return std::move(out_); }
 
 private:

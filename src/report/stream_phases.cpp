@@ -154,6 +154,118 @@ void PhaseObserver::end(const Report& r, size_t phase) {
     open_.erase(it);
 }
 
+namespace {
+
+std::vector<int64_t> best_values(int64_t series, int64_t slot, uint64_t bytes, size_t events, int64_t t) {
+    return {series, slot, fold_of(bytes), fold_of(events), t};
+}
+
+}  // namespace
+
+void PhaseObserver::fold_out(const Report& r, FoldWriter& w) {
+    (void)r;
+    w.figure("phases", {last_t_, fold_of(marks_seen_), fold_of(capacity_), fold_of(next_slot_)});
+    for (const auto& [phase, slot] : open_) w.figure("phases.open", {fold_of(phase), fold_of(slot)});
+    for (size_t s = 0; s < series_.size(); ++s) {
+        const PerSeries& x = series_[s];
+        const auto series = static_cast<int64_t>(s);
+        for (const PhaseStats& st : x.stats) {
+            w.figure("phases.stat", {series, fold_of(st.index), st.depth, st.parent ? 1 : 0, st.parent.value_or(0),
+                                     st.occurrence, fold_of(st.entry_bytes), fold_of(st.peak_bytes), st.peak_t,
+                                     fold_of(st.peak_events), fold_of(st.exit_bytes), st.t_end});
+        }
+        for (size_t i = 0; i < x.marks.size(); i += 200) {
+            std::vector<int64_t> v{series};
+            for (size_t j = i; j < std::min(x.marks.size(), i + 200); ++j) v.push_back(fold_of(x.marks[j]));
+            w.figure("phases.marks", v);
+        }
+        // The current stretch as slot -1; the tree's leaves that hold a stretch.
+        w.figure("phases.best", best_values(series, -1, x.current.bytes, x.current.events, x.current.t));
+        for (size_t slot = 0; slot < capacity_; ++slot) {
+            const Best& b = x.tree[capacity_ + slot];
+            if (b.events == Best::kEmpty) continue;
+            w.figure("phases.best", best_values(series, fold_of(slot), b.bytes, b.events, b.t));
+        }
+    }
+}
+
+void PhaseObserver::fold_in(const Report& r, const Fold& f) {
+    walk_.get(r);
+    walk_.fold_in(r, f.at.events);
+    bool found = false;
+    f.each("phases", [&](const Fold::Figure& x) {
+        found = true;
+        last_t_ = fold_value(x, 0, INT64_MIN);
+        marks_seen_ = static_cast<size_t>(fold_value(x, 1));
+        capacity_ = static_cast<size_t>(fold_value(x, 2));
+        next_slot_ = static_cast<size_t>(fold_value(x, 3));
+    });
+    if (!found) throw BadFold("no figure 'phases'");
+    if (marks_seen_ > r.marks.size() || next_slot_ > capacity_ || capacity_ > (size_t{1} << 32)) {
+        throw BadFold("phases: marks or slots out of range");
+    }
+    for (PerSeries& x : series_) {
+        x = PerSeries{};
+        x.tree.assign(capacity_ == 0 ? 0 : 2 * capacity_, Best{});
+    }
+    auto series_of = [&](const Fold::Figure& x) {
+        const int64_t s = fold_value(x, 0);
+        if (s >= static_cast<int64_t>(series_.size())) throw BadFold(x.name + ": no series " + std::to_string(s));
+        return static_cast<size_t>(s);
+    };
+    f.each("phases.stat", [&](const Fold::Figure& x) {
+        PerSeries& to = series_[series_of(x)];
+        PhaseStats st;
+        st.index = static_cast<size_t>(fold_value(x, 1));
+        if (st.index != to.stats.size() || st.index >= r.phases.size()) throw BadFold("phases.stat out of order");
+        st.depth = static_cast<int>(fold_value(x, 2));
+        if (fold_value(x, 3) != 0) st.parent = static_cast<uint32_t>(fold_value(x, 4));
+        st.occurrence = static_cast<uint32_t>(fold_value(x, 5));
+        st.entry_bytes = fold_u64(x, 6);
+        st.peak_bytes = fold_u64(x, 7);
+        st.peak_t = fold_value(x, 8, INT64_MIN);
+        st.peak_events = static_cast<size_t>(fold_u64(x, 9));
+        st.exit_bytes = fold_u64(x, 10);
+        st.t_end = fold_value(x, 11, INT64_MIN);
+        to.stats.push_back(st);
+    });
+    f.each("phases.marks", [&](const Fold::Figure& x) {
+        PerSeries& to = series_[series_of(x)];
+        for (size_t i = 1; i < x.values.size(); ++i) to.marks.push_back(fold_u64(x, i));
+    });
+    f.each("phases.best", [&](const Fold::Figure& x) {
+        PerSeries& to = series_[series_of(x)];
+        const int64_t slot = fold_value(x, 1, -1);
+        const Best b{fold_u64(x, 2), static_cast<size_t>(fold_u64(x, 3)), fold_value(x, 4, INT64_MIN)};
+        if (slot < 0) {
+            to.current = b;
+        } else if (static_cast<size_t>(slot) < capacity_) {
+            to.tree[capacity_ + static_cast<size_t>(slot)] = b;
+        } else {
+            throw BadFold("phases.best: no slot " + std::to_string(slot));
+        }
+    });
+    for (PerSeries& x : series_) {
+        if (x.stats.size() != series_[0].stats.size() || x.marks.size() != marks_seen_) {
+            throw BadFold("phases: the series do not hold the same phases and marks");
+        }
+        for (size_t i = capacity_; i-- > 1;) x.tree[i] = Best::join(x.tree[2 * i], x.tree[2 * i + 1]);
+    }
+    // The open phases, their families (open phases by thread and source) and the names seen so far
+    // follow from the report's phases.
+    open_.clear();
+    families_.clear();
+    seen_.clear();
+    f.each("phases.open", [&](const Fold::Figure& x) {
+        const auto phase = static_cast<size_t>(fold_value(x, 0));
+        const auto slot = static_cast<size_t>(fold_value(x, 1));
+        if (phase >= series_[0].stats.size() || slot >= next_slot_) throw BadFold("phases.open out of range");
+        open_.emplace(phase, slot);
+        families_[family_of(r.phases[phase])].insert(phase);
+    });
+    for (const PhaseStats& st : series_[0].stats) ++seen_[r.phases[st.index].name];
+}
+
 void PhaseObserver::on_end(const Report& r) {
     walk_.get(r);
     catch_up_marks(r);

@@ -35,6 +35,10 @@ public:
     void before(const Report& r, const Event& e) override;
     void on_phase(const Report& r, size_t phase) override;
     void on_end(const Report& r) override;
+    /// A fold holds each phase's figures so far (a closed phase's whole, an open one's entry) and the
+    /// open phases' stretches with their highest points; the marks' levels.
+    void fold_out(const Report& r, FoldWriter& w) override;
+    void fold_in(const Report& r, const Fold& f) override;
 
     /// One entry per phase, in order of B records, as phase_stats gives them; after the read.
     const std::vector<PhaseStats>& stats(Series series) const { return series_[index(series)].stats; }

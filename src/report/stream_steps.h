@@ -6,9 +6,12 @@
 // event, and give what step_rows, breakdowns_at, live_after and growth_fate give on the whole report.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -29,8 +32,15 @@ public:
     bool share_walk(const LevelWalk& walk) override { return walk_.share(walk); }
     void before(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
+    /// A fold holds the rows of the steps ended and the open step's figures so far.
+    void fold_out(const Report& r, FoldWriter& w) override;
+    void fold_in(const Report& r, const Fold& f) override;
     /// The rows of `series`, one per s record; after the read.
     const std::vector<StepRow>& rows(Series series) const { return series == Series::Tensors ? tensor_ : gpu_; }
+    /// The step not ended yet: where its peak of `series` stands so far (a position, as
+    /// StepRow::peak_events), and the time of the event that reached it.
+    size_t open_peak(Series series) const { return ranges_[series == Series::Tensors ? 1 : 0].best_at; }
+    int64_t open_peak_t(Series series) const { return ranges_[series == Series::Tensors ? 1 : 0].best_t; }
 
 private:
     struct Range {
@@ -71,6 +81,12 @@ public:
     StepPointsObserver(StepPointsPlan plan, PointBreakdowns& breakdowns);
     bool on_event(const Report& r, const Event& e) override;
     void on_end(const Report& r) override;
+    /// Takes the points of the plan before the fold's point from the figures a StepPointsFolder
+    /// wrote: the breakdowns, the site tables, and for a growth whose first step end is folded, the
+    /// tensor blocks live there (by order). A growth whose last step end is folded too: growth_folded()
+    /// (the blocks it added are not in the fold). Throws BadFold when a point of the plan is not in
+    /// the fold.
+    void fold_in(const Report& r, const Fold& f) override;
 
     /// The breakdown at a point of the plan.
     const Breakdown& at(size_t point) const { return breakdowns_.at(point); }
@@ -79,6 +95,9 @@ public:
     const SiteTable& to_table() const { return to_table_; }
     /// growth_fate's items; call once, after the read.
     GrowthItems take_items();
+    /// The plan's growth ends at or before the point of a fold the read took (its last step end is in
+    /// the folded detail): growth_fate cannot be told what became of it (GrowthFate::folded).
+    bool growth_folded() const { return growth_folded_; }
 
 private:
     void take_points(const Report& r);
@@ -92,15 +111,92 @@ private:
     int64_t last_t_ = 0;
     std::map<size_t, Breakdown> breakdowns_;
     SiteTable from_table_, to_table_;
-    // Exact: tensor blocks live at `from` (by order); those added, tracked by slot until freed; gc
-    // frees waiting, per thread, for their collection's Y.
+    // Exact: tensor blocks live at `from` (by order; a folded `from`: those before the order
+    // `from_tensors_`); those added, tracked by slot until freed; gc frees waiting, per thread, for
+    // their collection's Y.
     std::unordered_set<size_t> live_from_;
+    size_t from_tensors_ = 0;
+    bool growth_folded_ = false;
     std::unordered_map<size_t, size_t> tracked_;  // slot -> index into items_.added
     std::map<uint64_t, std::vector<size_t>> gc_pending_;
     size_t collections_seen_ = 0;
     // Estimated: candidate blocks by Block::order (the copy as of their last event).
     std::map<size_t, Block> candidates_;
     GrowthItems items_;
+};
+
+struct FoldCarried;
+
+/// A step end as a fold holds it (StepPointsFolder): the A and T records read there (the orders
+/// of the next), what the blocks and tensor blocks live there that were freed before the fold was
+/// written allocated last (T: the highest order, plus one; A: the latest time of the GPU blocks),
+/// and the site tables of both series there.
+struct FoldedStepEnd {
+    size_t tensors = 0, blocks = 0;
+    size_t tensor_freed = 0;
+    int64_t block_freed_t = INT64_MIN;
+    SiteTable gpu, tensor;
+};
+
+/// The folder's side of StepPointsObserver (report/fold.h; docs/bounded-reports.md, "The folded
+/// figures"): a fold stands before the steps' second pass knows its plan, so it holds what that pass
+/// could ask of the stretch it covers: the breakdown (categories, as `steps` asks for them: no sites)
+/// at each step's peak in both series and at each step end, with the site tables of both series and
+/// the tensor blocks read (Tensor::order) at each step end; and the same for the peaks the step not
+/// ended yet has reached. The live set at a peak, known only once the step ends, is rolled back from
+/// the live set at the step's end through the changes since the peak (kept while the step runs). A
+/// breakdown is worked out when the fold is written (the tags of moments up to it count), or earlier
+/// when the live sets waiting pass kHeldItems; in interposition mode a point whose moment a later
+/// one could still be (moment_settled) waits, and the fold holds its live set: the newest
+/// kUnsettledKept such points, so that a fold stays small in a run with few or no moments (a point
+/// not kept is worked out with the moments known: exact unless a moment more than that many points
+/// later was to decide it; docs/bounded-reports.md, "What a fold does not keep").
+class StepPointsFolder : public EventObserver {
+public:
+    static constexpr size_t kHeldItems = size_t{1} << 20;
+    static constexpr size_t kUnsettledKept = 6;
+    /// `rows` and `tags`: observers of the same read, told of each event before this one.
+    StepPointsFolder(const StepRowsObserver& rows, const TensorTagObserver& tags, BreakdownOptions options);
+    ~StepPointsFolder() override;
+    bool share_walk(const LevelWalk& walk) override { return walk_.share(walk); }
+    void before(const Report& r, const Event& e) override;
+    bool on_event(const Report& r, const Event& e) override;
+    void fold_out(const Report& r, FoldWriter& w) override;
+    void fold_in(const Report& r, const Fold& f) override;
+
+    /// The breakdown at `position` once worked out (tests), or null.
+    const Breakdown* at(size_t position) const;
+
+private:
+    struct Change;
+    struct Point;
+    void close_steps(const Report& r);
+    /// The point at `p` (kept, or taken now: the live set rolled back to it), whose last event was at `t`.
+    void keep_point(const Report& r, size_t p, int64_t t);
+    PointSnapshot live_at(const Report& r, size_t p, int64_t t) const;
+    /// Works out the breakdowns of the points whose live set is kept (`all`: those of interposition
+    /// mode whose moment is not settled too; else all but the newest `unsettled_kept` of those).
+    void work_out(const Report& r, bool all, size_t unsettled_kept = SIZE_MAX);
+
+    const StepRowsObserver& rows_;
+    const TensorTagObserver& tags_;
+    BreakdownOptions options_;
+    WalkRef walk_;
+    size_t rows_seen_ = 0;
+    int64_t last_t_ = 0;
+    size_t tensors_read_ = 0;                           // the T records read (the order of the next one)
+    size_t blocks_read_ = 0;                            // the A records read
+    std::array<std::pair<size_t, int64_t>, 2> best_{};  // the open step's peak per series, after the last event
+    std::deque<Change> log_;                            // the live set's changes since the earliest open peak
+    size_t held_ = 0;                                   // items in the live sets kept
+    std::map<size_t, Point> points_;
+    std::map<size_t, FoldedStepEnd> ends_;
+    // Before the event being told: the liveness of the item it names.
+    bool was_live_ = false;
+    std::optional<size_t> handle_;
+    // Went on from a fold: where it stood, and the tensor blocks live there (their tags then).
+    size_t folded_at_ = 0;
+    std::unique_ptr<FoldCarried> carried_;
 };
 
 }  // namespace memguard::report

@@ -361,3 +361,114 @@ bool BackwardSweep::finish(Report& r) {
 }
 
 }  // namespace memguard::report
+
+namespace memguard::report {
+
+namespace {
+
+constexpr size_t kAllocValues = 7;
+
+}  // namespace
+
+void BackwardSweep::put(std::vector<int64_t>& v, const Alloc& a) {
+    v.insert(v.end(),
+             {a.t, a.tensor ? 1 : 0, fold_of(a.order), fold_of(a.tid), fold_of(a.size), a.stack_id, a.python_stack_id});
+}
+
+void BackwardSweep::fold_out(FoldWriter& w) const {
+    std::vector<int64_t> last;
+    if (last_) put(last, *last_);
+    w.figure("backward", {buffering_ ? 1 : 0, out_of_order_ ? 1 : 0, any_backward_ ? 1 : 0, rule_ ? 1 : 0,
+                          fold_of(rule_paths_), fold_of(opened_), last_ ? 1 : 0});
+    if (last_) w.figure("backward.last", last);
+    // The window in the order it is replayed (the earliest first): a run to take back.
+    std::vector<Alloc> window(run_.begin(), run_.end());
+    window.insert(window.end(), heap_.begin(), heap_.end());
+    std::stable_sort(window.begin(), window.end(), [](const Alloc& x, const Alloc& y) { return y > x; });
+    std::vector<int64_t> v;
+    for (size_t i = 0; i < window.size(); ++i) {
+        put(v, window[i]);
+        if (v.size() >= 20 * kAllocValues || i + 1 == window.size()) {
+            w.figure("backward.window", v);
+            v.clear();
+        }
+    }
+    std::vector<std::pair<uint32_t, bool>> stacks(backward_stacks_.begin(), backward_stacks_.end());
+    std::sort(stacks.begin(), stacks.end());
+    for (size_t i = 0; i < stacks.size(); i += 100) {
+        v.clear();
+        for (size_t j = i; j < std::min(stacks.size(), i + 100); ++j) {
+            v.push_back(stacks[j].first);
+            v.push_back(stacks[j].second ? 1 : 0);
+        }
+        w.figure("backward.stacks", v);
+    }
+    std::vector<uint64_t> threads(python_threads_.begin(), python_threads_.end());
+    std::sort(threads.begin(), threads.end());
+    for (size_t i = 0; i < threads.size(); i += 100) {
+        v.clear();
+        for (size_t j = i; j < std::min(threads.size(), i + 100); ++j) v.push_back(fold_of(threads[j]));
+        w.figure("backward.python_threads", v);
+    }
+    std::map<uint64_t, std::pair<uint64_t, uint32_t>> open(open_.begin(), open_.end());
+    for (const auto& [tid, call] : open) w.figure("backward.open", {fold_of(tid), fold_of(call.first), call.second});
+    for (const auto& [key, bytes] : bytes_) {
+        w.figure("backward.bytes", {std::get<0>(key), std::get<1>(key), fold_of(std::get<2>(key)), fold_of(bytes)});
+    }
+}
+
+void BackwardSweep::fold_in(const Report& r, const Fold& f) {
+    *this = BackwardSweep{};
+    bool found = false;
+    auto alloc_at = [](const Fold::Figure& x, size_t i) {
+        return Alloc{fold_value(x, i, INT64_MIN),
+                     fold_value(x, i + 1) != 0,
+                     static_cast<size_t>(fold_value(x, i + 2)),
+                     fold_u64(x, i + 3),
+                     fold_u64(x, i + 4),
+                     static_cast<uint32_t>(fold_value(x, i + 5)),
+                     static_cast<uint32_t>(fold_value(x, i + 6))};
+    };
+    bool has_last = false;
+    f.each("backward", [&](const Fold::Figure& x) {
+        found = true;
+        buffering_ = fold_value(x, 0) != 0;
+        out_of_order_ = fold_value(x, 1) != 0;
+        any_backward_ = fold_value(x, 2) != 0;
+        rule_paths_ = static_cast<size_t>(fold_value(x, 4));
+        if (fold_value(x, 3) != 0) {
+            // The rule as it was made: from the interpreter's directories known then.
+            if (rule_paths_ > r.python_paths.size()) throw BadFold("backward: more directories than the report has");
+            rule_.emplace(std::vector<PythonPath>(r.python_paths.begin(),
+                                                  r.python_paths.begin() + static_cast<ptrdiff_t>(rule_paths_)));
+        }
+        opened_ = fold_u64(x, 5);
+        has_last = fold_value(x, 6) != 0;
+    });
+    if (!found) throw BadFold("no figure 'backward'");
+    if (has_last) {
+        f.each("backward.last", [&](const Fold::Figure& x) { last_ = alloc_at(x, 0); });
+        if (!last_) throw BadFold("backward: its last allocation is missing");
+    }
+    f.each("backward.window", [&](const Fold::Figure& x) {
+        if (x.values.size() % kAllocValues != 0) throw BadFold("backward.window: a partial allocation");
+        for (size_t i = 0; i < x.values.size(); i += kAllocValues) run_.push_back(alloc_at(x, i));
+    });
+    f.each("backward.stacks", [&](const Fold::Figure& x) {
+        for (size_t i = 0; i + 1 < x.values.size(); i += 2) {
+            backward_stacks_[static_cast<uint32_t>(fold_value(x, i))] = fold_value(x, i + 1) != 0;
+        }
+    });
+    f.each("backward.python_threads", [&](const Fold::Figure& x) {
+        for (size_t i = 0; i < x.values.size(); ++i) python_threads_.insert(fold_u64(x, i));
+    });
+    f.each("backward.open", [&](const Fold::Figure& x) {
+        open_[fold_u64(x, 0)] = {fold_u64(x, 1), static_cast<uint32_t>(fold_value(x, 2))};
+    });
+    f.each("backward.bytes", [&](const Fold::Figure& x) {
+        bytes_[{static_cast<uint32_t>(fold_value(x, 0)), static_cast<uint32_t>(fold_value(x, 1)), fold_u64(x, 2)}] =
+            fold_u64(x, 3);
+    });
+}
+
+}  // namespace memguard::report

@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "report/fold.h"
 #include "report/report.h"
 
 namespace memguard::report {
@@ -96,6 +97,11 @@ public:
     void add(const Report& r, int64_t t, bool tensor, size_t order, uint64_t tid, uint64_t size, uint32_t stack_id,
              uint32_t python_stack_id);
     bool finish(Report& r);
+    /// A fold (report/fold.h) holds the sweep where it stands: the window's allocations not replayed
+    /// yet, the calls open, the bytes attributed so far and what was found of the stacks and threads.
+    void fold_out(FoldWriter& w) const;
+    /// Takes back what fold_out wrote, in place of what the sweep holds. Throws BadFold.
+    void fold_in(const Report& r, const Fold& f);
 
 private:
     struct Alloc {
@@ -112,6 +118,7 @@ private:
         }
     };
     void replay(const Report& r, const Alloc& a);
+    static void put(std::vector<int64_t>& v, const Alloc& a);
     bool in_backward(const Report& r, uint32_t python_stack_id);
 
     // The window: the allocations that came in order (each after the one before) in `run_`, the

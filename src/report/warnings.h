@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "report/fold.h"
+
 namespace memguard::report {
 
 class Warnings {
@@ -15,6 +17,12 @@ public:
     void add_first(std::string message) { first_.push_back(std::move(message)); }
     /// The remarks, in order of first appearance: "message" or "message (and N more like it)".
     std::vector<std::string> finish() const;
+    /// A fold (report/fold.h) holds the remarks so far (figures `reader.warning`): a reader that takes
+    /// it has the remarks of the detail it covers, not those of the spine read without that detail.
+    void fold_out(FoldWriter& w) const;
+    /// Takes back what fold_out wrote, in place of what it holds but its remarks of class `keep`
+    /// (the reader's about the folds themselves). Throws BadFold.
+    void fold_in(const Fold& f, const std::string& keep);
 
 private:
     struct Entry {

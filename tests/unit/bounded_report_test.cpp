@@ -22,10 +22,16 @@
 #include <vector>
 
 #include "../report/test_util.h"
+#include "report/categories.h"
 #include "report/detail_parts.h"
 #include "report/fold.h"
+#include "report/oom.h"
 #include "report/report.h"
+#include "report/steps.h"
 #include "report/stream.h"
+#include "report/stream_oom.h"
+#include "report/stream_phases.h"
+#include "report/stream_steps.h"
 #include "report/transcode.h"
 #include "track/file_io.h"
 #include "track/recorder.h"
@@ -88,10 +94,15 @@ struct Options {
     uint64_t limit = 0, part_size = 0;  // 0: unbounded
     int pairs = 20000;
     int flush_every = 997;
+    int step_every = 700, phase_every = 1000;  // pairs
     /// At each flush, with the report's path: a fold made there (the follower's work, in step).
     std::function<void(const std::string&)> at_flush;
     int pause_ms = 0;     // after each flush: time for a follower
     bool follow = false;  // the writer starts its follower (memguard compact --follow: MEMGUARD_FOLD=1)
+    /// And the records whose figures a fold must keep: step moments that tag live blocks (some
+    /// allocated long before), collections with frees in them (allocator mode), out-of-memory
+    /// failures, failed frees (R) and marks.
+    bool rich = false;
 };
 
 /// One recorder writing a real report: a churn over a live set that grows and shrinks, with new
@@ -159,11 +170,15 @@ struct RecordedRun {
                 live[k] = live.back();
                 live.pop_back();
             }
-            if (i % 1000 == 0) {
+            if (i % o.phase_every == 0) {
                 if (phase != 0) recorder->record_phase_end(phase);
-                phase = recorder->record_phase_begin(format::PhaseSource::Api, "phase " + std::to_string(i / 1000));
+                phase = recorder->record_phase_begin(format::PhaseSource::Api,
+                                                     "phase " + std::to_string(i / o.phase_every));
             }
-            if (i % 700 == 699) recorder->record_step(static_cast<uint32_t>(i / 700 + 1), format::StepSource::Api, "");
+            if (i % o.step_every == o.step_every - 1) {
+                recorder->record_step(static_cast<uint32_t>(i / o.step_every + 1), format::StepSource::Api, "");
+            }
+            if (o.rich) rich_records(o, i, t, rng, live, ips);
             if (i % o.flush_every == 0) {
                 recorder->flush();
                 if (o.at_flush) o.at_flush(dir_ + "/r.mgr");
@@ -178,6 +193,64 @@ struct RecordedRun {
         path = dir_ + "/r.mgr";
         for (const auto& f : files_in(dir_)) on_disk += f.second;
         largest_on_disk = std::max(largest_on_disk, on_disk);
+    }
+    void rich_records(const Options& o, int i, int64_t& t, std::mt19937_64& rng, std::vector<uintptr_t>& live,
+                      uintptr_t* ips) {
+        if (i % o.step_every == o.step_every - 1 && !live.empty()) {
+            // A step moment: tags on a few live blocks, in a category that depends on the block.
+            const uint32_t m = recorder->record_moment_begin(format::MomentReason::Step,
+                                                             static_cast<uint32_t>(i / o.step_every + 1));
+            uint64_t tags = 0;
+            for (int k = 0; k < 6; ++k) {
+                format::rec::TensorTag g;
+                g.moment = m;
+                g.addr = live[rng() % live.size()];
+                g.size = 512;
+                g.category = static_cast<format::Category>((g.addr >> 21) % 6);
+                recorder->record_tensor_tag(g);
+                ++tags;
+            }
+            recorder->record_moment_end(m, tags, 0, true);
+        }
+        if (i % 450 == 449) {
+            // A collection: in allocator mode it frees two tensor blocks first.
+            int64_t freed = -1;
+            if (o.allocator_mode && live.size() > 2) {
+                freed = 0;
+                for (int k = 0; k < 2; ++k) {
+                    const size_t at = rng() % live.size();
+                    recorder->record_block_free(live[at], true);
+                    freed += 512;
+                    live[at] = live.back();
+                    live.pop_back();
+                }
+            }
+            Recorder::Collection c{};
+            c.generation = static_cast<int>(i / 450) % 3;
+            c.duration_ns = 1000;
+            c.cuda_bytes_freed = freed;
+            c.mark_age_ns = -1;
+            recorder->record_collection(c);
+        }
+        if (i % 2500 == 2499) {  // an out-of-memory, after the allocations before it
+            clock.set(t += 5);
+            if (o.allocator_mode) {
+                Recorder::AllocatorOom oom;
+                oom.requested = oom.rounded = uint64_t{1} << 36;
+                recorder->record_allocator_oom(oom);
+            } else {
+                unwinder.set_frames({0x10001000, 0x10004000});
+                const int n = recorder->capture_stack(ips);
+                recorder->record_alloc_failed(Api::cudaMalloc, Kind::Device, uint64_t{1} << 36, 0, {}, ips, n, 2);
+            }
+        }
+        if (i % 1300 == 1299 && !o.allocator_mode && !live.empty()) {  // a free that failed: live again
+            const uintptr_t addr = live[rng() % live.size()];
+            if (std::optional<LiveBlock> b = recorder->record_free(Api::cudaFree, addr, {})) {
+                recorder->record_free_failed(addr, *b, 1);
+            }
+        }
+        if (i % 1100 == 0) recorder->record_mark(format::PhaseSource::Api, "mark");
     }
     ~RecordedRun() {
         for (const auto& f : files_in(dir_)) std::remove((dir_ + "/" + f.first).c_str());
@@ -354,6 +427,183 @@ std::string figures_of(const std::string& path) {
     return out.str();
 }
 
+/// A breakdown as `steps` shows it (and its blocks).
+void print_breakdown(std::ostream& out, const report::Breakdown& b) {
+    out << " total " << b.total << " t " << b.t << ":";
+    for (const report::CategoryPart& p : b.parts) {
+        out << " " << report::part_label(p) << "=" << p.bytes << "/" << p.estimated_bytes << "/" << p.blocks;
+    }
+    out << "\n";
+}
+
+void print_table(std::ostream& out, const report::SiteTable& t) {
+    out << " table " << t.total_bytes << " " << t.total_blocks << " " << t.total_handles << " " << t.total_requested;
+    for (const report::Site& s : t.sites) out << " " << s.stack_id << "/" << s.python_stack_id << "=" << s.bytes;
+    out << "\n";
+}
+
+/// What a streamed read gives every command that answers for the whole run besides `summary` and
+/// `top --at peak` (figures_of): the phases and marks (`phases`, `diff`), the steps' rows and, from
+/// a second pass as `steps` makes it, the categories at each step's peak, the site tables at the
+/// growth's ends and what became of it (`fate`: apart, as a fold may not know it), the OOMs with
+/// their figures and live sets (`oom`, `summary`), the collections' frees (`cycles`), the backward
+/// attributions and the warnings.
+std::string more_figures_of(const std::string& path, std::string& fate) {
+    std::ostringstream out, fates;
+    report::PhaseObserver phases;
+    report::StepRowsObserver rows;
+    report::TensorTagObserver tags;
+    report::OomObserver ooms(true);
+    report::CollectionFreesObserver frees;
+    report::Observers all({&phases, &rows, &tags, &ooms, &frees});
+    const report::Report r = report::stream_report(path, all);
+    for (report::Series series : {report::Series::Gpu, report::Series::Tensors}) {
+        for (const report::PhaseStats& x : phases.stats(series)) {
+            out << "phase " << x.index << " " << x.depth << " " << x.parent.value_or(0) << " " << x.occurrence << " "
+                << x.entry_bytes << " " << x.peak_bytes << " " << x.peak_t << " " << x.peak_events << " "
+                << x.exit_bytes << " " << x.t_end << "\n";
+        }
+        for (uint64_t m : phases.mark_levels(series)) out << "mark " << m << "\n";
+        for (const report::StepRow& x : rows.rows(series)) {
+            out << "step " << x.index << " " << x.t_begin << " " << x.t_end << " " << x.events_begin << " "
+                << x.events_end << " " << x.entry_bytes << " " << x.peak_bytes << " " << x.peak_events << " "
+                << x.peak_t << " " << x.exit_bytes << "\n";
+        }
+    }
+    const std::optional<std::vector<report::OomEvent>> events = ooms.ooms(r);
+    out << "ooms " << (events ? std::to_string(events->size()) : "not kept") << "\n";
+    for (const report::OomEvent& e : events.value_or(std::vector<report::OomEvent>{})) {
+        out << "oom " << e.t << " " << e.device << " " << e.events_before << " " << e.recovered << " " << e.request();
+        if (!e.recovered) {
+            const report::OomFigures f = ooms.figures(r, e);
+            out << " this " << f.this_process << " step " << f.step.value_or(0) << " phases " << f.open_phases.size();
+            report::LiveSet live;
+            int64_t last_t = 0;
+            const report::Report point = ooms.point_report(r, e, live, last_t);
+            out << " live " << live.blocks.size() << "+" << live.tensors.size() << " at " << last_t;
+            for (const report::Block& b : point.blocks) out << " " << b.addr << ":" << b.order;
+            for (const report::Tensor& x : point.tensors) out << " " << x.addr << ":" << x.order;
+        }
+        out << "\n";
+    }
+    const report::CollectionFrees collected = frees.take();
+    out << "collections " << collected.by_site.size() << " unattributed " << collected.unattributed << "\n";
+    for (size_t i = 0; i < collected.by_site.size(); ++i) {
+        for (const auto& [key, site] : collected.by_site[i]) {
+            out << "collected " << i << " " << key.first << "/" << key.second << " " << site.bytes << " " << site.blocks
+                << "\n";
+        }
+    }
+    out << "backward " << r.backward_pending << " " << r.backward_sites.size() << "\n";
+    for (std::string w : r.warnings) {
+        if (w.find("detail folded") != std::string::npos) continue;
+        for (size_t at; (at = w.find(path)) != std::string::npos;) w.replace(at, path.size(), "REPORT");
+        out << "warning " << w << "\n";
+    }
+    // The second pass of `steps`, in both series.
+    const std::unordered_map<size_t, report::Category> tag_map = tags.take();
+    for (report::Series series : {report::Series::Gpu, report::Series::Tensors}) {
+        const std::vector<report::StepRow>& rs = rows.rows(series);
+        std::vector<uint64_t> ends;
+        for (const report::StepRow& x : rs) ends.push_back(x.exit_bytes);
+        const std::optional<report::Growth> growth = report::find_growth(ends);
+        std::vector<size_t> points;
+        for (const report::StepRow& x : rs) points.push_back(x.peak_events);
+        if (growth) points.insert(points.end(), {rs[growth->first].events_end, rs[growth->last].events_end});
+        report::BreakdownOptions options;
+        options.max_sites = 0;
+        report::PointBreakdowns breakdowns(r, options, &tag_map);
+        report::StepPointsObserver second(report::plan_points(r, rs, growth, series, points), breakdowns);
+        report::stream_report(path, second);
+        for (size_t p : points) {
+            out << "at " << p;
+            print_breakdown(out, second.at(p));
+        }
+        if (!growth) continue;
+        out << "growth " << growth->first << " " << growth->last;
+        print_table(out, second.from_table());
+        print_table(out, second.to_table());
+        if (second.growth_folded()) {
+            fates << "not known\n";
+            continue;
+        }
+        const report::GrowthFate f = report::growth_fate(r, rs, *growth, series, 5, second.take_items());
+        fates << "fate " << f.growth_bytes << " " << f.collected_bytes << " " << f.released_bytes << " " << f.held_bytes
+              << " " << f.held_tested_bytes << " " << f.collections.size() << " " << f.held_sites.size() << "\n";
+    }
+    fate = fates.str();
+    return out.str();
+}
+
+/// The files of `from` (a directory) copied into a new one; its path.
+std::string copy_dir(const std::string& from) {
+    char dir[] = "/tmp/mg-folded-XXXXXX";
+    EXPECT_NE(mkdtemp(dir), nullptr);
+    for (const auto& f : files_in(from)) {
+        std::ifstream in(from + "/" + f.first, std::ios::binary);
+        std::ofstream out(std::string(dir) + "/" + f.first, std::ios::binary);
+        out << in.rdbuf();
+    }
+    return dir;
+}
+
+void remove_dir(const std::string& dir) {
+    for (const auto& f : files_in(dir)) std::remove((dir + "/" + f.first).c_str());
+    rmdir(dir.c_str());
+}
+
+void remove_parts_through(const std::string& spine, unsigned k) {
+    for (unsigned n = 1; n <= k; ++n) {
+        char name[32];
+        std::snprintf(name, sizeof name, ".part-%06u", n);
+        std::remove((spine + name).c_str());
+    }
+}
+
+TEST_P(Bounded, FoldedEveryCommandsFiguresAreTheWholeRunsWhereverTheFoldStands) {
+    Options o;
+    o.encoding = GetParam().encoding;
+    o.allocator_mode = GetParam().allocator_mode;
+    o.rich = true;
+    o.limit = uint64_t{1} << 30;
+    o.part_size = 16 << 10;
+    RecordedRun split(o);
+    const unsigned parts = static_cast<unsigned>(split.parts());
+    ASSERT_GE(parts, 6u);
+    std::string fate;
+    const std::string whole = figures_of(split.path) + more_figures_of(split.path, fate);
+    // What the run holds, so that each observer's fold is put to the test.
+    for (const char* needle : {"phase ", "mark ", "step ", "oom ", "collections ", "growth "}) {
+        EXPECT_NE(whole.find(needle), std::string::npos) << needle;
+    }
+    if (o.allocator_mode) EXPECT_NE(whole.find("collected "), std::string::npos);
+    EXPECT_NE(fate.find("fate "), std::string::npos) << fate;
+    std::vector<unsigned> at{1, 2, parts / 3, parts / 2, 2 * parts / 3, parts - 2, parts - 1};
+    std::sort(at.begin(), at.end());
+    at.erase(std::unique(at.begin(), at.end()), at.end());
+    for (unsigned k : at) {
+        const std::string dir = copy_dir(split.dir_);
+        const std::string spine = dir + "/r.mgr";
+        ASSERT_TRUE(report::compact_report(spine, k).wrote);
+        remove_parts_through(spine, k);
+        std::string folded_fate;
+        EXPECT_EQ(figures_of(spine) + more_figures_of(spine, folded_fate), whole) << "folded through part " << k;
+        // What became of a growth is known unless its last step end is folded (docs/bounded-reports.md).
+        if (folded_fate.find("not known") == std::string::npos) EXPECT_EQ(folded_fate, fate) << k;
+        remove_dir(dir);
+    }
+    // A fold that goes on from another (as `compact --follow` makes them), the parts each covers gone.
+    const std::string dir = copy_dir(split.dir_);
+    const std::string spine = dir + "/r.mgr";
+    for (unsigned k : {parts / 3, 2 * parts / 3, parts - 1}) {
+        ASSERT_TRUE(report::compact_report(spine, k).wrote) << k;
+        remove_parts_through(spine, k);
+        std::string folded_fate;
+        EXPECT_EQ(figures_of(spine) + more_figures_of(spine, folded_fate), whole) << "folded on through part " << k;
+    }
+    remove_dir(dir);
+}
+
 TEST_P(Bounded, FoldedItsFiguresAndPeaksAreTheWholeRunsWithItsPartsThereOrGone) {
     Options o;
     o.encoding = GetParam().encoding;
@@ -459,10 +709,16 @@ TEST_P(Bounded, FoldedAsItGoesItsDeletedPartsKeepTheirFiguresAndTheFoldCountsInT
     Options o;
     o.encoding = GetParam().encoding;
     o.allocator_mode = GetParam().allocator_mode;
-    o.pairs = o.encoding == ReportEncoding::Binary ? 150000 : 60000;  // 1.4 MB and 3.3 MB
+    o.pairs = o.encoding == ReportEncoding::Binary ? 300000 : 60000;  // 2.8 MB and 3.3 MB
     o.flush_every = 100;
+    // The fold holds each step's and each phase's figures (about 600 bytes a step) and, in
+    // interposition mode (no moments here), the live sets of about 330 blocks at the newest points
+    // waiting for their step moment (StepPointsFolder::kUnsettledKept): about 150 KB with fewer
+    // steps than the others' churn, which the limit holds beside the spine and the parts.
+    o.step_every = 5000;
+    o.phase_every = 7000;
     RecordedRun whole(o);
-    o.limit = 256 << 10;
+    o.limit = 512 << 10;
     o.part_size = 16 << 10;
     o.at_flush = fold_as_it_goes;
     RecordedRun bounded(o);
@@ -589,10 +845,12 @@ std::string without_detail(const std::string& out) {
 TEST(BoundedReport, ItsFollowerFoldsThePartsAsTheyCloseAndTheCommandsAnswerAsForTheWholeRun) {
     Options o;
     o.encoding = ReportEncoding::Text;
-    o.pairs = 40000;  // 2.1 MB
+    o.pairs = 70000;  // 3.7 MB
     o.flush_every = 500;
+    o.step_every = 5000;  // so that the fold fits (FoldedAsItGoes... says why)
+    o.phase_every = 7000;
     RecordedRun whole(o);
-    o.limit = 512 << 10;  // parts of 64 KiB, about 5 of them closed
+    o.limit = 1 << 20;  // parts of 128 KiB, about 5 of them closed; the fold up to about 150 KB
     o.follow = true;
     o.pause_ms = 100;  // about 27 KiB of detail a flush: the follower has two seconds or so for each part
     RecordedRun bounded(o);

@@ -172,7 +172,12 @@ std::optional<StepsView> analyse_streamed(ReportInput& in, const Args& args, std
     at_points.reserve(points.size());
     for (size_t p : points) at_points.push_back(second.at(p));
     report::GrowthFate fate;
-    if (v.growth) fate = report::growth_fate(r, v.rows, *v.growth, v.series, kGrowthSites, second.take_items());
+    if (v.growth && second.growth_folded()) {
+        fate.exact = v.series == report::Series::Tensors;
+        fate.folded = true;
+    } else if (v.growth) {
+        fate = report::growth_fate(r, v.rows, *v.growth, v.series, kGrowthSites, second.take_items());
+    }
     finish(r, args, v, std::move(at_points), second.from_table(), second.to_table(), std::move(fate));
     out = std::move(r);
     return v;
@@ -263,8 +268,14 @@ void print_fate_collections(const report::Report& r, const report::GrowthFate& f
 /// What became of the growth, and what to do about each part (docs/steps.md).
 void print_fate(const report::Report& r, const StepsView& v) {
     const report::GrowthFate& f = v.fate;
-    if (f.growth_bytes == 0) return;
     const report::Growth& g = *v.growth;
+    if (f.folded) {
+        print("  What became of it: not known: the detail up to the end of step %u is folded into figures\n"
+              "    (memguard compact), which keep no block of the growth\n",
+              step_number(r, v, g.last));
+        return;
+    }
+    if (f.growth_bytes == 0) return;
     const uint32_t first = step_number(r, v, g.first);
     const uint32_t final_step = step_number(r, v, v.rows.size() - 1);
     const std::string growth = human_bytes(f.growth_bytes);
@@ -438,6 +449,7 @@ void json_fate(report::JsonWriter& j, const report::Report& r, const StepsView& 
     const report::GrowthFate& f = v.fate;
     j.begin_object();
     j.key("exact").value(f.exact);
+    j.key("folded").value(f.folded);
     j.key("growth_bytes").value(f.growth_bytes);
     j.key("collected_bytes").value(f.collected_bytes);
     j.key("released_bytes").value(f.released_bytes);
