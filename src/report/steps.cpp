@@ -89,6 +89,47 @@ std::optional<Growth> find_growth(const std::vector<uint64_t>& live_at_end, cons
     return best;
 }
 
+std::vector<size_t> growth_candidates(const std::vector<uint64_t>& live_at_end, const GrowthRule& rule) {
+    const size_t n = live_at_end.size();
+    const size_t min_steps = std::max<size_t>(rule.min_steps, 2);
+    std::vector<size_t> out;
+    if (n < rule.warmup + min_steps + 1) {
+        // The warm-up is not settled yet (warmup_steps grows with the ends up to rule.warmup).
+        for (size_t i = 0; i < n; ++i) out.push_back(i);
+        return out;
+    }
+    // As find_growth: maximal runs from the warm-up on, trimmed to the ends that rose. A run that a
+    // drop closed keeps its ends for good; of those only the best can win (a later run must be
+    // longer). The open run (the last) may go on: its first rising end stays, its last may move on.
+    std::optional<Growth> best;
+    size_t start = warmup_steps(n, rule);
+    while (start < n) {
+        size_t end = start;
+        while (end + 1 < n) {
+            const long double prev = static_cast<long double>(live_at_end[end]);
+            if (static_cast<long double>(live_at_end[end + 1]) < prev - prev * rule.max_drop) break;
+            ++end;
+        }
+        size_t a = start, b = end;
+        while (a < b && live_at_end[a + 1] <= live_at_end[a]) ++a;
+        while (b > a && live_at_end[b] <= live_at_end[b - 1]) --b;
+        if (end + 1 == n) {
+            out.insert(out.end(), {a, b, n - 1});
+            break;
+        }
+        if (b - a + 1 >= min_steps && live_at_end[b] > live_at_end[a] &&
+            slope(live_at_end, a, b) >= static_cast<double>(rule.min_per_step) &&
+            (!best || b - a > best->last - best->first)) {
+            best = Growth{a, b, live_at_end[a], live_at_end[b], 0};
+        }
+        start = end + 1;
+    }
+    if (best) out.insert(out.end(), {best->first, best->last});
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
 LiveSet live_after(const Report& r, size_t events_applied) {
     LiveSet out;
     LevelWalk walk(r);

@@ -60,6 +60,12 @@ size_t warmup_steps(size_t n, const GrowthRule& rule);
 /// longest when several qualify. Empty when there is none.
 std::optional<Growth> find_growth(const std::vector<uint64_t>& live_at_end, const GrowthRule& rule = {});
 
+/// The step ends (positions in `live_at_end`) that find_growth over `live_at_end` with any step ends
+/// appended may take as a growth's first or last: the ends of the best run among those a later end
+/// cannot extend, the first and the last rising end of the run that is still open, and the last end
+/// (every end while the warm-up may still change). What a fold keeps the site tables of.
+std::vector<size_t> growth_candidates(const std::vector<uint64_t>& live_at_end, const GrowthRule& rule = {});
+
 /// The least-squares slope of `v` against 0, 1, 2, ... over [first, last] (0 for one point).
 double slope(const std::vector<uint64_t>& v, size_t first, size_t last);
 

@@ -940,12 +940,22 @@ void StepPointsFolder::fold_out(const Report& r, FoldWriter& w) {
             if (p < folded_at_ && pt.breakdown) carried_->retag(*pt.breakdown, p, pt.tensors, pb, tags_.tags());
         }
     }
-    // The points a later read may ask for: the steps' peaks and ends, the open step's peaks.
-    std::set<size_t> wanted;
+    // The points a later read may ask for: the steps' peaks, the open step's peaks, and the step ends
+    // that may still be a growth's first or last (growth_candidates: `steps` asks for the categories
+    // and the site tables at those two ends only), in either series.
+    std::set<size_t> wanted, ends;
     for (Series s : {Series::Gpu, Series::Tensors}) {
-        for (const StepRow& row : rows_.rows(s)) wanted.insert({row.peak_events, row.events_end});
+        const std::vector<StepRow>& rows = rows_.rows(s);
+        std::vector<uint64_t> live_at_end;
+        live_at_end.reserve(rows.size());
+        for (const StepRow& row : rows) {
+            wanted.insert(row.peak_events);
+            live_at_end.push_back(row.exit_bytes);
+        }
+        for (size_t i : growth_candidates(live_at_end)) ends.insert(rows[i].events_end);
         wanted.insert(rows_.open_peak(s));
     }
+    wanted.insert(ends.begin(), ends.end());
     for (auto it = points_.begin(); it != points_.end();) {
         if (wanted.count(it->first) != 0) {
             ++it;
@@ -954,6 +964,7 @@ void StepPointsFolder::fold_out(const Report& r, FoldWriter& w) {
         held_ -= std::min(held_, it->second.items);
         it = points_.erase(it);
     }
+    for (auto it = ends_.begin(); it != ends_.end();) it = ends.count(it->first) != 0 ? std::next(it) : ends_.erase(it);
     w.figure("stepfold", {fold_of(rows_seen_), last_t_, fold_of(tensors_read_), fold_of(blocks_read_)});
     for (const auto& [p, pt] : points_) {
         if (pt.breakdown) {

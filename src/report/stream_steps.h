@@ -141,8 +141,9 @@ struct FoldedStepEnd {
 /// The folder's side of StepPointsObserver (report/fold.h; docs/bounded-reports.md, "The folded
 /// figures"): a fold stands before the steps' second pass knows its plan, so it holds what that pass
 /// could ask of the stretch it covers: the breakdown (categories, as `steps` asks for them: no sites)
-/// at each step's peak in both series and at each step end, with the site tables of both series and
-/// the tensor blocks read (Tensor::order) at each step end; and the same for the peaks the step not
+/// at each step's peak in both series and at each step end that may still be a growth's first or
+/// last (growth_candidates, in either series), with the site tables of both series and the tensor
+/// blocks read (Tensor::order) at those ends; and the same for the peaks the step not
 /// ended yet has reached. The live set at a peak, known only once the step ends, is rolled back from
 /// the live set at the step's end through the changes since the peak (kept while the step runs). A
 /// breakdown is worked out when the fold is written (the tags of moments up to it count), or earlier

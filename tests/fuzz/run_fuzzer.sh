@@ -27,7 +27,19 @@ fi
 # KiB is far more than any report's live set needs (ASan's own overhead included).
 # The progress lines of each new input are left out; everything else (a finding's report, the
 # final figures) is printed.
+set +e
 "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -dict="$here/dict/report.dict" -artifact_prefix="$findings/" "$@" "$work" "$corpus" 2>&1 |
     grep -v -E '^#[0-9]+[[:space:]]+(NEW|REDUCE)[[:space:]]|^[[:space:]]+NEW_FUNC|# Uses: '
-exit "${PIPESTATUS[0]}"
+status=${PIPESTATUS[0]}
+set -e
+# A finding made on a machine that keeps nothing (CI) is lost with it: its input (a few KiB at most)
+# goes to the log too, to replay with `base64 -d > FILE && FUZZER FILE`.
+if [ "$status" -ne 0 ]; then
+    for f in "$findings"/*; do
+        if [ -f "$f" ] && [ "$f" -nt "$work" ]; then
+            echo "run_fuzzer: $(basename "$f"), base64: $(base64 -w0 "$f")"
+        fi
+    done
+fi
+exit "$status"

@@ -294,5 +294,41 @@ TEST(StreamSteps, RankSummaryIsTheSameBothWays) {
     std::system(("rm -rf '" + dir + "'").c_str());
 }
 
+/// A fold keeps the site tables of growth_candidates' step ends only: whatever ends come after, the
+/// growth found over them all begins and ends at a candidate (or after the fold's ends).
+TEST(StreamSteps, AGrowthFoundLaterBeginsAndEndsAtACandidateOfAnyEarlierPrefix) {
+    std::mt19937_64 rng(7);
+    const uint64_t MiB = 1 << 20;
+    size_t growths = 0, dropped = 0;
+    for (int trial = 0; trial < 3000; ++trial) {
+        // Live bytes at step ends: plateaus, rises, small dips and drops, as training loops make.
+        std::vector<uint64_t> ends;
+        uint64_t level = 100 * MiB;
+        const size_t n = 1 + rng() % 40;
+        for (size_t i = 0; i < n; ++i) {
+            switch (rng() % 6) {
+            case 0: level += (1 + rng() % 4) * MiB; break;
+            case 1: level -= std::min(level, (rng() % 3) * MiB / 4); break;    // within max_drop, or not
+            case 2: level -= std::min(level / 2, (5 + rng() % 20) * MiB); break;  // a drop
+            default: break;                                                     // a plateau
+            }
+            ends.push_back(level);
+        }
+        const std::optional<Growth> g = find_growth(ends);
+        if (g) ++growths;
+        for (size_t k = 1; k <= n; ++k) {
+            const std::vector<uint64_t> prefix(ends.begin(), ends.begin() + static_cast<long>(k));
+            const std::vector<size_t> c = growth_candidates(prefix);
+            dropped += k - c.size();
+            if (!g) continue;
+            for (size_t i : {g->first, g->last}) {
+                if (i < k) EXPECT_TRUE(std::binary_search(c.begin(), c.end(), i)) << "trial " << trial << " end " << i << " of prefix " << k;
+            }
+        }
+    }
+    EXPECT_GT(growths, 300u);
+    EXPECT_GT(dropped, 10000u) << "the candidates leave most ends out";
+}
+
 }  // namespace
 }  // namespace memguard::report

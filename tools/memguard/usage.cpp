@@ -641,10 +641,13 @@ const char* const kCompact = R"(usage: memguard compact FILE [--through N | --fo
 
 Folds the detail parts of a bounded report (MEMGUARD_MAX_REPORT_SIZE: FILE.part-000001, ...)
 into figures: reads the report up to where part N + 1 begins and writes what the readers hold
-there (the run's counts, its peaks and the live set at them) to FILE.fold-N (through a temporary
-file renamed into place), removing older folds. A reader that finds the fold reads it instead of
-parts 1 to N, so the writer may delete them and `summary` and `top --at peak` still answer for the
-whole run (docs/bounded-reports.md). Folds go on from the newest fold there.
+there (the run's counts, its peaks and the live set at them, each phase's and step's figures, the
+categories at the step peaks, OOMs and collections) to FILE.fold-N (through a temporary file
+renamed into place), removing older folds. A reader that finds the fold reads it instead of parts
+1 to N, so the writer may delete them and `summary`, `top --at peak`, `top --by category`,
+`phases`, `steps`, `oom`, `cycles`, `diff` and `merge` still answer for the whole run; `top --at
+T` and `plot` before the fold's point, `export` and `graphs` answer from the detail there is
+(docs/bounded-reports.md, "What a fold does not keep"). Folds go on from the newest fold there.
 
 With --follow it goes on while the run writes the report: every few hundred milliseconds it folds
 through part N once part N + 2 is there (part N + 1 is then whole, and the report's spine holds
