@@ -38,6 +38,7 @@ public:
                 if (parts_->chunk_full()) parts_->drain(*part_predictions_, out_, r.t);
                 return;
             }
+            if constexpr (std::is_same_v<R, format::rec::Restore>) parts_->restore(r.addr);
             parts_->before_spine(out_);
         }
         if (predictions_ == nullptr) {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "common/config.h"
 #include "format/encode.h"
@@ -374,9 +375,11 @@ private:
     /// encoded here (the packed T and t records by their formatters, track/records_tensors.cpp).
     /// In a binary report the hook formats nothing for the records of every allocation and free
     /// (A, F): it packs them, and the writer thread encodes them in file order (track/packed.h).
+    /// An R (a failed free) goes packed too: a bounded report's writer puts its block back in the
+    /// live set the next detail part carries (ReportParts::restore).
     template <class R>
     __attribute__((always_inline)) void emit(const R& r) noexcept {
-        if constexpr (format::is_predicted<R>()) {
+        if constexpr (format::is_predicted<R>() || std::is_same_v<R, format::rec::Restore>) {
             if (writer_.packs()) {
                 if (file_sink_) {
                     file_sink_->ReportWriter::append_packed(&format_packed<R>, &r, sizeof r);

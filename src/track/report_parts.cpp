@@ -37,6 +37,15 @@ bool ReportParts::open(const std::string& spine_path, int spine_fd, std::string_
     return !failed_;
 }
 
+void ReportParts::restore(uint64_t addr) {
+    for (auto it = recently_freed_.rbegin(); it != recently_freed_.rend(); ++it) {
+        if (it->addr != addr) continue;
+        blocks_[addr] = *it;
+        recently_freed_.erase(std::next(it).base());
+        return;
+    }
+}
+
 bool ReportParts::start_part(unsigned n, format::binary::Predictions& predictions) {
     const std::string path = part_path(n);
     // As the spine: created exclusively, never through a link or in place of a file.

@@ -86,9 +86,13 @@ public:
     unsigned fold() const noexcept { return fold_; }
     uint64_t fold_bytes() const noexcept { return fold_bytes_; }
     size_t live_blocks() const noexcept { return blocks_.size() + tensors_.size(); }
+    /// An `R` (a free that failed: the block is live again) for `addr`, freed among the last
+    /// kRecentFrees frees: the block is in the live set the next part carries again.
+    void restore(uint64_t addr);
 
 private:
     static constexpr size_t kChunk = 64 << 10;
+    static constexpr size_t kRecentFrees = 256;  // the recorder writes an R right after its F
     struct LiveTensor {
         format::rec::TensorAlloc r;
         char pool[64];  // "first.second": two 64-bit numbers and a dot fit
@@ -134,6 +138,7 @@ private:
     std::string chunk_;
     format::Frame values_, frame_;
     std::unordered_map<uint64_t, format::rec::Alloc> blocks_;
+    std::deque<format::rec::Alloc> recently_freed_;  // the blocks of the last kRecentFrees frees
     std::unordered_map<uint64_t, LiveTensor> tensors_;
 };
 
@@ -156,7 +161,11 @@ void ReportParts::detail(const R& r, format::binary::Predictions& predictions) {
     if constexpr (std::is_same_v<R, format::rec::Alloc>) {
         blocks_[r.addr] = r;
     } else if constexpr (std::is_same_v<R, format::rec::Free>) {
-        blocks_.erase(r.addr);
+        if (auto it = blocks_.find(r.addr); it != blocks_.end()) {
+            if (recently_freed_.size() == kRecentFrees) recently_freed_.pop_front();
+            recently_freed_.push_back(it->second);
+            blocks_.erase(it);
+        }
     } else if constexpr (std::is_same_v<R, format::rec::TensorAlloc>) {
         LiveTensor& x = tensors_[r.addr];
         x.r = r;

@@ -103,6 +103,7 @@ struct Options {
     /// allocated long before), collections with frees in them (allocator mode), out-of-memory
     /// failures, failed frees (R) and marks.
     bool rich = false;
+    bool keep_revived = false;  // with rich: a block a failed free left live stays live to the end
 };
 
 /// One recorder writing a real report: a churn over a live set that grows and shrinks, with new
@@ -248,6 +249,7 @@ struct RecordedRun {
             const uintptr_t addr = live[rng() % live.size()];
             if (std::optional<LiveBlock> b = recorder->record_free(Api::cudaFree, addr, {})) {
                 recorder->record_free_failed(addr, *b, 1);
+                if (o.keep_revived) live.erase(std::find(live.begin(), live.end(), addr));
             }
         }
         if (i % 1100 == 0) recorder->record_mark(format::PhaseSource::Api, "mark");
@@ -883,6 +885,29 @@ TEST(BoundedReport, ItsFollowerFoldsThePartsAsTheyCloseAndTheCommandsAnswerAsFor
     }
 }
 #endif
+
+TEST(BoundedReport, ABlockAFailedFreeLeftLiveIsInTheLiveSetLaterPartsCarry) {
+    Options o;
+    o.rich = true;
+    o.keep_revived = true;
+    o.limit = uint64_t{1} << 30;
+    o.part_size = 16 << 10;
+    RecordedRun split(o);
+    const unsigned parts = static_cast<unsigned>(split.parts());
+    ASSERT_GE(parts, 6u);
+    const std::string whole = figures_of(split.path);
+    ASSERT_NE(whole.find("failed_frees 1"), std::string::npos) << whole.substr(0, 200);
+    // The parts before the newest two deleted without a fold: the live set at exit is what the
+    // next part carries and what came after, the revived blocks among it.
+    const std::string dir = copy_dir(split.dir_);
+    remove_parts_through(dir + "/r.mgr", parts - 2);
+    const std::string cut = figures_of(dir + "/r.mgr");
+    const auto exit_line = [](const std::string& f) {
+        return f.substr(f.find("\nexit "), f.find('\n', f.find("\nexit ") + 1) - f.find("\nexit "));
+    };
+    EXPECT_EQ(exit_line(cut), exit_line(whole));
+    remove_dir(dir);
+}
 
 TEST(BoundedReport, ItsPartsGoneItSaysTheDetailIsMissing) {
     Options o;
