@@ -63,11 +63,13 @@ void DetailParts::skip_through(unsigned part, uint64_t position) {
     folded_below(position);
 }
 
-std::string DetailParts::part_path(unsigned n) const {
+std::string detail_part_path(const std::string& spine, unsigned n) {
     char suffix[32];
     std::snprintf(suffix, sizeof suffix, "%06u", n);
-    return spine_ + std::string(kPartSuffix) + suffix;
+    return spine + std::string(kPartSuffix) + suffix;
 }
+
+std::string DetailParts::part_path(unsigned n) const { return detail_part_path(spine_, n); }
 
 void DetailParts::close() {
     reader_.reset();

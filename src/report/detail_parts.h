@@ -28,6 +28,8 @@ namespace memguard::report {
 std::vector<unsigned> numbered_beside(const std::string& spine, std::string_view suffix);
 /// The numbers of the detail parts beside `spine` (`<spine>.part-<number>`), in order.
 std::vector<unsigned> detail_part_numbers(const std::string& spine);
+/// "<spine>.part-000003"
+std::string detail_part_path(const std::string& spine, unsigned n);
 
 class DetailParts {
 public:

@@ -409,7 +409,7 @@ private:
 
 }  // namespace
 
-CompactResult compact_report(const std::string& spine, std::optional<unsigned> through) {
+CompactResult compact_report(const std::string& spine, std::optional<unsigned> through, const MayWrite& may_write) {
     CompactResult out;
     const std::vector<unsigned> folds = find_folds(spine);
     const unsigned newest = folds.empty() ? 0 : folds.front();
@@ -445,6 +445,14 @@ CompactResult compact_report(const std::string& spine, std::optional<unsigned> t
     if (!folder.text()) {
         throw ReportError(spine + ": the read did not reach detail part " + std::to_string(target + 1) +
                           " (a part before it is missing or cut short?)");
+    }
+    if (may_write && !may_write(folder.text()->size(), target)) {
+        out.part = newest;
+        out.through = target;
+        out.unwritten = *folder.text();
+        out.message = spine + ": the fold through detail part " + std::to_string(target) + " (" +
+                      std::to_string(out.unwritten.size()) + " bytes) waits for room under the report's limit";
+        return out;
     }
     write_fold(spine, target, *folder.text());
     out.part = target;

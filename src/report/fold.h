@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <stdexcept>
@@ -156,11 +157,17 @@ struct CompactResult {
     unsigned part = 0;  // the fold now covers parts 1 .. part (0: there is no fold)
     bool wrote = false;
     std::string message;  // one line for the user
+    /// A fold made but not written (`may_write` said no): the fold through part `through`, for
+    /// write_fold once there is room.
+    std::string unwritten;
+    unsigned through = 0;
 };
+/// Whether a fold of `bytes` through part `part` may be written now (the follower's room).
+using MayWrite = std::function<bool(uint64_t bytes, unsigned part)>;
 /// Folds the bounded report at `spine` through detail part `through` (default: the newest part but
 /// one, the last one the writer may still be writing): reads it through the observers that fold,
-/// from the newest fold already there, and writes the new fold. Throws ReportError when the report
-/// cannot be read or has no such part.
-CompactResult compact_report(const std::string& spine, std::optional<unsigned> through);
+/// from the newest fold already there, and writes the new fold, when `may_write` (if given) says it
+/// may. Throws ReportError when the report cannot be read or has no such part.
+CompactResult compact_report(const std::string& spine, std::optional<unsigned> through, const MayWrite& may_write = {});
 
 }  // namespace memguard::report

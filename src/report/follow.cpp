@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "format/binary.h"
 #include "format/binary_decode.h"
 #include "format/decode.h"
+#include "format/fold_room.h"
 #include "format/records.h"
 #include "report/detail_parts.h"
 #include "report/fold.h"
@@ -90,6 +92,7 @@ public:
     long pid() const { return pid_; }
     long long t0() const { return t0_; }
     bool bounded() const { return bounded_; }
+    uint64_t limit() const { return limit_; }
     /// The header (its I records) has been read: a record that is not one came, or a second look did.
     bool header_read() const { return header_read_ || looks_ >= 2; }
 
@@ -139,7 +142,10 @@ private:
         };
         if (r.key == "pid") pid_ = static_cast<long>(std::min<long long>(number(), LONG_MAX));
         if (r.key == "t0_unix_ns") t0_ = number();
-        if (r.key == "report_limit") bounded_ = true;
+        if (r.key == "report_limit") {
+            bounded_ = true;
+            limit_ = static_cast<uint64_t>(number());
+        }
     }
     void record(char letter) {
         header_read_ = true;
@@ -158,7 +164,13 @@ private:
     bool header_read_ = false, complete_ = false, bounded_ = false;
     long pid_ = 0;
     long long t0_ = 0;
+    uint64_t limit_ = 0;
 };
+
+uint64_t size_of(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+}
 
 /// When process `pid` started (ns since the epoch; /proc/stat's btime and the process's start
 /// ticks), and whether it is a zombie; nothing when /proc does not say.
@@ -208,11 +220,63 @@ bool writer_alive(long pid, long long t0_unix_ns) {
     return !(started && t0_unix_ns > 0 && *started > t0_unix_ns + kStartSlackNs);
 }
 
+FoldRoom::FoldRoom(const std::string& spine) : spine_(spine), path_(format::fold_room::path(spine)) {}
+
+FoldRoom::~FoldRoom() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+bool FoldRoom::fits(uint64_t bytes, unsigned part, bool writer_done, uint64_t limit) {
+    uint64_t folds = 0;
+    for (unsigned n : find_folds(spine_)) folds += size_of(fold_path(spine_, n));
+    const uint64_t need = folds + bytes;
+    if (need <= granted()) return true;
+    if (writer_done) {
+        uint64_t all = size_of(spine_) + folds + size_of(path_);
+        for (unsigned n : detail_part_numbers(spine_)) all += size_of(detail_part_path(spine_, n));
+        return all + bytes <= limit;
+    }
+    // An eighth more: the next fold is a little larger, and need not wait for the writer again.
+    const uint64_t want = need + need / 8;
+    if (open() && want > wanted_.bytes) {
+        wanted_ = {want, part};
+        const std::string line = format::fold_room::line(format::fold_room::kWanted, wanted_);
+        (void)!::pwrite(fd_, line.data(), line.size(), format::fold_room::kWantedAt);
+    }
+    return false;
+}
+
+void FoldRoom::remove() {
+    if (fd_ >= 0 || open()) ::unlink(path_.c_str());
+}
+
+bool FoldRoom::open() {
+    if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    return fd_ >= 0;
+}
+
+uint64_t FoldRoom::granted() {
+    if (!open()) return 0;  // the writer made no room (yet): no fold while it runs
+    char buf[format::fold_room::kFileBytes];
+    const ssize_t n = ::pread(fd_, buf, sizeof buf, 0);
+    if (n <= 0) return granted_;
+    const std::optional<format::fold_room::Room> g = format::fold_room::parse(std::string_view(buf,
+                                                                                               static_cast<size_t>(n)),
+                                                                              format::fold_room::kGrantedAt,
+                                                                              format::fold_room::kGranted);
+    if (g) granted_ = std::max(granted_, g->bytes);  // a line half written: the last one read
+    return granted_;
+}
+
 FollowResult follow_report(const std::string& spine, const FollowOptions& options) {
     FollowResult out;
     const std::vector<unsigned> folds = find_folds(spine);
     out.part = folds.empty() ? 0 : folds.front();
     SpineWatch watch(spine);
+    FoldRoom room(spine);
+    // A fold made that waits for room: written before any later one is made (the writer may delete
+    // the parts it covers once it granted the room for it: they are in it already).
+    std::optional<CompactResult> waiting;
     int failures = 0;
     for (;;) {
         watch.look();
@@ -226,27 +290,61 @@ FollowResult follow_report(const std::string& spine, const FollowOptions& option
             if (watch.pid() <= 0) throw ReportError(spine + ": its header names no writer (I pid)");
             gone = !writer_alive(watch.pid(), watch.t0());
         }
+        const bool done = complete || gone;
+        const MayWrite may_write = [&](uint64_t bytes, unsigned part) {
+            return room.fits(bytes, part, done, watch.limit());
+        };
         // Through part N once part N + 2 is there (follow.h says why), or once the report is complete
         // through the newest part but one; its next part must be there to stand where it begins.
         const std::vector<unsigned> parts = detail_part_numbers(spine);
         const unsigned newest = parts.empty() ? 0 : parts.back();
         const unsigned through = complete ? (newest > 0 ? newest - 1 : 0) : (newest > 2 ? newest - 2 : 0);
-        if (through > out.part && std::binary_search(parts.begin(), parts.end(), through + 1)) {
-            try {
-                const CompactResult c = compact_report(spine, through);
+        try {
+            if (waiting) {
+                if (may_write(waiting->unwritten.size(), waiting->through)) {
+                    write_fold(spine, waiting->through, waiting->unwritten);
+                    ++out.folds;
+                    out.part = waiting->through;
+                    if (options.said) {
+                        options.said(spine + ": folded through detail part " + std::to_string(out.part) + " (" +
+                                     fold_path(spine, out.part) + ")");
+                    }
+                    waiting.reset();
+                } else if (done && options.said) {
+                    options.said(spine + ": no room under the report's limit for the fold through detail part " +
+                                 std::to_string(waiting->through) + " (" + std::to_string(waiting->unwritten.size()) +
+                                 " bytes): not written");
+                }
+            } else if (through > out.part && std::binary_search(parts.begin(), parts.end(), through + 1)) {
+                CompactResult c = compact_report(spine, through, may_write);
                 if (c.wrote) ++out.folds;
                 out.part = std::max(out.part, c.part);
                 failures = 0;
-                if (options.said) options.said(c.message);
-            } catch (const ReportError& e) {
-                // The writer may have deleted a part the fold was reading: try again at the next look,
-                // unless this was the last one or the fold keeps failing (a full disk).
-                if (complete || gone || ++failures >= kFailuresInARow) throw;
+                if (!c.unwritten.empty()) {
+                    waiting = std::move(c);  // said once written, or at the end
+                } else if (options.said) {
+                    options.said(c.message);
+                }
+            }
+        } catch (const ReportError& e) {
+            // The writer may have deleted a part the fold was reading: try again at the next look,
+            // unless this was the last one or the fold keeps failing (a full disk).
+            if (done || ++failures >= kFailuresInARow) {
+                room.remove();
+                throw;
             }
         }
-        if (complete || gone) {
-            out.complete = complete;
-            return out;
+        if (done) {
+            // The follow ends with the last fold made and written (or not, for want of room); one
+            // that waited and is written now may leave a later one to make.
+            const bool more = !waiting && through > out.part &&
+                              std::binary_search(parts.begin(), parts.end(), through + 1);
+            if (!more) {
+                room.remove();
+                out.complete = complete;
+                return out;
+            }
+            continue;
         }
         sleep_ms(options.poll_ms);
     }

@@ -14,8 +14,11 @@
 // the newest part but two.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
+
+#include "format/fold_room.h"
 
 namespace memguard::report {
 
@@ -29,6 +32,34 @@ struct FollowResult {
     unsigned part = 0;      // the newest fold covers parts 1 .. part (0: none)
     unsigned folds = 0;     // folds written
     bool complete = false;  // the report's end record was read (else its writer was gone)
+};
+
+/// The follower's side of the fold room (format/fold_room.h; docs/bounded-reports.md, "The fold's
+/// room"): a fold is written only where the limit has room for it beside the folds there (both are
+/// there while it is put in place). While the writer runs, that room is the one it granted, and
+/// more is asked for (an eighth more than the fold needs); once it is done (its end record written,
+/// or gone), the files change through the follower only: they are measured against the limit.
+class FoldRoom {
+public:
+    explicit FoldRoom(const std::string& spine);
+    ~FoldRoom();
+    FoldRoom(const FoldRoom&) = delete;
+    FoldRoom& operator=(const FoldRoom&) = delete;
+
+    /// Whether the fold through `part`, of `bytes`, may be written now; when not, and the writer
+    /// runs, the room it needs is asked for.
+    bool fits(uint64_t bytes, unsigned part, bool writer_done, uint64_t limit);
+    /// Removes the room file (after the last fold).
+    void remove();
+
+private:
+    bool open();
+    uint64_t granted();
+
+    std::string spine_, path_;
+    int fd_ = -1;
+    uint64_t granted_ = 0;
+    format::fold_room::Room wanted_;
 };
 
 /// Follows the bounded report at `spine` until it is complete or its writer is gone. Throws

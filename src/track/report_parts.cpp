@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format/fold_room.h"
 #include "track/file_io.h"
 #include "track/packed.h"
 
@@ -33,7 +34,8 @@ bool ReportParts::open(const std::string& spine_path, int spine_fd, std::string_
     spine_bytes_ = spine_bytes;
     chunk_.reserve(kChunk);
     format::binary::Predictions fresh;
-    failed_ = !start_part(1, fresh);
+    prepare_part(fresh);
+    failed_ = !start_part(1);
     return !failed_;
 }
 
@@ -46,7 +48,25 @@ void ReportParts::restore(uint64_t addr) {
     }
 }
 
-bool ReportParts::start_part(unsigned n, format::binary::Predictions& predictions) {
+void ReportParts::prepare_part(format::binary::Predictions& predictions) {
+    predictions.reset();  // a part is read on its own: its predictions start afresh
+    chunk_.clear();
+    chunk_.append(magic_);
+    encode_record(binary_, format::rec::DetailAt{position_, live_blocks()}, chunk_);
+    // The live set, so that a reader of this part needs no earlier one. Not detail records: the
+    // position does not move. Made whole in memory: the limit makes room for it before the part
+    // exists.
+    for (const auto& [addr, r] : blocks_) {
+        (void)addr;
+        encode(r, predictions);
+    }
+    for (const auto& [addr, x] : tensors_) {
+        (void)addr;
+        encode(x.r, predictions);
+    }
+}
+
+bool ReportParts::start_part(unsigned n) {
     const std::string path = part_path(n);
     // As the spine: created exclusively, never through a link or in place of a file.
     fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
@@ -54,24 +74,10 @@ bool ReportParts::start_part(unsigned n, format::binary::Predictions& prediction
     part_ = n;
     part_bytes_ = 0;
     part_first_ = position_;
-    predictions.reset();  // a part is read on its own: its predictions start afresh
-    chunk_.clear();
-    chunk_.append(magic_);
-    encode_record(binary_, format::rec::DetailAt{position_, live_blocks()}, chunk_);
-    // The live set, so that a reader of this part needs no earlier one. Not detail records: the
-    // position does not move.
-    for (const auto& [addr, r] : blocks_) {
-        (void)addr;
-        encode(r, predictions);
-        if (chunk_full() && !write_chunk()) return false;
-    }
-    for (const auto& [addr, x] : tensors_) {
-        (void)addr;
-        encode(x.r, predictions);
-        if (chunk_full() && !write_chunk()) return false;
-    }
     const bool ok = write_chunk();
     carried_bytes_ = part_bytes_;
+    chunk_.shrink_to_fit();  // a large live set made it grow past a chunk
+    chunk_.reserve(kChunk);
     return ok;
 }
 
@@ -118,6 +124,58 @@ void ReportParts::before_spine(std::string& spine) {
     spine_position_ = position_;
 }
 
+uint64_t ReportParts::counted(uint64_t spine_more, uint64_t open_part) const noexcept {
+    return spine_bytes_ + spine_more + std::max(granted_, fold_bytes_) + format::fold_room::kFileBytes + closed_bytes_ +
+           open_part + kChunk + kEndBytes;
+}
+
+void ReportParts::delete_oldest(std::string& spine, int64_t now) {
+    // The oldest part goes, folded or not: the bound wins, the host never waits for a fold.
+    const Closed& c = closed_.front();
+    ::unlink(part_path(c.part).c_str());
+    before_spine(spine);
+    const bool folded = std::max(fold_, promised_) >= c.part;
+    encode_record(binary_, format::rec::DetailDropped{now, c.part, c.first, c.end, c.until, folded}, spine);
+    closed_bytes_ -= c.bytes;
+    closed_.pop_front();
+}
+
+void ReportParts::room_for_spine(uint64_t n, std::string& spine, int64_t now) {
+    const uint64_t open_part = std::max(part_bytes_, part_size_);
+    if (counted(n, open_part) <= limit_) return;
+    look_for_fold(false);
+    while (!closed_.empty() && counted(n + spine.size(), open_part) > limit_) delete_oldest(spine, now);
+}
+
+bool ReportParts::open_room() {
+    const int saved = errno;
+    room_fd_ = ::open(format::fold_room::path(spine_path_).c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                      0640);
+    if (room_fd_ < 0) return false;
+    const std::string lines = format::fold_room::line(format::fold_room::kGranted, {granted_, promised_}) +
+                              format::fold_room::line(format::fold_room::kWanted, {});
+    if (!write_fully(room_fd_, lines.data(), lines.size())) {
+        ::close(room_fd_);
+        room_fd_ = -1;
+        ::unlink(format::fold_room::path(spine_path_).c_str());
+        return false;
+    }
+    errno = saved;
+    return true;
+}
+
+format::fold_room::Room ReportParts::wanted() const noexcept {
+    if (room_fd_ < 0) return {};
+    char buf[format::fold_room::kFileBytes];
+    const ssize_t n = ::pread(room_fd_, buf, sizeof buf, 0);
+    if (n <= 0) return {};
+    const std::optional<format::fold_room::Room> w = format::fold_room::parse(std::string_view(buf,
+                                                                                               static_cast<size_t>(n)),
+                                                                              format::fold_room::kWantedAt,
+                                                                              format::fold_room::kWanted);
+    return w ? *w : format::fold_room::Room{};
+}
+
 bool ReportParts::drain(format::binary::Predictions& predictions, std::string& spine, int64_t now) {
     if (failed_) return false;
     if (!write_chunk()) {
@@ -132,29 +190,36 @@ bool ReportParts::drain(format::binary::Predictions& predictions, std::string& s
         closed_bytes_ += part_bytes_;
         ::close(fd_);
         fd_ = -1;
+        prepare_part(predictions);  // the next part's header and live set, in chunk_
     }
-    // The limit holds the spine, the fold beside it, the closed parts and the part being written,
-    // up to its size and one chunk more (it is written a chunk at a time). The fold is looked for
+    // The limit holds the spine, the room granted to the follower's folds (or the fold seen beside
+    // the report, when more: one made by hand), the room file, the closed parts and the part being
+    // written, up to its size and one chunk more (it is written a chunk at a time; a new part from
+    // the start: its live set may be more than a part), and the end record. The fold is looked for
     // at a rotation and when the limit needs room; at the other drains only the fold the follower
     // writes next (through part_ - 2, once part_ is there), until it is there: one stat.
-    const uint64_t open_part = rotate ? part_size_ : std::max(part_bytes_, part_size_);
-    const auto over = [&] {
-        return spine_bytes_ + spine.size() + fold_bytes_ + closed_bytes_ + open_part + kChunk > limit_;
-    };
-    if (rotate || (!closed_.empty() && over())) {
+    const uint64_t open_part = rotate ? std::max<uint64_t>(chunk_.size(), part_size_)
+                                      : std::max(part_bytes_, part_size_);
+    // The follower's folds want more room: granted when the limit holds it with every closed part
+    // deleted, and said only once the parts it needs are gone (a grant is never taken back). The
+    // fold it is for is made (in the follower's memory): the parts it covers are deleted folded.
+    const format::fold_room::Room want = wanted();
+    const uint64_t granted_before = granted_;
+    if (want.bytes > granted_ &&
+        counted(spine.size(), open_part) - closed_bytes_ - std::max(granted_, fold_bytes_) + want.bytes <= limit_) {
+        granted_ = want.bytes;
+        promised_ = std::max(promised_, want.part);
+    }
+    if (rotate || (!closed_.empty() && counted(spine.size(), open_part) > limit_)) {
         look_for_fold(false);
     } else {
         look_for_fold(true);
     }
-    while (!closed_.empty() && over()) {
-        // The oldest part goes, folded or not: the bound wins, the host never waits for a fold.
-        const Closed& c = closed_.front();
-        ::unlink(part_path(c.part).c_str());
-        before_spine(spine);
-        encode_record(binary_, format::rec::DetailDropped{now, c.part, c.first, c.end, c.until, fold_ >= c.part},
-                      spine);
-        closed_bytes_ -= c.bytes;
-        closed_.pop_front();
+    while (!closed_.empty() && counted(spine.size(), open_part) > limit_) delete_oldest(spine, now);
+    if (granted_ != granted_before) {
+        const std::string line = format::fold_room::line(format::fold_room::kGranted, {granted_, promised_});
+        // A grant not said is no harm: it is counted all the same, and asked for again.
+        (void)!::pwrite(room_fd_, line.data(), line.size(), format::fold_room::kGrantedAt);
     }
     if (rotate) {
         // Everything made for the spine so far goes out before the next part exists (the follower's
@@ -167,7 +232,7 @@ bool ReportParts::drain(format::binary::Predictions& predictions, std::string& s
         spine.clear();
         if (!rotated_) follower_requested_ = true;
         rotated_ = true;
-        if (!start_part(part_ + 1, predictions)) failed_ = true;
+        if (!start_part(part_ + 1)) failed_ = true;
     }
     return !failed_;
 }
@@ -178,11 +243,16 @@ void ReportParts::close() noexcept {
         ::close(fd_);
         fd_ = -1;
     }
+    // The room file stays: the follower reads the last grant, and removes it after its last fold.
+    if (room_fd_ >= 0) ::close(room_fd_);
+    room_fd_ = -1;
 }
 
 void ReportParts::forget() noexcept {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
+    if (room_fd_ >= 0) ::close(room_fd_);  // the parent's follower's
+    room_fd_ = -1;
     chunk_.clear();
     closed_.clear();
 }

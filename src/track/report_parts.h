@@ -1,8 +1,9 @@
 // A bounded report's files (MEMGUARD_MAX_REPORT_SIZE; docs/bounded-reports.md): the writer thread
 // splits what it writes into the spine (the report path: every record but the allocations and
 // frees) and numbered detail parts (the A F T t records), and deletes the oldest part when the
-// files would pass the limit, counting the fold beside the report (`<report>.fold-N`, written by
-// `memguard compact --follow`) in it. Each part begins with the blocks live at its start (carried),
+// files would pass the limit, counting in it the room granted to the folds beside the report
+// (`<report>.fold-N`, written by `memguard compact --follow` within that room: format/fold_room.h),
+// or the fold seen there when it is more (one made by hand). Each part begins with the blocks live at its start (carried),
 // so a reader needs no earlier part; `l` records in the spine say where its records fall among the
 // detail records. Before a part is created, everything made for the spine so far is in the spine
 // file: a follower that sees part N + 2 knows that part N + 1 is whole and that the spine holds
@@ -19,6 +20,7 @@
 
 #include "format/binary.h"
 #include "format/encode.h"
+#include "format/fold_room.h"
 #include "format/records.h"
 
 namespace memguard::track {
@@ -55,9 +57,21 @@ public:
     /// `n` bytes went to the spine file.
     void wrote_spine(uint64_t n) noexcept { spine_bytes_ += n; }
 
+    /// Before `n` bytes go to the spine file outside drain(): deletes the oldest parts the limit has
+    /// no room for, appending their `f` records to `spine` (which goes to the spine file after the
+    /// `n` bytes: the caller counts both with wrote_spine). Arithmetic only while there is room.
+    void room_for_spine(uint64_t n, std::string& spine, int64_t now);
+
+    /// Creates the fold room beside the report (format/fold_room.h), for the follower about to
+    /// start: false (errno set) when it cannot (a file of that name is there).
+    bool open_room();
+    /// The room granted to the follower's fold files (never taken back).
+    uint64_t granted() const noexcept { return granted_; }
+
     /// Writes the part's chunk out; once the part has reached the part size, goes on in a new part
     /// (carrying the live set) and deletes the oldest parts the limit has no room for, appending
-    /// their `f` records to `spine`. Before the new part is created, `spine` is written to the spine
+    /// their `f` records to `spine`. Grants the follower's folds the room they want (the fold
+    /// room's `wanted`) when the limit can hold it. Before the new part is created, `spine` is written to the spine
     /// file (and emptied). False when a write failed (errno set; failed() stays true). `now`: the
     /// time of `f`.
     bool drain(format::binary::Predictions& predictions, std::string& spine, int64_t now);
@@ -92,14 +106,24 @@ public:
 
 private:
     static constexpr size_t kChunk = 64 << 10;
+    static constexpr size_t kEndBytes = 64;      // the spine's last records (`l`, the end) at finish
     static constexpr size_t kRecentFrees = 256;  // the recorder writes an R right after its F
     struct LiveTensor {
         format::rec::TensorAlloc r;
         char pool[64];  // "first.second": two 64-bit numbers and a dot fit
     };
     std::string part_path(unsigned n) const;
-    /// Starts part `n`: its header, `l`, the live set.
-    bool start_part(unsigned n, format::binary::Predictions& predictions);
+    /// A new part's header, `l` and live set, made in chunk_ (its size is what the limit makes room for).
+    void prepare_part(format::binary::Predictions& predictions);
+    /// Creates part `n` and writes what prepare_part made.
+    bool start_part(unsigned n);
+    /// What the limit counts, with `spine_more` bytes more for the spine and `open_part` for the
+    /// part being written.
+    uint64_t counted(uint64_t spine_more, uint64_t open_part) const noexcept;
+    /// Deletes the oldest closed part, its `f` record appended to `spine`.
+    void delete_oldest(std::string& spine, int64_t now);
+    /// The follower's `wanted` in the fold room (none said, or no room file: 0 bytes).
+    format::fold_room::Room wanted() const noexcept;
     bool write_chunk();
     /// Looks for the newest fold beside the report (a stat per candidate, newest first; never on a
     /// hook's path: at a rotation, or when the limit needs room) and notes its number and size.
@@ -130,6 +154,9 @@ private:
     uint64_t closed_bytes_ = 0;
     unsigned fold_ = 0;        // the newest fold seen (look_for_fold)
     uint64_t fold_bytes_ = 0;  // its size
+    int room_fd_ = -1;         // the fold room, once the follower is started
+    uint64_t granted_ = 0;     // the room granted to the follower's folds
+    unsigned promised_ = 0;    // the fold the newest grant was for: made, if not written yet
     bool follower_requested_ = false;
     bool rotated_ = false;  // a part was closed already
     uint64_t spine_bytes_ = 0;

@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "format/encode.h"
+#include "format/fold_room.h"
 #include "track/clock.h"
 #include "track/follower.h"
 #include "track/packed.h"
@@ -268,6 +269,14 @@ void* ReportWriter::thread_main(void* self) {
     return nullptr;
 }
 
+bool ReportWriter::write_spine(const char* data, size_t n, bool last) {
+    if (!parts_) return write_all(data, n);
+    spine_room_.clear();
+    if (!last) parts_->room_for_spine(n, spine_room_, clock_.now());
+    parts_->wrote_spine(n + spine_room_.size());
+    return write_all(data, n) && (spine_room_.empty() || write_all(spine_room_.data(), spine_room_.size()));
+}
+
 void ReportWriter::run() {
     std::unique_lock<std::mutex> lock(wake_mu_);
     while (!stop_) {
@@ -297,6 +306,19 @@ void ReportWriter::tend_follower() {
         MG_LOG_WARN("bounded report {}: no follower to fold its detail parts ({}); the parts the limit has no "
                     "room for are deleted unfolded (MEMGUARD_FOLD=0 says this is meant)",
                     shown(path_), echo_value(why));
+        return;
+    }
+    // Its folds count in the limit through the room the writer grants them (format/fold_room.h).
+    bool room = false;
+    {
+        std::lock_guard<std::mutex> io(io_mu_);
+        room = parts_->open_room();
+        if (!room) error = std::strerror(errno);
+    }
+    if (!room) {
+        MG_LOG_WARN("bounded report {}: cannot create {} for its follower ({}); the parts the limit has no room "
+                    "for are deleted unfolded",
+                    shown(path_), shown(path_ + std::string(format::fold_room::kSuffix)), echo_value(error));
         return;
     }
     const pid_t pid = start_follower(cli, fd_, error);
@@ -387,7 +409,7 @@ void ReportWriter::finish() {
         parts_->close();
         parts_->before_spine(z);
         encode_record(binary_, format::rec::End{clock_.now()}, z);
-        if (fd_ >= 0 && !io_failed_ && !write_spine(z.data(), z.size())) {
+        if (fd_ >= 0 && !io_failed_ && !write_spine(z.data(), z.size(), true)) {
             io_failed_ = true;
             MG_LOG_WARN("writing the report {} failed ({}); its end record is missing", shown(path_),
                         std::strerror(errno));

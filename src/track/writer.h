@@ -134,10 +134,9 @@ private:
     /// part); false when a write failed.
     bool write_formatted(std::string_view raw);
     /// Writes to the report file (a bounded report's spine), counting what a limit counts.
-    bool write_spine(const char* data, size_t n) {
-        if (parts_) parts_->wrote_spine(n);
-        return write_all(data, n);
-    }
+    /// The limit makes room first (the `f` records of the parts it deletes follow the bytes); not
+    /// for the end record, whose room the limit keeps (`last`).
+    bool write_spine(const char* data, size_t n, bool last = false);
     /// The writer's own records (H, Z, U) in the report's encoding: the view is valid until the
     /// next call.
     template <class R>
@@ -163,6 +162,7 @@ private:
     static constexpr size_t kChunk = 64 << 10;
     static constexpr size_t kSpineExtra = 2048;  // room for a bounded report's `l` and `f` records
     std::string chunk_;                        // formatted packed records on their way to the file
+    std::string spine_room_;                   // the `f` records of parts deleted to make room for spine bytes
     format::binary::Predictions predictions_;  // binary: the predicted records' state, in file order
     uint64_t limit_ = 0;                       // set_limit
     uint64_t part_size_ = 0;                   // set_part_size

@@ -322,7 +322,10 @@ TEST(StreamSteps, AGrowthFoundLaterBeginsAndEndsAtACandidateOfAnyEarlierPrefix) 
             dropped += k - c.size();
             if (!g) continue;
             for (size_t i : {g->first, g->last}) {
-                if (i < k) EXPECT_TRUE(std::binary_search(c.begin(), c.end(), i)) << "trial " << trial << " end " << i << " of prefix " << k;
+                if (i < k) {
+                    EXPECT_TRUE(std::binary_search(c.begin(), c.end(), i))
+                        << "trial " << trial << " end " << i << " of prefix " << k;
+                }
             }
         }
     }
