@@ -104,6 +104,12 @@ public:
     /// kRecentFrees frees: the block is in the live set the next part carries again.
     void restore(uint64_t addr);
 
+    /// A run of spine records (text lines or binary frames, whole) on its way to the spine: the
+    /// step moments' tags that say again what a tensor block was told already are left out, and
+    /// their moment's `k` counts the tags written (docs/bounded-reports.md, "Repeated tags").
+    /// False when the run goes as it is; true with what goes in its place in `out`.
+    bool leave_out_repeated_tags(std::string_view run, std::string& out);
+
 private:
     static constexpr size_t kChunk = 64 << 10;
     static constexpr size_t kEndBytes = 64;      // the spine's last records (`l`, the end) at finish
@@ -111,7 +117,21 @@ private:
     struct LiveTensor {
         format::rec::TensorAlloc r;
         char pool[64];  // "first.second": two 64-bit numbers and a dot fit
+        uint64_t at = 0;         // the position of its T record
+        uint64_t told_at = 0;    // the position of the `h` of the moment whose tag gave it `told`
+        uint8_t told = kUntold;  // the least category the step moments' tags gave it (enum order)
     };
+    static constexpr uint8_t kUntold = 0xff;
+    /// An open step moment (report_parts_tags.cpp): where its `h` stood, where the part it stands in
+    /// began, and the tags left out.
+    struct OpenMoment {
+        uint64_t at = 0, part_first = 0;
+        uint64_t left_out = 0;
+    };
+    /// What one `h`, `g` or `k` record (`letter`, its text line without the newline or its binary
+    /// payload) makes of the repeated tags: true to leave it out; a `k` that counts left-out tags is
+    /// made again into `rewritten` (else that stays empty).
+    bool repeated_tag(char letter, std::string_view record, std::string& rewritten);
     std::string part_path(unsigned n) const;
     /// A new part's header, `l` and live set, made in chunk_ (its size is what the limit makes room for).
     void prepare_part(format::binary::Predictions& predictions);
@@ -167,6 +187,7 @@ private:
     std::unordered_map<uint64_t, format::rec::Alloc> blocks_;
     std::deque<format::rec::Alloc> recently_freed_;  // the blocks of the last kRecentFrees frees
     std::unordered_map<uint64_t, LiveTensor> tensors_;
+    std::unordered_map<uint32_t, OpenMoment> step_moments_;  // by moment id
 };
 
 template <class R>
@@ -196,6 +217,8 @@ void ReportParts::detail(const R& r, format::binary::Predictions& predictions) {
     } else if constexpr (std::is_same_v<R, format::rec::TensorAlloc>) {
         LiveTensor& x = tensors_[r.addr];
         x.r = r;
+        x.at = position_;
+        x.told = kUntold;
         const size_t n = r.pool.size() < sizeof x.pool ? r.pool.size() : sizeof x.pool;
         r.pool.copy(x.pool, n);
         x.r.pool = std::string_view(x.pool, n);

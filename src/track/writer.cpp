@@ -244,8 +244,12 @@ bool ReportWriter::write_formatted(std::string_view raw) {
             }
             if (q < end && *q == kPackedMarker) break;
         }
-        if (parts_) parts_->before_spine(chunk_);
-        ok = drain() && write_spine(p, static_cast<size_t>(q - p));
+        std::string_view run(p, static_cast<size_t>(q - p));
+        if (parts_) {
+            parts_->before_spine(chunk_);
+            if (parts_->leave_out_repeated_tags(run, spine_run_)) run = spine_run_;
+        }
+        ok = drain() && write_spine(run.data(), run.size());
         p = q;
     }
     if (ok && parts_) ok = parts_->drain(predictions_, chunk_, clock_.now());

@@ -163,6 +163,7 @@ private:
     static constexpr size_t kSpineExtra = 2048;  // room for a bounded report's `l` and `f` records
     std::string chunk_;                        // formatted packed records on their way to the file
     std::string spine_room_;                   // the `f` records of parts deleted to make room for spine bytes
+    std::string spine_run_;                    // a run of spine records without its repeated tags
     format::binary::Predictions predictions_;  // binary: the predicted records' state, in file order
     uint64_t limit_ = 0;                       // set_limit
     uint64_t part_size_ = 0;                   // set_part_size

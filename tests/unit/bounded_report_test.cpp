@@ -106,6 +106,10 @@ struct Options {
     /// failures, failed frees (R) and marks.
     bool rich = false;
     bool keep_revived = false;  // with rich: a block a failed free left live stays live to the end
+    /// With `rich`: a step moment tags every live block (as the Python hook does), not six.
+    bool tag_every_live = false;
+    /// Blocks allocated first and never freed (as parameters), tagged as parameters.
+    int long_lived = 0;
     /// The follower program the writer starts at its first rotation (with it, the fold room); not
     /// one that folds (`/bin/true`): the test plays the follower (at_flush).
     std::string follower_cli;
@@ -145,6 +149,30 @@ struct RecordedRun {
         uint64_t phase = 0;
         uintptr_t ips[Recorder::kStackCapacity];
         int64_t t = 1000;
+        if (o.allocator_mode && o.long_lived > 0) {
+            // The allocator's segment that holds every tensor block: the GPU memory the categories split.
+            unwinder.set_frames({0x10001000, 0x10006000});
+            const int n = recorder->capture_stack(ips);
+            recorder->record_alloc(Api::cudaMalloc, Kind::Device, next, uint64_t{1} << 40, 0, {}, ips, n);
+        }
+        for (int k = 0; k < o.long_lived; ++k) {
+            clock.set(t += 10);
+            unwinder.set_frames({0x10001000, 0x10005000});
+            const int n = recorder->capture_stack(ips);
+            const uintptr_t addr = next;
+            next += 0x200000;
+            if (o.allocator_mode) {
+                Recorder::TensorBlock b;
+                b.addr = addr;
+                b.size = b.requested = 4096;
+                b.stack_id = recorder->intern_stack(ips, n);
+                b.pool_first = 1;
+                recorder->record_block_alloc(b);
+            } else {
+                recorder->record_alloc(Api::cudaMalloc, Kind::Device, addr, 4096, 0, {}, ips, n);
+            }
+            long_lived_.push_back(addr);
+        }
         for (int i = 0; i < o.pairs; ++i) {
             // A wave: the live set climbs to a few hundred blocks and falls back.
             const size_t target = 50 + static_cast<size_t>((i / 500) % 8) * 40;
@@ -209,12 +237,22 @@ struct RecordedRun {
             const uint32_t m = recorder->record_moment_begin(format::MomentReason::Step,
                                                              static_cast<uint32_t>(i / o.step_every + 1));
             uint64_t tags = 0;
-            for (int k = 0; k < 6; ++k) {
+            const size_t n = o.tag_every_live ? live.size() : 6;
+            for (size_t k = 0; k < n; ++k) {
                 format::rec::TensorTag g;
                 g.moment = m;
-                g.addr = live[rng() % live.size()];
+                g.addr = o.tag_every_live ? live[k] : live[rng() % live.size()];
                 g.size = 512;
                 g.category = static_cast<format::Category>((g.addr >> 21) % 6);
+                recorder->record_tensor_tag(g);
+                ++tags;
+            }
+            for (size_t k = 0; o.tag_every_live && k < long_lived_.size(); ++k) {
+                format::rec::TensorTag g;
+                g.moment = m;
+                g.addr = long_lived_[k];
+                g.size = 4096;
+                g.category = format::Category::Parameter;
                 recorder->record_tensor_tag(g);
                 ++tags;
             }
@@ -271,6 +309,7 @@ struct RecordedRun {
         for (const auto& f : files_in(dir_)) n += f.first.find(".part-") != std::string::npos ? 1 : 0;
         return n;
     }
+    std::vector<uintptr_t> long_lived_;
     testing::FakeClock clock;
     testing::FakeUnwinder unwinder;
     std::unique_ptr<ReportWriter> writer;
@@ -618,6 +657,93 @@ TEST_P(Bounded, FoldedEveryCommandsFiguresAreTheWholeRunsWhereverTheFoldStands) 
         EXPECT_EQ(figures_of(spine) + more_figures_of(spine, folded_fate), whole) << "folded on through part " << k;
     }
     remove_dir(dir);
+}
+
+/// The g records of the report at `path` (its moments' tags, as read), and whether every moment is
+/// complete (its k counts the tags read).
+std::pair<size_t, bool> tags_of(const std::string& path) {
+    const report::Report r = report::load_report(path);
+    size_t tags = 0;
+    bool complete = true;
+    for (const report::Moment& m : r.moments) {
+        tags += m.tags.size();
+        complete = complete && m.complete;
+    }
+    return {tags, complete};
+}
+
+/// The tensor blocks live at exit, each with the category its tags give it (allocator mode: every
+/// moment's g resolved to the T block live at its address at the moment's h, for the block's whole
+/// life, the least category in enum order winning; -1: untagged), by address.
+std::map<uint64_t, int> tags_at_exit(const std::string& path) {
+    const report::Report r = report::load_report(path);
+    std::map<uint64_t, size_t> live;  // addr -> tensor
+    std::map<size_t, int> tag;
+    size_t next = 0;
+    for (size_t e = 0; e <= r.events.size(); ++e) {
+        for (; next < r.moments.size() && r.moments[next].events_before <= e; ++next) {
+            for (const report::TensorTag& g : r.moments[next].tags) {
+                auto it = live.upper_bound(g.addr);
+                if (it == live.begin()) continue;
+                --it;
+                const report::Tensor& x = r.tensors[it->second];
+                if (g.addr >= x.addr + x.size) continue;
+                auto [at, inserted] = tag.emplace(it->second, static_cast<int>(g.category));
+                if (!inserted) at->second = std::min(at->second, static_cast<int>(g.category));
+            }
+        }
+        if (e == r.events.size()) break;
+        const report::Event& ev = r.events[e];
+        if (ev.type == report::Event::TensorAlloc) live[r.tensors[ev.block].addr] = ev.block;
+        if (ev.type == report::Event::TensorFree) live.erase(r.tensors[ev.block].addr);
+    }
+    std::map<uint64_t, int> out;
+    for (const auto& [addr, x] : live) out[addr] = tag.count(x) != 0 ? tag.at(x) : -1;
+    return out;
+}
+
+TEST_P(Bounded, AStepMomentsRepeatedTagsAreLeftOutAndEveryCommandsFiguresStayTheWholeRuns) {
+    Options o;
+    o.encoding = GetParam().encoding;
+    o.allocator_mode = GetParam().allocator_mode;
+    o.rich = true;
+    o.tag_every_live = true;
+    o.long_lived = 200;
+    o.step_every = 250;
+    RecordedRun whole(o);
+    o.limit = uint64_t{1} << 30;
+    o.part_size = 32 << 10;
+    RecordedRun split(o);
+    const unsigned parts = static_cast<unsigned>(split.parts());
+    ASSERT_GE(parts, 6u);
+    std::string fate_whole, fate_split;
+    const std::string a = figures_of(whole.path) + more_figures_of(whole.path, fate_whole);
+    EXPECT_NE(a.find("step "), std::string::npos);
+    EXPECT_EQ(figures_of(split.path) + more_figures_of(split.path, fate_split), a);
+    EXPECT_EQ(fate_split, fate_whole);
+    const auto [whole_tags, whole_complete] = tags_of(whole.path);
+    const auto [split_tags, split_complete] = tags_of(split.path);
+    EXPECT_TRUE(whole_complete);
+    EXPECT_TRUE(split_complete) << "a k record counts the tags left out";
+    const std::map<uint64_t, int> at_exit = tags_at_exit(whole.path);
+    EXPECT_TRUE(tags_at_exit(split.path) == at_exit);
+    if (o.allocator_mode) {
+        // The blocks that live across steps are told once a part, not at every step.
+        EXPECT_LT(split_tags * 2, whole_tags) << split_tags << " of " << whole_tags;
+        size_t parameters = 0;
+        for (const auto& [addr, c] : at_exit) parameters += c == static_cast<int>(format::Category::Parameter) ? 1 : 0;
+        EXPECT_GE(parameters, 200u) << "the long-lived blocks are tagged";
+        // A reader that starts at a later part (the parts before it deleted unfolded) finds the
+        // tags of the blocks it carries in that part's first step moment, as in the whole run.
+        for (unsigned k : {parts / 3, parts / 2}) {
+            const std::string dir = copy_dir(split.dir_);
+            remove_parts_through(dir + "/r.mgr", k);
+            EXPECT_TRUE(tags_at_exit(dir + "/r.mgr") == at_exit) << "parts 1 to " << k << " gone";
+            remove_dir(dir);
+        }
+    } else {
+        EXPECT_EQ(split_tags, whole_tags) << "interposition mode has no T blocks to tell";
+    }
 }
 
 TEST_P(Bounded, FoldedItsFiguresAndPeaksAreTheWholeRunsWithItsPartsThereOrGone) {
