@@ -590,6 +590,13 @@ std::string more_figures_of(const std::string& path, std::string& fate) {
     return out.str();
 }
 
+/// The files in `dir` and their sizes, for a message.
+std::string listing(const std::string& dir) {
+    std::string out;
+    for (const auto& f : files_in(dir)) out += f.first + " (" + std::to_string(f.second) + ") ";
+    return out;
+}
+
 /// The files of `from` (a directory) copied into a new one; its path.
 std::string copy_dir(const std::string& from) {
     char dir[] = "/tmp/mg-folded-XXXXXX";
@@ -639,7 +646,10 @@ TEST_P(Bounded, FoldedEveryCommandsFiguresAreTheWholeRunsWhereverTheFoldStands) 
     for (unsigned k : at) {
         const std::string dir = copy_dir(split.dir_);
         const std::string spine = dir + "/r.mgr";
-        ASSERT_TRUE(report::compact_report(spine, k).wrote);
+        const report::CompactResult c = report::compact_report(spine, k);
+        // (A fold already there, which nothing here writes, once made this fail in CI: say what.)
+        ASSERT_TRUE(c.wrote) << c.message << "; the copy holds " << listing(dir) << "; the run's directory "
+                             << listing(split.dir_);
         remove_parts_through(spine, k);
         std::string folded_fate;
         EXPECT_EQ(figures_of(spine) + more_figures_of(spine, folded_fate), whole) << "folded through part " << k;
