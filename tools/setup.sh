@@ -21,7 +21,7 @@ export DEBIAN_FRONTEND=noninteractive
 # clang, libclang-rt-dev: the libFuzzer harnesses (tests/fuzz; compiler-rt is only a recommendation
 # of clang). gcc's sanitizer runtimes (libasan, libtsan, libubsan) come with build-essential.
 # python3-venv: `python3 -m venv` (ensurepip) for the wheel's tests.
-packages="build-essential cmake pkg-config libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip python3-venv librsvg2-bin clang libclang-rt-dev"
+packages="build-essential cmake pkg-config zlib1g-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev dpkg-dev binutils python3 python3-pip python3-venv librsvg2-bin clang libclang-rt-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

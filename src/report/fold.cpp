@@ -1,5 +1,7 @@
 #include "report/fold.h"
 
+#include <zlib.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -180,10 +182,84 @@ std::vector<unsigned> find_folds(const std::string& spine) {
     return folds;
 }
 
-std::optional<Fold> read_fold(const std::string& path, const std::string& magic, std::string& error) {
+std::string pack_fold(const std::string& text) {
+    // gzip (deflate with its header): `zcat` reads a fold, and a reader tells it from a plain one
+    // by its first two bytes.
+    z_stream z{};
+    if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        throw ReportError("cannot start compressing a fold (zlib)");
+    }
+    std::string out(deflateBound(&z, static_cast<uLong>(text.size())), '\0');
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+    z.avail_in = static_cast<uInt>(text.size());
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    const int rc = deflate(&z, Z_FINISH);
+    out.resize(z.total_out);
+    deflateEnd(&z);
+    if (rc != Z_STREAM_END) throw ReportError("cannot compress a fold (zlib: " + std::to_string(rc) + ")");
+    return out;
+}
+
+namespace {
+
+constexpr size_t kMaxFoldText = size_t{1} << 30;  // what a fold may unpack to: a damaged one stops there
+
+}  // namespace
+
+std::optional<std::string> fold_text(const std::string& path, std::string& error) {
     std::FILE* file = open_report(path);
     if (file == nullptr) {
         error = path + ": cannot open (" + std::strerror(errno) + ")";
+        return std::nullopt;
+    }
+    std::string raw;
+    char buf[1 << 16];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, file)) > 0;) raw.append(buf, n);
+    const bool failed = std::ferror(file) != 0;
+    std::fclose(file);
+    if (failed) {
+        error = path + ": cannot read (" + std::strerror(errno) + ")";
+        return std::nullopt;
+    }
+    if (raw.size() < 2 || static_cast<unsigned char>(raw[0]) != 0x1f || static_cast<unsigned char>(raw[1]) != 0x8b) {
+        return raw;
+    }
+    z_stream z{};
+    if (inflateInit2(&z, 15 + 16) != Z_OK) {
+        error = path + ": cannot start unpacking the fold (zlib)";
+        return std::nullopt;
+    }
+    std::string text;
+    z.next_in = reinterpret_cast<Bytef*>(raw.data());
+    z.avail_in = static_cast<uInt>(raw.size());
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+        if (text.size() >= kMaxFoldText) break;
+        const size_t at = text.size();
+        text.resize(std::min(kMaxFoldText, at + std::max<size_t>(raw.size() * 4, 1 << 16)));
+        z.next_out = reinterpret_cast<Bytef*>(text.data() + at);
+        z.avail_out = static_cast<uInt>(text.size() - at);
+        rc = inflate(&z, Z_NO_FLUSH);
+        text.resize(z.total_out);
+        if (rc == Z_BUF_ERROR && z.avail_in > 0) rc = Z_OK;  // the output was full: more room
+    }
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END) {
+        error = path + ": a damaged fold (its gzip stream " +
+                (text.size() >= kMaxFoldText ? std::string("unpacks to more than 1 GiB") : "ends short or is broken") +
+                ")";
+        return std::nullopt;
+    }
+    return text;
+}
+
+std::optional<Fold> read_fold(const std::string& path, const std::string& magic, std::string& error) {
+    std::optional<std::string> text = fold_text(path, error);
+    if (!text) return std::nullopt;
+    std::FILE* file = ::fmemopen(text->empty() ? nullptr : text->data(), text->size(), "r");
+    if (file == nullptr) {
+        error = path + ": cannot read the fold (" + std::strerror(errno) + ")";
         return std::nullopt;
     }
     struct Closer {
@@ -446,15 +522,16 @@ CompactResult compact_report(const std::string& spine, std::optional<unsigned> t
         throw ReportError(spine + ": the read did not reach detail part " + std::to_string(target + 1) +
                           " (a part before it is missing or cut short?)");
     }
-    if (may_write && !may_write(folder.text()->size(), target)) {
+    std::string packed = pack_fold(*folder.text());
+    if (may_write && !may_write(packed.size(), target)) {
         out.part = newest;
         out.through = target;
-        out.unwritten = *folder.text();
+        out.unwritten = std::move(packed);
         out.message = spine + ": the fold through detail part " + std::to_string(target) + " (" +
                       std::to_string(out.unwritten.size()) + " bytes) waits for room under the report's limit";
         return out;
     }
-    write_fold(spine, target, *folder.text());
+    write_fold(spine, target, packed);
     out.part = target;
     out.wrote = true;
     out.message = spine + ": folded through detail part " + std::to_string(target) + " (" + fold_path(spine, target) +

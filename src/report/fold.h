@@ -151,6 +151,11 @@ std::optional<Fold> read_fold(const std::string& path, const std::string& magic,
 /// Writes `text` as the fold of part `part` (a temporary file renamed into place: a reader finds a
 /// whole fold or none), then removes the older folds. Throws ReportError.
 void write_fold(const std::string& spine, unsigned part, const std::string& text);
+/// A fold's text as its file holds it: gzip (read_fold reads that and plain text alike).
+std::string pack_fold(const std::string& text);
+/// The text of the fold file `path`: a gzip one unpacked (up to 1 GiB), a plain one as it is;
+/// nothing, with `error` said, when it cannot be read or unpacked.
+std::optional<std::string> fold_text(const std::string& path, std::string& error);
 
 /// What compact_report did.
 struct CompactResult {

@@ -805,13 +805,39 @@ TEST(BoundedReport, AFoldOfAnotherReportIsLeftOutAndADamagedOneIsNamed) {
     RecordedRun split(o);
     ASSERT_GE(split.parts(), 4u);
     ASSERT_TRUE(report::compact_report(split.path, 2).wrote);
-    const std::string fold = report::fold_path(split.path, 2), text = read_text(fold);
+    const std::string fold = report::fold_path(split.path, 2);
+    const std::string packed = read_text(fold);
+    ASSERT_GE(packed.size(), 2u);
+    EXPECT_EQ(packed.substr(0, 2), "\x1f\x8b") << "compact writes a gzip fold";
+    std::string error;
+    const std::optional<std::string> unpacked = report::fold_text(fold, error);
+    ASSERT_TRUE(unpacked) << error;
+    const std::string text = *unpacked;
+    EXPECT_LT(packed.size() * 3, text.size()) << "a fold's text packs small";
     auto write = [&](const std::string& content) {
         FILE* f = std::fopen(fold.c_str(), "wb");
         ASSERT_NE(f, nullptr);
         ASSERT_EQ(std::fwrite(content.data(), 1, content.size(), f), content.size());
         std::fclose(f);
     };
+    // The same fold as plain text (as compact wrote them before folds were packed): read the same.
+    report::SummaryBuilder b0, b_packed;
+    const report::Report r_packed = report::stream_report(split.path, b_packed);
+    write(text);
+    const report::Report r0 = report::stream_report(split.path, b0);
+    EXPECT_GT(r0.detail_folded, 0u);
+    EXPECT_EQ(r0.detail_folded, r_packed.detail_folded);
+    EXPECT_EQ(b0.take(r0).allocations, b_packed.take(r_packed).allocations);
+    // A gzip fold cut short: left out, named as damaged.
+    write(packed.substr(0, packed.size() / 2));
+    {
+        report::SummaryBuilder b;
+        const report::Report r = report::stream_report(split.path, b);
+        EXPECT_EQ(r.detail_folded, 0u);
+        bool damaged = false;
+        for (const std::string& w : r.warnings) damaged |= w.find("a damaged fold") != std::string::npos;
+        EXPECT_TRUE(damaged);
+    }
     // Not this report's (its first line differs): left out with a warning; the parts are read.
     write("MEMGUARD-REPORT 9\n" + text.substr(text.find('\n') + 1));
     report::SummaryBuilder b1;
