@@ -10,7 +10,8 @@
 #   tests/gpu/acceptance.sh --part python-hook,driver-entry-points,phases,export-merge
 #   tests/gpu/acceptance.sh --part allocator-mode,allocator-mode-reports,compile-window
 # (--list builds nothing.) The H200 machine has no libunwind and no network: carry .deps/libunwind
-# (built here by tools/setup.sh) with the working tree. Results go to $OUT (device tool) or ./gpu-out.
+# (built here by tools/setup.sh) with the working tree; where it has no zlib.h either, carry
+# .deps/zlib too (see the build step). Results go to $OUT (device tool) or ./gpu-out.
 #
 #        tests/gpu/acceptance.sh --wheel dist/torch_memguard-*.whl [--part ...]
 # runs the suite through an installed wheel instead (built elsewhere by tools/build-wheel.sh, carried
@@ -58,7 +59,13 @@ else
     {
         echo "== machine"; nvidia-smi -L || true; uname -r; python3 -c 'import torch,sys; print("torch", torch.__version__, "python", sys.version.split()[0])'
         echo "== build"
-        cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMGUARD_BUILD_TESTS=OFF >"$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; exit 1; }
+        # zlib (the CLI's folds): the machine's where it has the headers, else a carried .deps/zlib
+        # (include/zlib.h, include/zconf.h and a PIC lib/libz.a, e.g. copied from zlib1g-dev).
+        zlib=()
+        if ! printf '#include <zlib.h>\n' | c++ -E -x c++ - >/dev/null 2>&1 && [ -f .deps/zlib/include/zlib.h ]; then
+            echo "no zlib.h on this machine: the carried .deps/zlib"; zlib=(-DZLIB_ROOT="$PWD/.deps/zlib")
+        fi
+        cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMGUARD_BUILD_TESTS=OFF "${zlib[@]}" >"$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; exit 1; }
         cmake --build "$build" -j"$(nproc)" --target memguard >>"$out/cmake.log" 2>&1 || { tail -50 "$out/cmake.log"; exit 1; }
         cmake --build "$build" -j"$(nproc)" >>"$out/cmake.log" 2>&1 || { echo "warning: full build failed (see cmake.log)"; tail -30 "$out/cmake.log"; }
         ls -la "$build/lib/libmemguard.so" "$build/bin/memguard" || true
