@@ -257,7 +257,11 @@ std::optional<std::string> fold_text(const std::string& path, std::string& error
 std::optional<Fold> read_fold(const std::string& path, const std::string& magic, std::string& error) {
     std::optional<std::string> text = fold_text(path, error);
     if (!text) return std::nullopt;
-    std::FILE* file = ::fmemopen(text->empty() ? nullptr : text->data(), text->size(), "r");
+    if (text->empty()) {  // fmemopen takes no empty buffer
+        error = path + ": not a fold of this report (it is empty)";
+        return std::nullopt;
+    }
+    std::FILE* file = ::fmemopen(text->data(), text->size(), "r");
     if (file == nullptr) {
         error = path + ": cannot read the fold (" + std::strerror(errno) + ")";
         return std::nullopt;

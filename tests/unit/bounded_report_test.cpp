@@ -838,6 +838,16 @@ TEST(BoundedReport, AFoldOfAnotherReportIsLeftOutAndADamagedOneIsNamed) {
         for (const std::string& w : r.warnings) damaged |= w.find("a damaged fold") != std::string::npos;
         EXPECT_TRUE(damaged);
     }
+    // An empty fold file: left out, named.
+    write("");
+    {
+        report::SummaryBuilder b;
+        const report::Report r = report::stream_report(split.path, b);
+        EXPECT_EQ(r.detail_folded, 0u);
+        bool said = false;
+        for (const std::string& w : r.warnings) said |= w.find("(it is empty)") != std::string::npos;
+        EXPECT_TRUE(said);
+    }
     // Not this report's (its first line differs): left out with a warning; the parts are read.
     write("MEMGUARD-REPORT 9\n" + text.substr(text.find('\n') + 1));
     report::SummaryBuilder b1;
