@@ -6,7 +6,7 @@
 @check("multi-gpu-ranks", "a heavier rank 1 (4x its batch): merge names rank 1 and the category that grew, "
                           "with 2 ranks (the heavier against the other) and with 4 (against the median; gloo)")
 def mgpu_heavy_rank(ctx):
-    _mgpu_need_two(ctx)
+    _mgpu_need_two_ranks(ctx)
     # Two ranks over NCCL: merge names the heavier rank against the other (docs/rank-summary.md).
     two = _mgpu_job(ctx, "heavy2", ("--mode", "ddp", "--steps", "6", "--heavy-rank", "1"))
     files2 = [str(two["reports"][r]) for r in (0, 1)]
@@ -59,7 +59,7 @@ def mgpu_heavy_rank(ctx):
 @check("multi-gpu-ranks", "an OOM on rank 1 only: `memguard oom` explains it, rank 0's report is intact, "
                           "merge's OOM column points at rank 1")
 def mgpu_oom_rank(ctx):
-    _mgpu_need_two(ctx)
+    _mgpu_need_two_ranks(ctx)
     job = _mgpu_job(ctx, "oom1", ("--mode", "ddp", "--steps", "3", "--oom-rank", "1"))
     res = job["results"]
     print(f"rank 1's OutOfMemoryError ({res[1]['oom_request_bytes']} bytes asked): {str(res[1]['oom'])[:300]}")
@@ -105,7 +105,7 @@ def mgpu_fsdp2_allocator(ctx):
     nat = _mgpu_job(ctx, "fsdp2_alloc_native", args, run_opts=("--allocator", "native"))
     mg = _mgpu_job(ctx, "fsdp2_alloc_memguard", args, run_opts=("--allocator", "memguard"))
     ratios = []
-    for r in (0, 1):
+    for r in _MGPU_RANKS:
         a, b = nat["results"][r], mg["results"][r]
         ratio = b["max_memory_reserved"] / a["max_memory_reserved"]
         ratios.append(ratio)
@@ -114,7 +114,7 @@ def mgpu_fsdp2_allocator(ctx):
               f"(x{ratio:.4f}); max_memory_allocated {b['max_memory_allocated']} / {a['max_memory_allocated']}; "
               f"median step {1e3 * b['step_time_s']:.2f} / {1e3 * a['step_time_s']:.2f} ms; summary allocator_mode "
               f"{mg['summaries'][r]['allocator_mode']} / {nat['summaries'][r]['allocator_mode']}")
-    for r in (0, 1):
+    for r in _MGPU_RANKS:
         assert mg["summaries"][r]["allocator_mode"] and not nat["summaries"][r]["allocator_mode"]
         assert nat["results"][r]["losses"] == mg["results"][r]["losses"], f"rank {r}: losses differ"
     assert max(ratios) <= 1.02, ratios
