@@ -182,9 +182,18 @@ std::vector<unsigned> find_folds(const std::string& spine) {
     return folds;
 }
 
+namespace {
+
+constexpr size_t kMaxFoldText = size_t{1} << 30;  // what a fold may unpack to: a damaged one stops there
+
+}  // namespace
+
 std::string pack_fold(const std::string& text) {
     // gzip (deflate with its header): `zcat` reads a fold, and a reader tells it from a plain one
-    // by its first two bytes.
+    // by its first two bytes. One deflate call: zlib counts its input in 32 bits.
+    if (text.size() > kMaxFoldText) {
+        throw ReportError("a fold of " + std::to_string(text.size()) + " bytes: more than a reader takes (1 GiB)");
+    }
     z_stream z{};
     if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
         throw ReportError("cannot start compressing a fold (zlib)");
@@ -200,12 +209,6 @@ std::string pack_fold(const std::string& text) {
     if (rc != Z_STREAM_END) throw ReportError("cannot compress a fold (zlib: " + std::to_string(rc) + ")");
     return out;
 }
-
-namespace {
-
-constexpr size_t kMaxFoldText = size_t{1} << 30;  // what a fold may unpack to: a damaged one stops there
-
-}  // namespace
 
 std::optional<std::string> fold_text(const std::string& path, std::string& error) {
     std::FILE* file = open_report(path);
@@ -224,6 +227,10 @@ std::optional<std::string> fold_text(const std::string& path, std::string& error
     }
     if (raw.size() < 2 || static_cast<unsigned char>(raw[0]) != 0x1f || static_cast<unsigned char>(raw[1]) != 0x8b) {
         return raw;
+    }
+    if (raw.size() > kMaxFoldText) {  // deflate never grows text this much: no fold packs to this
+        error = path + ": a damaged fold (a gzip file of " + std::to_string(raw.size()) + " bytes)";
+        return std::nullopt;
     }
     z_stream z{};
     if (inflateInit2(&z, 15 + 16) != Z_OK) {
