@@ -1,6 +1,6 @@
 # Third-party dependencies. None of them may become a NEEDED entry of libmemguard.so:
 # spdlog and fmt are used header-only, libunwind is linked as a PIC static archive, and the
-# CUDA toolkit contributes headers only.
+# CUDA toolkit contributes headers only. zlib serves the CLI alone.
 
 find_package(Threads REQUIRED)
 
@@ -66,6 +66,17 @@ endif()
 message(STATUS "memguard: NVTX headers in ${MEMGUARD_NVTX_INCLUDE_DIR}")
 add_library(memguard_nvtx_headers INTERFACE)
 target_include_directories(memguard_nvtx_headers SYSTEM INTERFACE ${MEMGUARD_NVTX_INCLUDE_DIR})
+
+# --- zlib: the CLI's gzip folds (report/fold.cpp), never the library's ----------------------------
+# A wheel links the static archive, so that the CLI it ships needs only glibc, libstdc++ and
+# libgcc_s (tests/wheel/check_wheel.py); other builds take the shared library.
+if(MEMGUARD_WHEEL)
+  set(ZLIB_USE_STATIC_LIBS ON)
+endif()
+find_package(ZLIB)
+if(NOT ZLIB_FOUND)
+  message(FATAL_ERROR "memguard: zlib not found (the CLI writes a bounded report's folds as gzip). Install zlib1g-dev (tools/setup.sh does), or pass -DZLIB_ROOT=<prefix holding include/zlib.h and lib/libz.*>.")
+endif()
 
 # --- fmt and spdlog, header-only ---------------------------------------------------------------
 find_package(fmt REQUIRED)
