@@ -828,44 +828,25 @@ TEST(BoundedReport, AFoldOfAnotherReportIsLeftOutAndADamagedOneIsNamed) {
     EXPECT_GT(r0.detail_folded, 0u);
     EXPECT_EQ(r0.detail_folded, r_packed.detail_folded);
     EXPECT_EQ(b0.take(r0).allocations, b_packed.take(r_packed).allocations);
-    // A gzip fold cut short: left out, named as damaged.
-    write(packed.substr(0, packed.size() / 2));
-    {
+    // A fold the read leaves out (the parts are read instead), with a warning that says why.
+    auto left_out_saying = [&](const std::string& content, const char* why) {
+        write(content);
         report::SummaryBuilder b;
         const report::Report r = report::stream_report(split.path, b);
-        EXPECT_EQ(r.detail_folded, 0u);
-        bool damaged = false;
-        for (const std::string& w : r.warnings) damaged |= w.find("a damaged fold") != std::string::npos;
-        EXPECT_TRUE(damaged);
-    }
-    // An empty fold file: left out, named.
-    write("");
-    {
-        report::SummaryBuilder b;
-        const report::Report r = report::stream_report(split.path, b);
-        EXPECT_EQ(r.detail_folded, 0u);
+        EXPECT_EQ(r.detail_folded, 0u) << why;
         bool said = false;
-        for (const std::string& w : r.warnings) said |= w.find("(it is empty)") != std::string::npos;
-        EXPECT_TRUE(said);
-    }
-    // Not this report's (its first line differs): left out with a warning; the parts are read.
-    write("MEMGUARD-REPORT 9\n" + text.substr(text.find('\n') + 1));
-    report::SummaryBuilder b1;
-    const report::Report r1 = report::stream_report(split.path, b1);
-    EXPECT_EQ(r1.detail_folded, 0u);
-    bool said = false;
-    for (const std::string& w : r1.warnings) said |= w.find("not a fold of this report") != std::string::npos;
-    EXPECT_TRUE(said);
-    // Of another run at the same path (another pid and start): left out too.
+        for (const std::string& w : r.warnings) said |= w.find(why) != std::string::npos;
+        EXPECT_TRUE(said) << why;
+    };
+    left_out_saying(packed.substr(0, packed.size() / 2), "a damaged fold");  // a gzip fold cut short
+    left_out_saying("", "(it is empty)");
+    // Not this report's (its first line differs).
+    left_out_saying("MEMGUARD-REPORT 9\n" + text.substr(text.find('\n') + 1), "not a fold of this report");
+    // Of another run at the same path (another pid and start).
     const size_t run = text.find("\nz reader.run 0 ");
     ASSERT_NE(run, std::string::npos);
-    write(text.substr(0, run) + "\nz reader.run 0 1 2" + text.substr(text.find('\n', run + 1)));
-    report::SummaryBuilder b3;
-    const report::Report r3 = report::stream_report(split.path, b3);
-    EXPECT_EQ(r3.detail_folded, 0u);
-    said = false;
-    for (const std::string& w : r3.warnings) said |= w.find("a fold of another run") != std::string::npos;
-    EXPECT_TRUE(said);
+    left_out_saying(text.substr(0, run) + "\nz reader.run 0 1 2" + text.substr(text.find('\n', run + 1)),
+                    "a fold of another run");
     // Its summary figure gone: the read stops with a message that names the fold.
     const size_t at = text.find("\nz summary ");
     ASSERT_NE(at, std::string::npos);
