@@ -1,8 +1,8 @@
 # Two GPUs (issue 24): a small transformer (workloads/dist_train.py) trained with DDP and with FSDP2,
 # eager and compiled, under `memguard run -- torchrun --nproc-per-node 2` against the same runs
 # without memguard; `memguard merge` over the per-rank reports. Exec'd by acceptance.py (check, Skip,
-# ctx, HERE are its names). Every check skips with fewer than 2 GPUs. The per-rank OOM, the outlier
-# rank and allocator mode under FSDP2 are in multi_gpu_ranks.py.
+# ctx, HERE are its names). Every check skips with fewer GPUs than ranks (MG_MGPU_NPROC, default 2).
+# The per-rank OOM, the outlier rank and allocator mode under FSDP2 are in multi_gpu_ranks.py.
 #
 # Each job runs in its own directory OUT/mgpu/<tag>/: the workload's results rank<R>.json, the
 # reports rank<R>.<pid>.mgr (memguard run --output) and the summaries memguard run writes beside them.
@@ -20,7 +20,7 @@ _MGPU_RANKS = tuple(range(_MGPU_NPROC))
 _MGPU_STEP_RATIO_LIMIT = 1.10
 
 
-def _mgpu_need_two(ctx):
+def _mgpu_need_gpus(ctx):
     def count():
         p = ctx.run([ctx.python, "-c", "import torch; print(torch.cuda.device_count())"])
         return int(p.stdout.strip().splitlines()[-1])
@@ -30,7 +30,7 @@ def _mgpu_need_two(ctx):
 
 
 def _mgpu_need_two_ranks(ctx):
-    _mgpu_need_two(ctx)
+    _mgpu_need_gpus(ctx)
     if _MGPU_NPROC < 2:
         raise Skip(f"needs 2 ranks (MG_MGPU_NPROC={_MGPU_NPROC})")
 
@@ -97,7 +97,7 @@ def _mgpu_arms(ctx, mode, compiled):
 
 
 def _mgpu_compare(ctx, mode, compiled):
-    _mgpu_need_two(ctx)
+    _mgpu_need_gpus(ctx)
     plain, mg = _mgpu_arms(ctx, mode, compiled)
     ratios = []
     for r in _MGPU_RANKS:
@@ -158,7 +158,7 @@ def mgpu_fsdp2_compiled(ctx):
 @check("multi-gpu", "memguard merge over the DDP and FSDP2 runs: one row per rank, NCCL's memory per rank "
                     "from native stacks, categories per rank")
 def mgpu_merge(ctx):
-    _mgpu_need_two(ctx)
+    _mgpu_need_gpus(ctx)
     for mode in ("ddp", "fsdp2"):
         _, mg = _mgpu_arms(ctx, mode, False)
         files = [str(mg["reports"][r]) for r in _MGPU_RANKS]

@@ -1,6 +1,6 @@
 # Two GPUs (issue 24), rank by rank: a heavier rank named by merge's outlier detection, an OOM on one
 # rank only, and allocator mode under FSDP2. Exec'd by acceptance.py after multi_gpu.py, whose
-# helpers (_mgpu_need_two, _mgpu_job, _mgpu_categories, _mgpu_gib) it uses.
+# helpers (_mgpu_need_gpus, _mgpu_job, _mgpu_categories, _mgpu_gib) it uses.
 
 
 @check("multi-gpu-ranks", "a heavier rank 1 (4x its batch): merge names rank 1 and the category that grew, "
@@ -100,7 +100,7 @@ def mgpu_oom_rank(ctx):
 @check("multi-gpu-ranks", "allocator mode under FSDP2 (2 GPUs): losses bitwise equal to PyTorch's allocator, "
                           "peak reserved within 1.02x")
 def mgpu_fsdp2_allocator(ctx):
-    _mgpu_need_two(ctx)
+    _mgpu_need_gpus(ctx)
     args = ("--mode", "fsdp2", "--steps", "20", "--warmup", "5")
     nat = _mgpu_job(ctx, "fsdp2_alloc_native", args, run_opts=("--allocator", "native"))
     mg = _mgpu_job(ctx, "fsdp2_alloc_memguard", args, run_opts=("--allocator", "memguard"))
