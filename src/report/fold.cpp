@@ -220,9 +220,10 @@ std::optional<std::string> fold_text(const std::string& path, std::string& error
     char buf[1 << 16];
     for (size_t n; (n = std::fread(buf, 1, sizeof buf, file)) > 0;) raw.append(buf, n);
     const bool failed = std::ferror(file) != 0;
+    const int read_errno = errno;  // fclose may change it
     std::fclose(file);
     if (failed) {
-        error = path + ": cannot read (" + std::strerror(errno) + ")";
+        error = path + ": cannot read (" + std::strerror(read_errno) + ")";
         return std::nullopt;
     }
     if (raw.size() < 2 || static_cast<unsigned char>(raw[0]) != 0x1f || static_cast<unsigned char>(raw[1]) != 0x8b) {
