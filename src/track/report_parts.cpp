@@ -129,6 +129,17 @@ uint64_t ReportParts::counted(uint64_t spine_more, uint64_t open_part) const noe
            open_part + kChunk + kEndBytes;
 }
 
+uint64_t ReportParts::size_now(uint64_t spine_more) const noexcept {
+    // The room the folds take: the grant, and an eighth more for the next, larger fold (a follower
+    // asks for room again as its fold grows); the fold seen beside the report when more.
+    const uint64_t folds = std::max(granted_ + granted_ / 8, fold_bytes_);
+    const uint64_t rest = spine_bytes_ + spine_more + folds + format::fold_room::kFileBytes + kChunk + kEndBytes;
+    // Never under twice the live set the part carried: the carried copy stays at most half of it.
+    const uint64_t least = std::min(part_size_, std::max(kMinPartSize, 2 * carried_bytes_));
+    if (rest >= limit_) return least;
+    return std::clamp((limit_ - rest) / 4, least, part_size_);
+}
+
 void ReportParts::delete_oldest(std::string& spine, int64_t now) {
     // The oldest part goes, folded or not: the bound wins, the host never waits for a fold.
     const Closed& c = closed_.front();
@@ -141,7 +152,7 @@ void ReportParts::delete_oldest(std::string& spine, int64_t now) {
 }
 
 void ReportParts::room_for_spine(uint64_t n, std::string& spine, int64_t now) {
-    const uint64_t open_part = std::max(part_bytes_, part_size_);
+    const uint64_t open_part = std::max(part_bytes_, size_now(n));
     if (counted(n, open_part) <= limit_) return;
     look_for_fold(false);
     while (!closed_.empty() && counted(n + spine.size(), open_part) > limit_) delete_oldest(spine, now);
@@ -182,9 +193,11 @@ bool ReportParts::drain(format::binary::Predictions& predictions, std::string& s
         failed_ = true;
         return false;
     }
-    // A part goes on in a new one at the part size, once it holds a quarter of that beyond the live
-    // set it carried (a live set near the part size would otherwise be rewritten at every drain).
-    const bool rotate = part_bytes_ >= part_size_ && part_bytes_ - carried_bytes_ >= part_size_ / 4;
+    // A part goes on in a new one at the size the limit leaves it now (size_now), once it holds a
+    // quarter of that beyond the live set it carried (a live set near the part size would otherwise
+    // be rewritten at every drain).
+    const uint64_t size = size_now(spine.size());
+    const bool rotate = part_bytes_ >= size && part_bytes_ - carried_bytes_ >= size / 4;
     if (rotate) {
         closed_.push_back(Closed{part_, part_bytes_, part_first_, position_, last_t_});
         closed_bytes_ += part_bytes_;
@@ -198,8 +211,7 @@ bool ReportParts::drain(format::binary::Predictions& predictions, std::string& s
     // the start: its live set may be more than a part), and the end record. The fold is looked for
     // at a rotation and when the limit needs room; at the other drains only the fold the follower
     // writes next (through part_ - 2, once part_ is there), until it is there: one stat.
-    const uint64_t open_part = rotate ? std::max<uint64_t>(chunk_.size(), part_size_)
-                                      : std::max(part_bytes_, part_size_);
+    const uint64_t open_part = rotate ? std::max<uint64_t>(chunk_.size(), size) : std::max(part_bytes_, size);
     // The follower's folds want more room: granted when the limit holds it with every closed part
     // deleted, and said only once the parts it needs are gone (a grant is never taken back). The
     // fold it is for is made (in the follower's memory): the parts it covers are deleted folded.

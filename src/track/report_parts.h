@@ -40,7 +40,14 @@ public:
     ReportParts& operator=(const ReportParts&) = delete;
 
     uint64_t limit() const noexcept { return limit_; }
+    /// The part size asked for (set_part_size, or part_size_for(limit)): the most a part holds.
     uint64_t part_size() const noexcept { return part_size_; }
+    /// Where the part being written ends now, with `spine_more` bytes more for the spine: the part
+    /// size while the limit holds four parts of it beside the spine and the folds' room, else a
+    /// quarter of what they leave (never under kMinPartSize, nor under twice the live set the part
+    /// carried). A fold through part N waits for part N + 2 and the part after it is begun: four
+    /// parts at once keep every part folded as the spine grows (docs/bounded-reports.md, "Size and cost").
+    uint64_t size_now(uint64_t spine_more) const noexcept;
 
     /// Opens the first part beside `spine_path`, whose file (`spine_fd`, which the writer keeps
     /// open) already holds `spine_bytes` (the header); `magic` is the header's first line (with its

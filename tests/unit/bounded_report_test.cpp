@@ -1054,6 +1054,47 @@ TEST(BoundedReport, ItsFollowerFoldsThePartsAsTheyCloseAndTheCommandsAnswerAsFor
         EXPECT_EQ(b.out.find("detail dropped"), std::string::npos) << b.out;
     }
 }
+
+TEST(BoundedReport, ASpineAndFoldThatFillHalfTheLimitMakeThePartsSmallerNotUnfolded) {
+    // Short steps (at the end a spine of 377 KB and a gzip fold of 733 KB) under a limit that parts of
+    // an eighth of it no longer fit once the spine and the fold have grown: a fold through part N
+    // waits for part N + 2, so four parts, the spine and the folds' room must fit. With parts of a
+    // fixed size, parts go unfolded (14 of them, when this test was written: limit >= 8/5 x (spine
+    // + 2.25 x fold), 3.2 MB, does not hold); with parts that shrink to a quarter of what the spine
+    // and the folds leave, every deleted part is folded (spine + 2.53 x fold + 5 x 64 KiB, 2.6 MB,
+    // holds: docs/bounded-reports.md, "Size and cost").
+    Options o;
+    o.encoding = ReportEncoding::Text;
+    o.pairs = 100000;
+    o.flush_every = 500;
+    o.step_every = 10;
+    o.phase_every = 7000;
+    o.limit = 11 << 18;  // 2.75 MiB
+    o.follow = true;
+    o.pause_ms = 100;  // the follower folds a part in well under the flushes it spans
+    RecordedRun bounded(o);
+    const std::vector<std::pair<std::string, uint64_t>> files = files_in(bounded.dir_);
+    uint64_t spine = 0, fold = 0;
+    for (const auto& [name, bytes] : files) {
+        if (name == "r.mgr") spine = bytes;
+        if (name.find(".fold-") != std::string::npos) fold = std::max(fold, bytes);
+    }
+    ASSERT_GT(fold, 0u) << "no fold";
+    // Parts of an eighth of the limit would need 8/5 x (spine + 2.25 x fold): more than the limit;
+    // parts that shrink need less.
+    EXPECT_GT(8 * (4 * spine + 9 * fold) / 20, o.limit) << "spine " << spine << ", fold " << fold;
+    EXPECT_LT(spine + 253 * fold / 100 + 5 * ReportParts::kMinPartSize, o.limit)
+        << "spine " << spine << ", fold " << fold;
+    EXPECT_LE(bounded.largest_on_disk, o.limit);
+    EXPECT_GT(report::detail_part_numbers(bounded.path).front(), 3u) << "parts were deleted";
+    for (int i = 0; i < 300 && !processes_naming(bounded.path).empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    const report::test::CliResult r = report::test::run_cli("summary r.mgr", "cd " + bounded.dir_ + " &&");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(r.out.find("detail dropped"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("folded into figures"), std::string::npos) << r.out;
+}
 #endif
 
 TEST(FoldRoom, ALineIsReadOnlyWhole) {

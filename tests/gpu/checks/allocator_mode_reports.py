@@ -270,11 +270,11 @@ def alloc_mode_binary_report(ctx):
 def alloc_mode_bounded_report(ctx):
     import os as _os
     import subprocess as _sp
-    # Every part stays folded while the limit holds the spine, twice the fold and an eighth (the
-    # fold's room), the two closed parts a fold needs and the open part (an eighth of the limit
-    # each): limit >= 8/5 x (spine + 2.25 x fold) (docs/bounded-reports.md, "Size and cost"). On the
-    # H100, 4000 steps: spine 510 B and gzip fold 122 B per step, so about 5 MB of a 26.6 MB
-    # unbounded report; 4 MiB dropped parts, 16 MiB (with text folds, then 790 B per step) did not.
+    # Every part stays folded while the limit holds the spine, the fold's room (twice the fold and an
+    # eighth, and an eighth of that more for the next grant) and four of the smallest parts and a
+    # chunk: parts shrink as the spine and the fold grow (ReportParts::size_now), so limit >= spine +
+    # 2.53 x fold + 5 x 64 KiB (docs/bounded-reports.md, "Size and cost"). On the H100, 4000 steps:
+    # spine 510 B and gzip fold 122 B per step, so about 3.6 MB of a 26.6 MB unbounded report.
     steps = _os.environ.get("MG_BOUNDED_STEPS", "4000")
     limit = int(_os.environ.get("MG_BOUNDED_LIMIT", str(16 << 20)))
     env = {"MEMGUARD_ALLOCATOR": "memguard", "MEMGUARD_REPORT_ENCODING": "binary", "MEMGUARD_CLI": str(ctx.cli)}
@@ -352,8 +352,8 @@ def alloc_mode_bounded_report(ctx):
             p.unlink()
     print(f"split: {detail} detail records in {len(split_parts)} parts of {per_part}; {compact}; "
           f"fold {fold[0].stat().st_size} bytes ({fold[0].stat().st_size / max(int(steps), 1):.0f} per step)")
-    need = 8 * (spine.stat().st_size + 9 * fold[0].stat().st_size // 4) // 5
-    print(f"the limit this run needs to keep every part folded, 8/5 x (spine + 2.25 x fold): about {need} bytes "
+    need = spine.stat().st_size + 253 * fold[0].stat().st_size // 100 + 5 * (64 << 10)
+    print(f"the limit this run needs to keep every part folded, spine + 2.53 x fold + 5 x 64 KiB: about {need} bytes "
           f"({need / whole.stat().st_size:.2f} of the unbounded report; the limit given: {limit})")
     drop = ("file", "detail_dropped", "detail_folded", "detail_from_s", "warnings")
     s_text = {k: v for k, v in _mg7r_cli_json(ctx, "summary", "--json", str(text)).items() if k not in drop}
