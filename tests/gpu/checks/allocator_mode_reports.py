@@ -264,7 +264,7 @@ def alloc_mode_binary_report(ctx):
 
 
 @check("allocator-mode-reports", "a bounded report: an allocator-mode training of a few minutes under "
-       "MEMGUARD_MAX_REPORT_SIZE=16MiB (binary, folded by the follower the library starts) stays under the limit and "
+       "MEMGUARD_MAX_REPORT_SIZE=4MiB (binary, folded by the follower the library starts) stays under the limit and "
        "its summary and top --at peak agree with the same job unbounded; the unbounded report split into parts, "
        "folded and its folded parts deleted answers summary and top --at peak as the whole report does")
 def alloc_mode_bounded_report(ctx):
@@ -274,9 +274,10 @@ def alloc_mode_bounded_report(ctx):
     # eighth, and an eighth of that more for the next grant) and four of the smallest parts and a
     # chunk: parts shrink as the spine and the fold grow (ReportParts::size_now), so limit >= spine +
     # 2.53 x fold + 5 x 64 KiB (docs/bounded-reports.md, "Size and cost"). On the H100, 4000 steps:
-    # spine 510 B and gzip fold 122 B per step, so about 3.6 MB of a 26.6 MB unbounded report.
+    # spine 515 B and gzip fold 119 B per step, so about 3.6 MB of a 26 MB unbounded report: 4 MiB
+    # (the default) kept every part folded there (docs/benchmarks.md, 2026-12-07).
     steps = _os.environ.get("MG_BOUNDED_STEPS", "4000")
-    limit = int(_os.environ.get("MG_BOUNDED_LIMIT", str(16 << 20)))
+    limit = int(_os.environ.get("MG_BOUNDED_LIMIT", str(4 << 20)))
     env = {"MEMGUARD_ALLOCATOR": "memguard", "MEMGUARD_REPORT_ENCODING": "binary", "MEMGUARD_CLI": str(ctx.cli)}
     args = ("train", "--steps", steps)
     w_run = workload(ctx, "allocator_mode", "train_long_unbounded", True, env=env, args=args)
