@@ -373,6 +373,18 @@ MG_DRIVER_HOOK(cuMemRelease, (CUmemGenericAllocationHandle handle), (handle), {
         Order::Freeing, [&] { return fn(handle); }, [&](Recorder& rec) { rec.record_release(handle); });
 })
 
+// A reference more to the handle mapped at `addr` (the same value cuMemCreate returned), which a
+// later cuMemRelease gives back: NCCL frees its buffers so (retain, release, unmap, release). The
+// release the report writes is the handle's last. Under the order lock over the call and the
+// count, as a release is: a release on another thread counts this reference or runs before it.
+MG_DRIVER_HOOK(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle * handle, void* addr), (handle, addr), {
+    return observe_vmm(
+        Order::Freeing, [&] { return fn(handle, addr); },
+        [&](Recorder& rec) {
+            if (handle) rec.record_retain(*handle);
+        });
+})
+
 MG_DRIVER_HOOK(cuMemMap,
                (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                 unsigned long long flags),

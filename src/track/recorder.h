@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 
 #include "common/config.h"
 #include "format/encode.h"
@@ -99,8 +100,11 @@ public:
     void record_reserve_interned(uintptr_t va, uint64_t size, uint32_t stack_id, uint32_t python_stack_id);
     void record_create_interned(uintptr_t handle, uint64_t size, int device, uint32_t stack_id,
                                 uint32_t python_stack_id);
-    /// cuMemRelease of `handle` (n).
+    /// cuMemRelease of `handle` (n): written only for the handle's last reference (the ones
+    /// record_retain counted are given back first, unwritten).
     void record_release(uintptr_t handle);
+    /// cuMemRetainAllocationHandle returned `handle`: one reference more, given back by a release.
+    void record_retain(uintptr_t handle);
     /// cuMemMap of `size` bytes of `handle` from `offset` at `va` (Q).
     void record_map(uintptr_t va, uint64_t size, uint64_t offset, uintptr_t handle);
     /// cuMemUnmap of `size` bytes at `va` (q).
@@ -343,6 +347,10 @@ private:
     ReportWriter* const file_sink_;
     SystemClock* const system_clock_;
     std::mutex start_mu_;
+    // Handles' references added by cuMemRetainAllocationHandle, not given back yet (record_retain).
+    // Taken only under the virtual-memory order lock (the driver hooks'), so never held at a fork.
+    std::mutex retained_mu_;
+    std::unordered_map<uintptr_t, uint32_t> retained_;
     StackTable stacks_;
     LazyFrameSizes frame_sizes_;  // StackMemo's misses: slots without the cursor
     BlockTable blocks_;

@@ -42,7 +42,25 @@ void Recorder::record_create_interned(uintptr_t handle, uint64_t size, int devic
 
 void Recorder::record_release(uintptr_t handle) {
     if (state_.load(std::memory_order_acquire) != State::Recording) return;
+    {
+        std::lock_guard<std::mutex> lock(retained_mu_);
+        if (auto it = retained_.find(handle); it != retained_.end()) {
+            if (--it->second == 0) retained_.erase(it);
+            return;  // a retained reference given back: the handle lives on
+        }
+    }
     emit(format::rec::Release{now(), current_tid(), handle});
+}
+
+void Recorder::record_retain(uintptr_t handle) {
+    if (state_.load(std::memory_order_acquire) != State::Recording) return;
+    std::lock_guard<std::mutex> lock(retained_mu_);
+    try {
+        ++retained_[handle];
+    } catch (...) {
+        // Out of host memory: the reference goes uncounted, and its release is written (the
+        // reader warns of the second one). The host's call is not harmed.
+    }
 }
 
 void Recorder::record_map(uintptr_t va, uint64_t size, uint64_t offset, uintptr_t handle) {

@@ -73,6 +73,7 @@ struct Ops {
     CUresult (*address_free)(CUdeviceptr, size_t) = nullptr;
     CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) = nullptr;
     CUresult (*release)(CUmemGenericAllocationHandle) = nullptr;
+    CUresult (*retain)(CUmemGenericAllocationHandle*, void*) = nullptr;
     CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
     CUresult (*unmap)(CUdeviceptr, size_t) = nullptr;
     CUresult (*begin_capture)(CUstream, CUstreamCaptureMode) = nullptr;
@@ -154,6 +155,7 @@ void fill(Ops& o, bool by_base_name, bool ptsz, Lookup lookup, void* ctx) {
     FILL(address_free, "cuMemAddressFree", "cuMemAddressFree", false);
     FILL(create, "cuMemCreate", "cuMemCreate", false);
     FILL(release, "cuMemRelease", "cuMemRelease", false);
+    FILL(retain, "cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle", false);
     FILL(map, "cuMemMap", "cuMemMap", false);
     FILL(unmap, "cuMemUnmap", "cuMemUnmap", false);
     FILL(begin_capture, "cuStreamBeginCapture", "cuStreamBeginCapture_v2", true);
@@ -346,6 +348,12 @@ APP_FN void expandable_segment(const Ops& o) {
     // Release before unmap (allowed): the memory stays until the unmap.
     check("release 0", o.release(pages[0]));
     check("unmap 0", o.unmap(base, kPage));
+    // NCCL's free (ncclCuMemFree): a reference retained from the address and given back, then the
+    // unmap and the handle's own release, which alone ends it.
+    CUmemGenericAllocationHandle again = 0;
+    check("retain big", o.retain(&again, reinterpret_cast<void*>(base + 8 * kPage)));
+    if (again != big) die("retain big: another handle", static_cast<int>(again));
+    check("release retained big", o.release(again));
     check("unmap big", o.unmap(base + 8 * kPage, kPage));
     check("release big", o.release(big));
     check("address free", o.address_free(base, reserved));
@@ -435,6 +443,7 @@ int main(int argc, char** argv) {
         DIRECT(address_free, cuMemAddressFree);
         DIRECT(create, cuMemCreate);
         DIRECT(release, cuMemRelease);
+        DIRECT(retain, cuMemRetainAllocationHandle);
         DIRECT(map, cuMemMap);
         DIRECT(unmap, cuMemUnmap);
         DIRECT(exchange_mode, cuThreadExchangeStreamCaptureMode);

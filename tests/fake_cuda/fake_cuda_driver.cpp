@@ -11,7 +11,10 @@
 //     dereferenced), sizes must be multiples of the 2 MiB granularity; cuMemCreate needs a device
 //     location; cuMemMap needs a live handle, a range inside one reservation that is not mapped,
 //     and offset + size within the handle; cuMemUnmap must cover whole mappings; cuMemRelease of a
-//     mapped handle succeeds and the memory goes when its last mapping does; cuMemAddressFree
+//     mapped handle succeeds and the memory goes when its last mapping does;
+//     cuMemRetainAllocationHandle of a mapped address returns the handle mapped there (the same
+//     value) with one reference more, which a cuMemRelease gives back (the handle is released with
+//     its last reference, as the driver counts them); cuMemAddressFree
 //     needs the exact reserved range with nothing mapped in it. Misuse returns
 //     CUDA_ERROR_INVALID_VALUE (and touches nothing).
 //   - Allocation functions return host memory (pinned memory is writable); frees of unknown
@@ -50,6 +53,7 @@ struct Physical {
     int device = 0;
     bool released = false;
     int mappings = 0;
+    int retained = 0;  // references cuMemRetainAllocationHandle added, not yet released
 };
 
 struct Mapping {
@@ -336,8 +340,28 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = s.handles.find(handle);
     if (it == s.handles.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+    if (it->second.retained > 0) {
+        --it->second.retained;
+        return CUDA_SUCCESS;
+    }
     it->second.released = true;
     drop_physical_if_unused(s, handle);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+    if (!handle) return CUDA_ERROR_INVALID_VALUE;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    const auto va = reinterpret_cast<uintptr_t>(addr);
+    auto m = s.mappings.upper_bound(va);
+    if (m == s.mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
+    --m;
+    if (va >= m->first + m->second.size) return CUDA_ERROR_INVALID_VALUE;
+    auto h = s.handles.find(m->second.handle);
+    if (h == s.handles.end()) return CUDA_ERROR_INVALID_VALUE;
+    ++h->second.retained;
+    *handle = m->second.handle;
     return CUDA_SUCCESS;
 }
 
@@ -551,6 +575,7 @@ const Entry kEntries[] = {
     FAKE_ENTRY("cuMemAddressFree", 10020, cuMemAddressFree),
     FAKE_ENTRY("cuMemCreate", 10020, cuMemCreate),
     FAKE_ENTRY("cuMemRelease", 10020, cuMemRelease),
+    FAKE_ENTRY("cuMemRetainAllocationHandle", 11000, cuMemRetainAllocationHandle),
     FAKE_ENTRY("cuMemMap", 10020, cuMemMap),
     FAKE_ENTRY("cuMemUnmap", 10020, cuMemUnmap),
     FAKE_ENTRY("cuMemSetAccess", 10020, cuMemSetAccess),

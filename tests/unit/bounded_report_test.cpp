@@ -100,8 +100,9 @@ struct Options {
     /// At each flush, with the report's path: a fold made there (the follower's work, in step).
     std::function<void(const std::string&)> at_flush;
     int pause_ms = 0;     // after each flush: time for a follower
-    /// After each flush, wait (up to a minute) until a fold covers every part the follower can fold
-    /// (through the newest but two): a follower that keeps pace however slow the build (sanitizers).
+    /// Every 50 pairs (the writer thread also writes on its own, every 250 ms), wait (up to a minute)
+    /// until a fold covers every part the follower can fold (through the newest but two): a
+    /// follower that keeps pace however slow the build (sanitizers).
     bool keep_pace_with_follower = false;
     bool follow = false;  // the writer starts its follower (memguard compact --follow: MEMGUARD_FOLD=1)
     /// And the records whose figures a fold must keep: step moments that tag live blocks (some
@@ -218,11 +219,11 @@ struct RecordedRun {
                 recorder->record_step(static_cast<uint32_t>(i / o.step_every + 1), format::StepSource::Api, "");
             }
             if (o.rich) rich_records(o, i, t, rng, live, ips);
+            if (o.keep_pace_with_follower && i % 50 == 0) wait_for_follower(dir_ + "/r.mgr");
             if (i % o.flush_every == 0) {
                 recorder->flush();
                 if (o.at_flush) o.at_flush(dir_ + "/r.mgr");
                 if (o.pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.pause_ms));
-                if (o.keep_pace_with_follower) wait_for_follower(dir_ + "/r.mgr");
                 uint64_t bytes = 0;
                 for (const auto& f : files_in(dir_)) bytes += f.second;
                 largest_on_disk = std::max(largest_on_disk, bytes);
@@ -1096,6 +1097,10 @@ TEST(BoundedReport, ASpineAndFoldThatFillHalfTheLimitMakeThePartsSmallerNotUnfol
     // the folds, with a follower that keeps pace.
     o.keep_pace_with_follower = true;
     RecordedRun bounded(o);
+    // The follower's last fold is written after the run: the files once it has exited.
+    for (int i = 0; i < 300 && !processes_naming(bounded.path).empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     const std::vector<std::pair<std::string, uint64_t>> files = files_in(bounded.dir_);
     uint64_t spine = 0, fold = 0;
     for (const auto& [name, bytes] : files) {
@@ -1110,9 +1115,6 @@ TEST(BoundedReport, ASpineAndFoldThatFillHalfTheLimitMakeThePartsSmallerNotUnfol
         << "spine " << spine << ", fold " << fold;
     EXPECT_LE(bounded.largest_on_disk, o.limit);
     EXPECT_GT(report::detail_part_numbers(bounded.path).front(), 3u) << "parts were deleted";
-    for (int i = 0; i < 300 && !processes_naming(bounded.path).empty(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
     const report::test::CliResult r = report::test::run_cli("summary r.mgr", "cd " + bounded.dir_ + " &&");
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(r.out.find("detail dropped"), std::string::npos) << r.out;
