@@ -75,6 +75,7 @@ constexpr void for_each_record(F&& f) {
     f(Type<rec::Explanation>{}), f(Type<rec::GarbageGroup>{}), f(Type<rec::GarbageTensor>{}), f(Type<rec::ChainStep>{});
     f(Type<rec::DetailAt>{}), f(Type<rec::DetailDropped>{});
     f(Type<rec::FoldAt>{}), f(Type<rec::Figure>{});
+    f(Type<rec::Import>{});
 }
 
 namespace detail {

@@ -83,6 +83,24 @@ struct Release {
     }
 };
 
+/// m: cuMemImportFromShareableHandle (minor 11).
+struct Import {
+    static constexpr char kLetter = 'm';
+    static constexpr int kMinor = 11;
+    static constexpr Family kFamily = Family::Vmm;
+    int64_t t = 0;
+    uint64_t tid = 0, handle = 0;
+    uint32_t stack_id = 0, python_stack_id = 0;
+    template <class V, class R>
+    [[gnu::always_inline]] static constexpr void fields(V& v, R& r) {
+        v(field::t, r.t);
+        v(field::tid, r.tid);
+        v(field::handle, r.handle);
+        v(field::stack_id, r.stack_id);
+        v(field::python_stack_id, r.python_stack_id);
+    }
+};
+
 /// Q: cuMemMap.
 struct Map {
     static constexpr char kLetter = 'Q';

@@ -385,6 +385,22 @@ MG_DRIVER_HOOK(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle * hand
         });
 })
 
+// A handle to memory another allocation owns, from a shareable handle (a file descriptor or a
+// fabric handle another process exported: NCCL maps its peers' buffers so). Its mappings are
+// known, its memory is not this process's: the report says `m`, not `N`, and its release `n`.
+MG_DRIVER_HOOK(cuMemImportFromShareableHandle,
+               (CUmemGenericAllocationHandle * handle, void* os_handle, CUmemAllocationHandleType type),
+               (handle, os_handle, type), {
+                   return observe_vmm(
+                       Order::Allocating, [&] { return fn(handle, os_handle, type); },
+                       [&](Recorder& rec) {
+                           if (!handle) return;
+                           uintptr_t ips[Recorder::kStackCapacity];
+                           int n = rec.capture_stack(ips);
+                           rec.record_import(*handle, ips, n);
+                       });
+               })
+
 MG_DRIVER_HOOK(cuMemMap,
                (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                 unsigned long long flags),

@@ -41,6 +41,7 @@
     X(cuMemCreate, cuMemCreate, 10020, 0)                                             \
     X(cuMemRelease, cuMemRelease, 10020, 0)                                           \
     X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0)             \
+    X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0)       \
     X(cuMemMap, cuMemMap, 10020, 0)                                                   \
     X(cuMemUnmap, cuMemUnmap, 10020, 0)                                               \
     X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)                        \

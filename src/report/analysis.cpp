@@ -26,7 +26,9 @@ void count_failures(const Report& r, Summary& s) {
 void count_virtual(const Report& r, Summary& s) {
     VirtualStats& v = s.virt;
     v.unmaps = r.unmaps;
-    v.any = !r.reservations.empty() || !r.handles.empty() || !r.mappings.empty();
+    v.imports = r.imports.size();
+    for (const Mapping& m : r.mappings) v.imported_mapped_bytes += m.import && !m.t_unmap ? m.size : 0;
+    v.any = !r.reservations.empty() || !r.handles.empty() || !r.mappings.empty() || !r.imports.empty();
     // Handles on a device count on that device even when nothing else was allocated there.
     for (const PhysicalHandle& h : r.handles) {
         if (h.device >= 0) s.by_device[h.device];

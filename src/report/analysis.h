@@ -42,8 +42,10 @@ struct DeviceStats {
 
 /// Driver virtual memory management (format minor 3).
 struct VirtualStats {
-    bool any = false;  // the file has V, v, N, n, Q or q records that took effect
+    bool any = false;  // the file has V, v, N, n, Q, q or m records that took effect
     uint64_t reserves = 0, address_frees = 0, creates = 0, releases = 0, maps = 0, unmaps = 0;
+    uint64_t imports = 0;                // m records: other processes' memory mapped here (counted in no figure)
+    uint64_t imported_mapped_bytes = 0;  // at the end: the mappings of imported handles (in mapped_bytes)
     // at the end of the file
     uint64_t reserved_bytes = 0;
     uint64_t mapped_bytes = 0;

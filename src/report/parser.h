@@ -121,6 +121,7 @@ public:
     void apply(const rec::Create& r);
     void apply(const rec::Release& r);
     void apply(const rec::Map& r);
+    void apply(const rec::Import& r);
     void apply(const rec::Unmap& r);
     // read_tensors.cpp
     void apply(const rec::TensorAlloc& r);
@@ -319,6 +320,7 @@ private:
     std::unordered_map<uint64_t, size_t> reserved_;               // va -> reservation, until v
     std::unordered_map<uint64_t, size_t> handles_;                // handle value -> its most recent N
     std::vector<uint64_t> handle_maps_;                           // per handle: mappings now in place
+    std::unordered_map<uint64_t, size_t> imported_;               // handle value -> its unreleased m
     std::map<uint64_t, size_t> mapped_;                           // va -> mapping, until q
     AddrMap<size_t> live_tensors_;                                // addr -> tensor, until t
     std::unordered_map<uint64_t, std::vector<size_t>> gc_frees_;  // tid -> tensors freed in a collection, until Y

@@ -1,4 +1,5 @@
-// The reader's driver virtual memory records (docs/report-format.md, minor 3): V, v, N, n, Q, q.
+// The reader's driver virtual memory records (docs/report-format.md, minors 3 and 11): V, v, N, n,
+// Q, q, m.
 // The writer's side is track/records_vmm.cpp.
 #include <string>
 
@@ -74,8 +75,13 @@ void Parser::apply(const rec::Create& r) {
 void Parser::apply(const rec::Release& r) {
     auto it = handles_.find(r.handle);
     if (it == handles_.end() || report_.handles[it->second].t_release) {
+        if (auto im = imported_.find(r.handle); im != imported_.end()) {
+            report_.imports[im->second].t_release = r.t;  // another process's memory: no figure moves
+            imported_.erase(im);
+            return;
+        }
         warn("release-not-created",
-             "release of handle " + hex(r.handle) + ", which no unreleased N record created; ignored");
+             "release of handle " + hex(r.handle) + ", which no unreleased N or m record created; ignored");
         return;
     }
     PhysicalHandle& h = report_.handles[it->second];
@@ -113,9 +119,12 @@ void Parser::apply(const rec::Map& r) {
         if (report_.handles[h->second].t_release) {
             warn("map-released", "mapping of handle " + hex(m.handle_value) + ", which was released");
         }
+    } else if (auto im = imported_.find(m.handle_value); im != imported_.end()) {
+        m.import = im->second;
+        ++report_.imports[im->second].maps;
     } else {
         warn("map-unknown-handle", "mapping at " + hex(m.va) + " of handle " + hex(m.handle_value) +
-                                       ", which no N record created; counted as mapped, not as physical memory");
+                                       ", which no N or m record made; counted as mapped, not as physical memory");
     }
     auto old = mapped_.find(m.va);
     if (old != mapped_.end()) {
@@ -132,6 +141,30 @@ void Parser::apply(const rec::Map& r) {
     mapped_[m.va] = index;
     report_.mappings.push_back(m);
     add_event(Event::Map, index, m.t_map);
+}
+
+void Parser::apply(const rec::Import& r) {
+    ImportedHandle h;
+    h.handle = r.handle;
+    h.tid = r.tid;
+    h.t_import = r.t;
+    h.stack_id = r.stack_id;
+    h.python_stack_id = r.python_stack_id;
+    check_stack_ref(h.stack_id, "m");
+    check_python_stack_ref(h.python_stack_id, "m");
+    auto live = handles_.find(h.handle);
+    if (live != handles_.end() && !report_.handles[live->second].t_release) {
+        warn("import-of-created",
+             "import of handle " + hex(h.handle) + ", which an unreleased N record created; ignored (the N keeps it)");
+        return;
+    }
+    if (auto old = imported_.find(h.handle); old != imported_.end()) {
+        warn("double-import", "import of handle " + hex(h.handle) +
+                                  ", which is imported and not released; the earlier import is taken as released");
+        report_.imports[old->second].t_release = h.t_import;
+    }
+    imported_[h.handle] = report_.imports.size();
+    report_.imports.push_back(h);
 }
 
 void Parser::apply(const rec::Unmap& r) {

@@ -239,11 +239,25 @@ struct PhysicalHandle {
     uint64_t maps = 0;  // Q records that mapped it
 };
 
+/// m (cuMemImportFromShareableHandle, minor 11) and the n that released it: a handle to memory
+/// another allocation owns (another process's export). Its mappings are this process's, its
+/// memory is not: it counts in no physical or GPU figure.
+struct ImportedHandle {
+    uint64_t handle = 0;
+    uint64_t tid = 0;
+    int64_t t_import = 0;
+    std::optional<int64_t> t_release;  // the n record; empty while not released
+    uint32_t stack_id = 0;
+    uint32_t python_stack_id = 0;
+    uint64_t maps = 0;  // Q records that mapped it
+};
+
 /// Q (cuMemMap) and the q (cuMemUnmap) that removed it.
 struct Mapping {
     uint64_t va = 0, size = 0, offset = 0;
     uint64_t handle_value = 0;
     std::optional<size_t> handle;  // index into Report::handles; empty when no N created the handle
+    std::optional<size_t> import;  // index into Report::imports when an m made the handle
     uint64_t tid = 0;
     int64_t t_map = 0;
     std::optional<int64_t> t_unmap;  // empty while mapped
@@ -471,6 +485,8 @@ struct Report {
     std::vector<PhysicalHandle> handles;    // in order of N records
     std::vector<Mapping> mappings;          // in order of Q records
     uint64_t unmaps = 0;                    // q records that removed at least one mapping
+    // minor 11
+    std::vector<ImportedHandle> imports;  // in order of m records
     // minor 4
     std::vector<Phase> phases;  // in order of B records
     std::vector<Mark> marks;    // in order of J records

@@ -105,6 +105,9 @@ public:
     void record_release(uintptr_t handle);
     /// cuMemRetainAllocationHandle returned `handle`: one reference more, given back by a release.
     void record_retain(uintptr_t handle);
+    /// cuMemImportFromShareableHandle returned `handle`: another allocation's memory (a peer
+    /// process's export, NCCL's buffers of the other ranks), mapped here but not made here (m).
+    void record_import(uintptr_t handle, const uintptr_t* ips, int n);
     /// cuMemMap of `size` bytes of `handle` from `offset` at `va` (Q).
     void record_map(uintptr_t va, uint64_t size, uint64_t offset, uintptr_t handle);
     /// cuMemUnmap of `size` bytes at `va` (q).

@@ -1,4 +1,4 @@
-// The Recorder's driver virtual memory records (docs/report-format.md, minor 3): V, v, N, n, Q, q;
+// The Recorder's driver virtual memory records (docs/report-format.md, minors 3 and 11): V, v, N, n, Q, q, m;
 // the reader's side is report/read_vmm.cpp.
 #include "format/encode.h"
 #include "track/clock.h"
@@ -61,6 +61,13 @@ void Recorder::record_retain(uintptr_t handle) {
         // Out of host memory: the reference goes uncounted, and its release is written (the
         // reader warns of the second one). The host's call is not harmed.
     }
+}
+
+void Recorder::record_import(uintptr_t handle, const uintptr_t* ips, int n) {
+    if (!ensure_started()) return;
+    uint32_t py = python_stack();
+    uint32_t sid = intern(ips, n);
+    emit(format::rec::Import{now(), current_tid(), handle, sid, py});
 }
 
 void Recorder::record_map(uintptr_t va, uint64_t size, uint64_t offset, uintptr_t handle) {

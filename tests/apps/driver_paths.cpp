@@ -74,6 +74,9 @@ struct Ops {
     CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) = nullptr;
     CUresult (*release)(CUmemGenericAllocationHandle) = nullptr;
     CUresult (*retain)(CUmemGenericAllocationHandle*, void*) = nullptr;
+    CUresult (*import_handle)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType) = nullptr;
+    CUresult (*export_handle)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                              unsigned long long) = nullptr;  // not wrapped
     CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
     CUresult (*unmap)(CUdeviceptr, size_t) = nullptr;
     CUresult (*begin_capture)(CUstream, CUstreamCaptureMode) = nullptr;
@@ -156,6 +159,8 @@ void fill(Ops& o, bool by_base_name, bool ptsz, Lookup lookup, void* ctx) {
     FILL(create, "cuMemCreate", "cuMemCreate", false);
     FILL(release, "cuMemRelease", "cuMemRelease", false);
     FILL(retain, "cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle", false);
+    FILL(import_handle, "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", false);
+    FILL(export_handle, "cuMemExportToShareableHandle", "cuMemExportToShareableHandle", false);
     FILL(map, "cuMemMap", "cuMemMap", false);
     FILL(unmap, "cuMemUnmap", "cuMemUnmap", false);
     FILL(begin_capture, "cuStreamBeginCapture", "cuStreamBeginCapture_v2", true);
@@ -348,6 +353,20 @@ APP_FN void expandable_segment(const Ops& o) {
     // Release before unmap (allowed): the memory stays until the unmap.
     check("release 0", o.release(pages[0]));
     check("unmap 0", o.unmap(base, kPage));
+    // A peer's buffer, as NCCL maps the other ranks' memory: big exported as a file descriptor
+    // and imported (here by the same process), mapped, unmapped, released. A rejected import
+    // writes nothing.
+    int fd = -1;
+    check("export big", o.export_handle(&fd, big, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    CUmemGenericAllocationHandle peer = 0;
+    void* os_handle = reinterpret_cast<void*>(static_cast<uintptr_t>(fd));
+    check("import", o.import_handle(&peer, os_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    check("import unknown",
+          o.import_handle(&none, reinterpret_cast<void*>(uintptr_t{7}), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+          CUDA_ERROR_INVALID_VALUE);
+    check("map peer", o.map(base + 10 * kPage, 2 * kPage, 0, peer, 0));
+    check("unmap peer", o.unmap(base + 10 * kPage, 2 * kPage));
+    check("release peer", o.release(peer));
     // NCCL's free (ncclCuMemFree): a reference retained from the address and given back, then the
     // unmap and the handle's own release, which alone ends it.
     CUmemGenericAllocationHandle again = 0;
@@ -444,6 +463,8 @@ int main(int argc, char** argv) {
         DIRECT(create, cuMemCreate);
         DIRECT(release, cuMemRelease);
         DIRECT(retain, cuMemRetainAllocationHandle);
+        DIRECT(import_handle, cuMemImportFromShareableHandle);
+        DIRECT(export_handle, cuMemExportToShareableHandle);
         DIRECT(map, cuMemMap);
         DIRECT(unmap, cuMemUnmap);
         DIRECT(exchange_mode, cuThreadExchangeStreamCaptureMode);

@@ -14,7 +14,11 @@
 //     mapped handle succeeds and the memory goes when its last mapping does;
 //     cuMemRetainAllocationHandle of a mapped address returns the handle mapped there (the same
 //     value) with one reference more, which a cuMemRelease gives back (the handle is released with
-//     its last reference, as the driver counts them); cuMemAddressFree
+//     its last reference, as the driver counts them); cuMemExportToShareableHandle of a handle
+//     created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR among its requested types gives a file
+//     descriptor (a token, not a real one) that cuMemImportFromShareableHandle turns into a new
+//     handle to the same memory (mappable, released on its own, not counted in the physical bytes
+//     again); cuMemAddressFree
 //     needs the exact reserved range with nothing mapped in it. Misuse returns
 //     CUDA_ERROR_INVALID_VALUE (and touches nothing).
 //   - Allocation functions return host memory (pinned memory is writable); frees of unknown
@@ -54,6 +58,8 @@ struct Physical {
     bool released = false;
     int mappings = 0;
     int retained = 0;  // references cuMemRetainAllocationHandle added, not yet released
+    unsigned long long handle_types = 0;  // prop->requestedHandleTypes: what it may be exported as
+    bool imported = false;                // cuMemImportFromShareableHandle made it: the exporter's memory
 };
 
 struct Mapping {
@@ -79,6 +85,8 @@ struct State {
     std::map<uintptr_t, size_t> reservations;   // va -> size
     std::map<CUmemGenericAllocationHandle, Physical> handles;
     std::map<uintptr_t, Mapping> mappings;  // va -> mapping
+    std::map<int, CUmemGenericAllocationHandle> exported;  // file descriptor (a token) -> handle
+    int next_fd = 1000;
     uintptr_t next_va = kVaBase;
     uintptr_t next_handle = 0x1000;
     uint32_t next_v1 = 0x10000;  // 32-bit addresses of the CUDA 2.0 cuMemAlloc
@@ -178,7 +186,7 @@ size_t fakecu_physical_bytes(void) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     size_t n = 0;
-    for (auto& [h, p] : s.handles) n += p.size;
+    for (auto& [h, p] : s.handles) n += p.imported ? 0 : p.size;
     return n;
 }
 size_t fakecu_device_bytes(void) {
@@ -330,7 +338,11 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     CUmemGenericAllocationHandle h = s.next_handle++;
-    s.handles[h] = Physical{size, prop->location.id, false, 0};
+    Physical p;
+    p.size = size;
+    p.device = prop->location.id;
+    p.handle_types = prop->requestedHandleTypes;
+    s.handles[h] = p;
     *handle = h;
     return CUDA_SUCCESS;
 }
@@ -362,6 +374,41 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
     if (h == s.handles.end()) return CUDA_ERROR_INVALID_VALUE;
     ++h->second.retained;
     *handle = m->second.handle;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                              CUmemAllocationHandleType type, unsigned long long flags) {
+    if (!shareable || flags != 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto h = s.handles.find(handle);
+    if (h == s.handles.end() || h->second.released || (h->second.handle_types & type) == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    int fd = s.next_fd++;
+    s.exported[fd] = handle;
+    *static_cast<int*>(shareable) = fd;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
+                                                CUmemAllocationHandleType type) {
+    if (!handle || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto e = s.exported.find(static_cast<int>(reinterpret_cast<uintptr_t>(os_handle)));
+    if (e == s.exported.end()) return CUDA_ERROR_INVALID_VALUE;
+    auto from = s.handles.find(e->second);
+    if (from == s.handles.end()) return CUDA_ERROR_INVALID_VALUE;
+    // A handle of its own to the same memory (the exporter's: its bytes are not counted again).
+    Physical p = from->second;
+    p.released = false;
+    p.mappings = 0;
+    p.retained = 0;
+    p.imported = true;
+    CUmemGenericAllocationHandle h = s.next_handle++;
+    s.handles[h] = p;
+    *handle = h;
     return CUDA_SUCCESS;
 }
 
@@ -576,6 +623,8 @@ const Entry kEntries[] = {
     FAKE_ENTRY("cuMemCreate", 10020, cuMemCreate),
     FAKE_ENTRY("cuMemRelease", 10020, cuMemRelease),
     FAKE_ENTRY("cuMemRetainAllocationHandle", 11000, cuMemRetainAllocationHandle),
+    FAKE_ENTRY("cuMemExportToShareableHandle", 10020, cuMemExportToShareableHandle),
+    FAKE_ENTRY("cuMemImportFromShareableHandle", 10020, cuMemImportFromShareableHandle),
     FAKE_ENTRY("cuMemMap", 10020, cuMemMap),
     FAKE_ENTRY("cuMemUnmap", 10020, cuMemUnmap),
     FAKE_ENTRY("cuMemSetAccess", 10020, cuMemSetAccess),

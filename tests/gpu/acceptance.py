@@ -34,7 +34,7 @@ PARTS = [
     ("graphs", 60, "CUDA graphs: results unchanged, private pools owned by their captures, warm-up retention"),
     ("compile-garbage", 260, "compile garbage freed on CUDA, `memguard cycles` bytes; step-time benchmark"),
     ("python-hook", 150, "the Python hook's CPU test drivers under this machine's CPython and torch"),
-    ("driver-entry-points", 40, "expandable segments, cudaMallocAsync, static cudart, NCCL and cuBLAS"),
+    ("driver-entry-points", 50, "expandable segments, cudaMallocAsync, static cudart, NCCL and cuBLAS, cuMem IPC"),
     ("phases", 30, "phases against PyTorch's counters; NVTX ranges as phases"),
     ("export-merge", 30, "memory_viz export read by PyTorch; DDP under torchrun and `memguard merge` (2 GPUs)"),
     ("allocator-mode", 190, "allocator mode: training, graphs, compile, statistics, OOM rescue, by hand, "

@@ -39,7 +39,8 @@ const PathCase kCases[] = {
 };
 
 // Lookups the workload makes of functions memguard does not wrap (or of an ABI it does not).
-const std::set<std::string> kUntouched = {"cuGraphCreate", "cuMemAlloc@2000", "cuMemGetAllocationGranularity"};
+const std::set<std::string> kUntouched = {"cuGraphCreate", "cuMemAlloc@2000", "cuMemGetAllocationGranularity",
+                                          "cuMemExportToShareableHandle"};
 
 class DriverTest : public PreloadTest {
 protected:
@@ -101,7 +102,7 @@ std::vector<std::string> normalized(const std::string& report_path, std::vector<
         return it == live_block.end() ? std::string("b?") : it->second;
     };
     std::vector<std::string> out;
-    for (const auto& r : raw_records(report_path, "AEFVvNnQqCcGLDK")) {
+    for (const auto& r : raw_records(report_path, "AEFVvNnQqmCcGLDK")) {
         const std::string& t = r[0];
         std::string s = t;
         auto f = [&](size_t i) { return i < r.size() ? r[i] : std::string("?"); };
@@ -116,7 +117,7 @@ std::vector<std::string> normalized(const std::string& report_path, std::vector<
             s += " " + name("va", f(3)) + " " + f(4);
         } else if (t == "N") {
             s += " " + name("h", f(3)) + " " + f(4) + " dev" + f(5) + " cap" + f(8);
-        } else if (t == "n") {
+        } else if (t == "n" || t == "m") {
             s += " " + name("h", f(3));
         } else if (t == "Q") {
             s += " " + name("va", f(3)) + " " + f(4) + " " + f(5) + " " + name("h", f(6));
@@ -178,24 +179,29 @@ std::vector<std::string> expected_records(bool per_thread) {
         "n h13",
         "n h10",
         "q va9 2097152",
+        // The imported handle (m), mapped, unmapped, released; the failed import wrote nothing.
+        "m h17",
+        "Q va18 4194304 0 h17",
+        "q va18 4194304",
+        "n h17",
         "q va16 2097152",
         "n h15",
         "v va9 33554432",
         // Capture and graphs.
         "C 1 6000 thread_local -",
-        "A b17 94208 async cuMemAllocAsync 0 6000 cap1",
-        "c 1 0 g18",
-        "G x19 g18 1",
-        "L x19 6000",
-        "L x19 6000",
-        "D x19",
-        "C 2 6000 global g20",
-        "c 2 0 g20",
-        "G x21 g20 2",
+        "A b19 94208 async cuMemAllocAsync 0 6000 cap1",
+        "c 1 0 g20",
+        "G x21 g20 1",
+        "L x21 6000",
+        "L x21 6000",
         "D x21",
-        "K g18",
+        "C 2 6000 global g22",
+        "c 2 0 g22",
+        "G x23 g22 2",
+        "D x23",
         "K g20",
-        "F b17 94208 cuMemFreeAsync 6000",
+        "K g22",
+        "F b19 94208 cuMemFreeAsync 6000",
     };
 }
 

@@ -283,7 +283,8 @@ TEST_P(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     const rec::Map q1{kMinT, kU64, 0, kU64, kU64, 0};
     const rec::Unmap uq{kMaxT, 0, 0, 1};
     const rec::Release nr{kMaxT, kU64, kU64};
-    w.add(v1), w.add(vf), w.add(n1), w.add(n2), w.add(q1), w.add(uq), w.add(nr);
+    const rec::Import im{kMinT, kU64, 0x77, kU32, kU32};
+    w.add(v1), w.add(vf), w.add(n1), w.add(n2), w.add(q1), w.add(uq), w.add(nr), w.add(im);
 
     // Tensors.
     const rec::TensorAlloc t1{kMinT, kU64, kU64, 0, 0, -1, kU64, kU32, kU32, kU32, "1.18446744073709551615"};
@@ -675,6 +676,14 @@ TEST_P(RoundTrip, EveryRecordOfTheTableSurvivesWritingAndReading) {
     c.eq("size", true, uq.va + uq.size > rq.va);  // the range covers the mapping's start: it went
     EXPECT_EQ(rep.unmaps, 1u);
     c.not_kept("tid");
+    c.in<rec::Import>();
+    ASSERT_EQ(rep.imports.size(), 1u);
+    const ImportedHandle& ri = rep.imports[0];
+    c.eq("t", im.t, ri.t_import);
+    c.eq("tid", im.tid, ri.tid);
+    c.eq("handle", im.handle, ri.handle);
+    c.eq("stack_id", im.stack_id, ri.stack_id);
+    c.eq("python_stack_id", im.python_stack_id, ri.python_stack_id);
 
     c.in<rec::TensorAlloc>();
     ASSERT_EQ(rep.tensors.size(), 2u);

@@ -88,7 +88,7 @@ TEST(VmmRecords, InconsistentRecordsAreWarningsNotErrors) {
     EXPECT_TRUE(contains(all, "t.mgr:3: unmap of 7f40, which is not mapped; ignored")) << all;
     EXPECT_TRUE(contains(all, "t.mgr:4: release of handle a001")) << all;
     EXPECT_TRUE(contains(all, "t.mgr:5: address free of 7f40, which is not reserved")) << all;
-    EXPECT_TRUE(contains(all, "t.mgr:6: mapping at 7f40 of handle b00, which no N record created")) << all;
+    EXPECT_TRUE(contains(all, "t.mgr:6: mapping at 7f40 of handle b00, which no N or m record made")) << all;
     EXPECT_TRUE(contains(all, "t.mgr:8: address range reserved at 7f50, which is already reserved")) << all;
     EXPECT_TRUE(contains(all, "t.mgr:10: physical memory created with handle a001, which is not released")) << all;
     EXPECT_TRUE(contains(all, "t.mgr:11: mapping at 7f40, which is already mapped")) << all;
@@ -99,6 +99,53 @@ TEST(VmmRecords, InconsistentRecordsAreWarningsNotErrors) {
     EXPECT_EQ(end.physical_bytes, 32u);
     EXPECT_EQ(end.mapped_bytes, 32u);
     EXPECT_EQ(end.mappings, 1u);
+}
+
+TEST(VmmRecords, AnImportedHandleIsMappedAndReleasedWithoutCountingAsThisProcesssMemory) {
+    // NCCL's peer buffers: a handle imported from another rank's file descriptor (m), mapped into
+    // this process's range, unmapped, released; beside a handle of its own (N).
+    const std::string minor11 = "I format_minor 11\n";
+    Report r = parse(minor11 + "M 0 0 ffff 0 - /a\nS 1 10\nV 100 7 7f4000000000 8388608 1 0\n"
+                               "N 110 7 a001 2097152 0 1 0 0\nQ 120 7 7f4000000000 2097152 0 a001\n"
+                               "m 130 7 b001 1 0\nQ 140 7 7f4000200000 4194304 0 b001\n"
+                               "q 150 7 7f4000200000 4194304\nn 160 7 b001\nm 170 7 b002 1 0\nZ 200\n");
+    EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
+    ASSERT_EQ(r.imports.size(), 2u);
+    EXPECT_EQ(r.imports[0].handle, 0xb001u);
+    EXPECT_EQ(r.imports[0].t_import, 130);
+    EXPECT_EQ(r.imports[0].stack_id, 1u);
+    EXPECT_EQ(r.imports[0].t_release, std::optional<int64_t>(160));
+    EXPECT_EQ(r.imports[0].maps, 1u);
+    EXPECT_FALSE(r.imports[1].t_release);
+    ASSERT_EQ(r.mappings.size(), 2u);
+    EXPECT_FALSE(r.mappings[1].handle);
+    EXPECT_EQ(r.mappings[1].import, std::optional<size_t>(0));
+    // The peer's memory is mapped here, and is not this process's physical or GPU memory.
+    Levels mapped = after(r, 4);
+    EXPECT_EQ(mapped.mapped_bytes, 6 * MiB);
+    EXPECT_EQ(mapped.physical_bytes, 2 * MiB);
+    EXPECT_EQ(mapped.gpu_bytes, 2 * MiB);
+    Summary s = summarize(r);
+    EXPECT_EQ(s.virt.imports, 2u);
+    EXPECT_EQ(s.virt.peak_physical_bytes, 2 * MiB);
+    // A file of minor 10 has no m: the record is skipped, and the mapping of its handle is unknown.
+    Report old = parse("I format_minor 10\nm 130 7 b001 0 0\nQ 140 7 7f40 64 0 b001\nZ 200\n");
+    EXPECT_TRUE(old.imports.empty());
+    ASSERT_EQ(old.warnings.size(), 1u);
+    EXPECT_TRUE(contains(old.warnings[0], "which no N or m record made")) << old.warnings[0];
+}
+
+TEST(VmmRecords, AnImportTwiceOrOfACreatedHandleIsAWarning) {
+    Report r = parse("I format_minor 11\nN 10 1 a001 64 0 0 0 0\nm 20 1 a001 0 0\nm 30 1 b001 0 0\n"
+                     "m 40 1 b001 0 0\nn 50 1 b001\nn 60 1 b001\nZ 100\n");
+    std::string all;
+    for (const std::string& w : r.warnings) all += w + "\n";
+    EXPECT_TRUE(contains(all, "t.mgr:4: import of handle a001, which an unreleased N record created")) << all;
+    EXPECT_TRUE(contains(all, "t.mgr:6: import of handle b001, which is imported and not released")) << all;
+    EXPECT_TRUE(contains(all, "t.mgr:8: release of handle b001, which no unreleased N or m record created")) << all;
+    ASSERT_EQ(r.imports.size(), 2u);
+    EXPECT_EQ(r.imports[0].t_release, std::optional<int64_t>(40));
+    EXPECT_EQ(r.imports[1].t_release, std::optional<int64_t>(50));
 }
 
 TEST(VmmRecords, DriverApiNamesAreKeptAsIs) {

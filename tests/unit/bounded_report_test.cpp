@@ -236,7 +236,9 @@ struct RecordedRun {
         largest_on_disk = std::max(largest_on_disk, on_disk);
     }
     /// Until the follower has folded through the newest part but two, or made that fold and waits
-    /// for the room the writer grants at its next flush (the fold room's `wanted`).
+    /// for the room the writer grants at its next flush (the fold room's `wanted`, not yet
+    /// granted). A want the writer granted is a fold the follower is writing: waited for (a slow
+    /// follower, under TSan on a loaded machine, would otherwise fall behind).
     static void wait_for_follower(const std::string& spine) {
         namespace fr = format::fold_room;
         for (int i = 0; i < 6000; ++i) {
@@ -244,8 +246,10 @@ struct RecordedRun {
             const std::vector<unsigned> folds = report::find_folds(spine);
             const unsigned newest = parts.empty() ? 0 : parts.back();
             unsigned folded = folds.empty() ? 0 : *std::max_element(folds.begin(), folds.end());
-            if (std::optional<fr::Room> w = fr::parse(read_text(fr::path(spine)), fr::kWantedAt, fr::kWanted)) {
-                folded = std::max(folded, w->part);
+            const std::string room = read_text(fr::path(spine));
+            if (std::optional<fr::Room> w = fr::parse(room, fr::kWantedAt, fr::kWanted)) {
+                const std::optional<fr::Room> g = fr::parse(room, fr::kGrantedAt, fr::kGranted);
+                if (!g || g->part < w->part) folded = std::max(folded, w->part);
             }
             if (newest < 3 || folded + 2 >= newest) return;
             std::this_thread::sleep_for(std::chrono::milliseconds(10));

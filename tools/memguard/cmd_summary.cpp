@@ -107,6 +107,11 @@ void print_virtual(const report::Summary& s) {
         print("  %-22s %12s\n", "physical, not on a GPU",
               human_bytes(v.physical_bytes - v.physical_device_bytes).c_str());
     }
+    if (v.imports != 0) {
+        print("  %-22s %12s %12s  %s\n", "mapped, imported", human_bytes(v.imported_mapped_bytes).c_str(), "",
+              (plural(v.imports, "handle", "handles") + " imported: other processes' memory, not physical here")
+                  .c_str());
+    }
 }
 
 constexpr report::GcTrigger kTriggers[] = {report::GcTrigger::Automatic, report::GcTrigger::Explicit,
@@ -470,6 +475,7 @@ void json_virtual(report::JsonWriter& j, const report::Summary& s) {
     j.key("physical_bytes").value(v.physical_bytes);
     j.key("physical_device_bytes").value(v.physical_device_bytes);
     j.key("physical_handles").value(v.physical_handles);
+    j.key("imported_mapped_bytes").value(v.imported_mapped_bytes);
     j.key("peak_reserved_bytes").value(v.peak_reserved_bytes);
     j.key("peak_mapped_bytes").value(v.peak_mapped_bytes);
     j.key("peak_physical_bytes").value(v.peak_physical_bytes);
@@ -480,6 +486,7 @@ void json_virtual(report::JsonWriter& j, const report::Summary& s) {
     j.key("releases").value(v.releases);
     j.key("maps").value(v.maps);
     j.key("unmaps").value(v.unmaps);
+    j.key("imports").value(v.imports);
     j.end_object();
     j.end_object();
 }

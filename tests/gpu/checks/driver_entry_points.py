@@ -1,7 +1,9 @@
 # Driver entry points: expandable segments (the virtual-memory calls), cudaMallocAsync, a static
-# cudart, NCCL's and cuBLAS's own allocations. Exec'd by acceptance.py (check, workload, reports, records, Skip,
-# ctx, HERE are its names). Each check reads the report's records itself (docs/report-format.md,
-# minor 3), independently of the CLI, and prints what it saw.
+# cudart, NCCL's and cuBLAS's own allocations, cuMem memory shared between two processes. Exec'd by
+# acceptance.py (check, workload, reports, records, Skip, ctx, HERE are its names). Each check reads
+# the report's records itself (docs/report-format.md, minors 3 and 11), independently of the CLI,
+# and prints what it saw.
+import json
 import os
 import shutil
 
@@ -211,3 +213,52 @@ def nccl_cublas_sites(ctx):
             print(f"     {api:>24} {kind:>8} {size:>11}  {' <- '.join(names)}")
     assert found["nccl"], "no allocation with a libnccl frame"
     assert found["cublas"], "no allocation with a libcublas/libcublasLt frame"
+
+
+@check("driver-entry-points", "cuMem IPC between two processes (NCCL's peer buffers): the importer's report has "
+                              "its m, maps it and releases it without a warning, and counts none of it as its memory")
+def cumem_ipc(ctx):
+    nvcc = _nvcc()
+    if nvcc is None:
+        raise Skip("no nvcc")
+    exe = ctx.out / "cumem_ipc"
+    ctx.run([nvcc, "-O1", "-o", str(exe), str(HERE / "apps" / "cumem_ipc.cpp"), "-lcuda"])
+    p = ctx.run([str(exe)], env={"MEMGUARD_OUTPUT": str(ctx.out / "cumem_ipc.%p.mgr")}, preload=True)
+    print("  " + p.stdout.strip().replace("\n", "\n  "))
+    said = {w[0]: w for w in (line.split() for line in p.stdout.splitlines()) if w}
+    assert "done" in said, p.stdout + p.stderr[-2000:]
+    exporter, importer = said["exporter"], said["importer"]
+    size = int(exporter[4])
+    assert importer[6] == "5a", f"the importer read {importer[6]}, not the exporter's 5a"
+    files = reports(ctx, "cumem_ipc.")
+    assert len(files) == 2, files
+    imports = {f: records(f, "m") for f in files}
+    mine = [f for f in files if imports[f]]
+    assert len(mine) == 1, {f.name: len(v) for f, v in imports.items()}
+    imp_file, exp_file = mine[0], [f for f in files if f != mine[0]][0]
+    # The importer's report: m, a Q and an n of the handle the driver gave it; no N.
+    handle = importer[2]
+    assert [r[3] for r in imports[imp_file]] == [handle], imports[imp_file]
+    maps = [r for r in records(imp_file, "Q") if r[6] == handle]
+    releases = [r for r in records(imp_file, "n") if r[3] == handle]
+    print(f"  importer's report {imp_file.name}: m {handle}, {len(maps)} Q of {maps and maps[0][4]} bytes, "
+          f"{len(releases)} n; N records {len(records(imp_file, 'N'))}")
+    assert len(maps) == 1 and int(maps[0][4]) == size and len(releases) == 1, (maps, releases)
+    assert not records(imp_file, "N")
+    # The exporter's: its N and n of its handle.
+    created = [r for r in records(exp_file, "N") if r[3] == exporter[2]]
+    assert len(created) == 1 and int(created[0][4]) == size, created
+    assert [r[3] for r in records(exp_file, "n")] == [exporter[2]]
+    # The CLI: the import known (no warning), mapped, and not the importer's physical memory.
+    for f, physical in ((imp_file, 0), (exp_file, size)):
+        q = ctx.run([str(ctx.cli), "summary", "--json", str(f)])
+        v = json.loads(q.stdout)["virtual"]
+        print(f"  summary --json {f.name}: peak mapped {v['peak_mapped_bytes']}, peak physical "
+              f"{v['peak_physical_bytes']}, imports {v['counts']['imports']}; stderr {q.stderr.strip()[:300]!r}")
+        assert "record made" not in q.stderr and "record created" not in q.stderr, q.stderr
+        assert v["peak_mapped_bytes"] == size and v["peak_physical_bytes"] == physical, v
+        assert v["counts"]["imports"] == (1 if f == imp_file else 0), v
+    text = ctx.run([str(ctx.cli), "summary", str(imp_file)]).stdout
+    print("  " + "\n  ".join(line for line in text.splitlines() if line.startswith("  ") and
+                              any(w in line for w in ("mapped", "physical", "imported"))))
+    assert "imported" in text
