@@ -34,7 +34,7 @@ def start_part(n):
 for line in lines[1:]:
     f = line.split(" ")
     if f[0] == "I" and f[1] == "format_minor":
-        line = "I format_minor 10"
+        line = "I format_minor %d" % max(10, int(f[2]))  # bounded reports are minor 10; a later stays
     if f[0] in ("A", "F", "T", "t"):
         if part is None:
             start_part(1)
