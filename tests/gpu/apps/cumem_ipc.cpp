@@ -63,40 +63,42 @@ void unmap_here(CUdeviceptr va, size_t size) {
     check("cuMemAddressFree", cuMemAddressFree(va, size));
 }
 
-void send_fd(int sock, int fd) {
+/// One byte with room for one descriptor beside it (SCM_RIGHTS). Not copied: it points into itself.
+struct FdMessage {
     char byte = 'f';
     iovec iov{&byte, 1};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    FdMessage() {
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+    }
+    FdMessage(const FdMessage&) = delete;
+    FdMessage& operator=(const FdMessage&) = delete;
+};
+
+void send_fd(int sock, int fd) {
+    FdMessage m;
+    cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    if (sendmsg(sock, &msg, 0) != 1) {
+    if (sendmsg(sock, &m.msg, 0) != 1) {
         std::perror("sendmsg");
         std::exit(1);
     }
 }
 
 int receive_fd(int sock) {
-    char byte = 0;
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    if (recvmsg(sock, &msg, 0) != 1) {
+    FdMessage m;
+    if (recvmsg(sock, &m.msg, 0) != 1) {
         std::perror("recvmsg");
         std::exit(1);
     }
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
     if (!c || c->cmsg_type != SCM_RIGHTS) {
         std::fprintf(stderr, "no descriptor received\n");
         std::exit(1);
