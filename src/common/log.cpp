@@ -1,8 +1,11 @@
 #include "common/log.h"
 
+#include <spdlog/logger.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 namespace memguard {
+
+namespace {
 
 spdlog::logger& logger() {
     // Leaked on purpose: hooks may log during process teardown, after static destructors ran.
@@ -17,18 +20,28 @@ spdlog::logger& logger() {
     return *instance;
 }
 
-void set_log_level(LogLevel level) {
-    spdlog::level::level_enum l = spdlog::level::warn;
+spdlog::level::level_enum spdlog_level(LogLevel level) {
     switch (level) {
-    case LogLevel::Trace: l = spdlog::level::trace; break;
-    case LogLevel::Debug: l = spdlog::level::debug; break;
-    case LogLevel::Info: l = spdlog::level::info; break;
-    case LogLevel::Warn: l = spdlog::level::warn; break;
-    case LogLevel::Error: l = spdlog::level::err; break;
-    case LogLevel::Critical: l = spdlog::level::critical; break;
-    case LogLevel::Off: l = spdlog::level::off; break;
+    case LogLevel::Trace: return spdlog::level::trace;
+    case LogLevel::Debug: return spdlog::level::debug;
+    case LogLevel::Info: return spdlog::level::info;
+    case LogLevel::Warn: return spdlog::level::warn;
+    case LogLevel::Error: return spdlog::level::err;
+    case LogLevel::Critical: return spdlog::level::critical;
+    case LogLevel::Off: return spdlog::level::off;
     }
-    logger().set_level(l);
+    return spdlog::level::warn;
+}
+
+}  // namespace
+
+void set_log_level(LogLevel level) { logger().set_level(spdlog_level(level)); }
+
+bool log_enabled(LogLevel level) { return logger().should_log(spdlog_level(level)); }
+
+void log_text(LogLevel level, std::string_view text) {
+    // "{}" and not the text as the format: a message that holds braces is written as it is.
+    logger().log(spdlog_level(level), "{}", text);
 }
 
 }  // namespace memguard
