@@ -3,7 +3,7 @@
 #
 #   tools/run-example.sh
 #
-# Builds the project if needed (cmake -S . -B build && cmake --build build -j). On a machine with
+# Builds the project if needed (cmake -S . -B build && cmake --build build -j"$(nproc)"). On a machine with
 # a GPU (nvidia-smi -L lists one) and a real libcudart.so.13, the example runs against the real
 # runtime; otherwise against the fake runtime of the tests. Then prints `memguard summary` and
 # `memguard top` of the report it wrote.
@@ -20,7 +20,7 @@ build() {
     if [[ ! -f $build_dir/CMakeCache.txt ]]; then
         cmake -S "$repo_dir" -B "$build_dir"
     fi
-    cmake --build "$build_dir" -j
+    cmake --build "$build_dir" -j"$(nproc)"
 }
 
 # Prints the directory of a real libcudart.so.13, or nothing.
